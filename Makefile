@@ -1,0 +1,36 @@
+# The front door: `make demo` and `make test` work on a fresh machine with only Python 3.10+.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP_BASE := $(VENV)/.installed-base
+STAMP_DEV  := $(VENV)/.installed-dev
+
+.PHONY: demo test lint bench torture clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(STAMP_BASE): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(STAMP_DEV): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP_BASE) $@
+
+demo: $(STAMP_BASE)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash demo/demo.sh
+
+test: $(STAMP_DEV)
+	$(PY) -m pytest -q
+
+lint: $(STAMP_DEV)
+	$(VENV)/bin/ruff check loki tests bench
+	$(VENV)/bin/mypy loki
+
+bench: $(STAMP_DEV)
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,99 @@
+"""``loki init``, ``status``, ``validate``, ``doctor``: the tree as a whole."""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+from loki.cli.common import JSON_HELP, print_json, root_option, say, store_from, table
+
+
+def register(app: typer.Typer) -> None:
+    app.command("init")(init)
+    app.command("status")(status)
+    app.command("validate")(validate)
+    app.command("doctor")(doctor)
+
+
+def init(
+    ctx: typer.Context,
+    path: str = typer.Option(None, "--path", help="Project directory to create .loki/ in (default: the current one)."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Create the .loki/ tree. Idempotent: existing files are never overwritten."""
+    from loki.paths import STATE_DIR_NAME
+    from loki.tree import init_tree
+
+    explicit = root_option(ctx)
+    root = explicit or os.path.join(os.path.abspath(path or os.getcwd()), STATE_DIR_NAME)
+    created = init_tree(root)
+    if json_output:
+        print_json({"root": root, "created": created})
+        return
+    if created:
+        say(f"initialised {root} ({len(created)} new: {', '.join(created)})")
+    else:
+        say(f"{root} is already initialised; nothing changed")
+
+
+def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
+    """Counts per queue, breakers by state, signals waiting, dead-letter size and last review."""
+    from loki.tree import status as tree_status
+
+    report = tree_status(store_from(ctx))
+    if json_output:
+        print_json(report)
+        return
+    say(f"loki state in {report['root']}")
+    table("queue", ["state", "tasks"], [[k, v] for k, v in report["queue"].items()])
+    breakers = report["breakers"]
+    say(f"breakers: {breakers['CLOSED']} closed, {breakers['OPEN']} open, {breakers['HALF_OPEN']} half-open")
+    say(f"signals waiting: {report['signals_waiting']}   escalations: {report['escalations']}")
+    reviewed = report["dead_letter"]["last_reviewed"] or "never"
+    say(f"dead-letter: {report['dead_letter']['size']} entries, last reviewed {reviewed}")
+
+
+def validate(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
+    """Check every file in the tree against its schema and the cross-file invariants. Exit 1 on any problem."""
+    from loki.tree import validate_tree
+
+    store = store_from(ctx)
+    problems = validate_tree(store)
+    if json_output:
+        print_json({"root": store.root, "valid": not problems,
+                    "problems": [{"file": p.file, "pointer": p.pointer, "message": p.message} for p in problems]})
+    elif problems:
+        for problem in problems:
+            typer.echo(f"{problem}", err=True)
+        typer.echo(f"{len(problems)} problem(s) in {store.root}", err=True)
+    else:
+        say(f"{store.root}: valid")
+    if problems:
+        raise typer.Exit(1)
+
+
+def doctor(
+    ctx: typer.Context,
+    repair: bool = typer.Option(False, "--repair", help="Sweep stale temp files and move corrupt files aside."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Finish interrupted changes and report what is wrong; --repair fixes what can be fixed without losing data."""
+    from loki.tree import doctor as run_doctor
+
+    report = run_doctor(store_from(ctx), repair=repair)
+    if json_output:
+        print_json(report.to_json())
+    else:
+        for rel in report.journals_finished:
+            say(f"finished interrupted change: {rel}")
+        for rel in report.temp_files:
+            state = "removed" if rel in report.temp_removed else "left (younger than 5 min, or no --repair)"
+            say(f"temp file {rel}: {state}")
+        for moved in report.moved_aside:
+            say(f"moved corrupt {moved['file']} aside to {moved['moved_to']}")
+        for problem in report.problems:
+            typer.echo(f"{problem}", err=True)
+        say("healthy" if report.healthy else f"{len(report.problems)} problem(s) remain")
+    if not report.healthy:
+        raise typer.Exit(1)

@@ -1,0 +1,80 @@
+"""What every command shares: finding the store, printing JSON or tables, errors.
+
+All printing lives in ``loki/cli``. Library code returns values and raises
+:class:`loki.errors.LokiError`; this layer turns them into output and exit codes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from loki.store import Store
+
+JSON_HELP = "Print one JSON document on stdout (stable keys, for agents and scripts)."
+
+
+def store_from(ctx: typer.Context) -> Store:
+    """The store for this invocation (``--root``/``LOKI_ROOT`` or the nearest ``.loki/``)."""
+    from loki.store import Store
+
+    return Store.open(root_option(ctx))
+
+
+def root_option(ctx: typer.Context) -> str | None:
+    obj = ctx.find_root().obj
+    return obj.get("root") if isinstance(obj, dict) else None
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, default=str) + "\n")
+
+
+_console: Console | None = None
+_err_console: Console | None = None
+
+
+def console() -> Console:
+    """A rich console for people (imported only when a table is printed)."""
+    global _console
+    if _console is None:
+        from rich.console import Console
+
+        _console = Console(highlight=False)
+    return _console
+
+
+def err_console() -> Console:
+    global _err_console
+    if _err_console is None:
+        from rich.console import Console
+
+        _err_console = Console(stderr=True, highlight=False)
+    return _err_console
+
+
+def say(message: str) -> None:
+    """One plain line for people (markup-free, so ids with brackets print as they are)."""
+    console().print(message, markup=False)
+
+
+def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
+    from rich.table import Table
+
+    grid = Table(title=title, show_header=True, header_style="bold", title_justify="left")
+    for column in columns:
+        grid.add_column(column)
+    for row in rows:
+        grid.add_row(*["" if cell is None else str(cell) for cell in row])
+    console().print(grid)
+
+
+def fail(message: str, code: int = 1) -> None:
+    sys.stderr.write(f"error: {message}\n")
+    raise typer.Exit(code)

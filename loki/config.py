@@ -1,0 +1,57 @@
+"""Every default in one place, and how ``config/loki.json`` overrides them.
+
+The config file is optional and every key in it is optional; ``docs/config.md``
+documents each one. The values here are the reference documents' values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "queue": {
+        "lease_seconds": 3600,
+        "max_attempts": 5,
+        "backoff_initial": 5,
+        "backoff_multiplier": 2,
+        "backoff_max": 300,
+        "completed_hot_limit": 1000,
+        "list_limit": 50,
+    },
+    "deadletter": {
+        "review_interval_hours": 24,
+        "abandon_after_attempts": 10,
+        "same_error_approaches": 3,
+        "systemic_root_cause_count": 3,
+        "escalation_labels": ["security", "auth", "secrets", "permissions", "data-loss", "migration", "credentials"],
+    },
+    "breakers": {
+        "defaults": {"threshold": 3, "window": 60, "cooldown": 300, "half_open_interval": 10, "recovery_threshold": 3},
+        "per_breaker": {},
+        "recovery_start_percent": 50,
+        "recovery_step_percent": 25,
+        "recovery_step_seconds": 60,
+    },
+    "signals": {"human_review_timeout_hours": 24, "drift_accumulated_threshold": 3, "legacy_strict_mode": False},
+    "watch": {"rescan_seconds": 1.0, "tick_seconds": 5.0},
+    "strikes": {"warn_at": 2, "stop_at": 3, "stop_decision": "deny", "input_hash_chars": 200, "history": 50},
+    "memory": {"max_records": 100_000, "inject_max_chars": 300},
+}
+
+
+def setting(config: dict[str, Any], section: str, key: str, default: Any = None) -> Any:
+    """``config[section][key]``, else the documented default."""
+    value = (config.get(section) or {}).get(key)
+    if value is not None:
+        return value
+    fallback = DEFAULTS.get(section, {}).get(key)
+    return fallback if fallback is not None else default
+
+
+def breaker_settings(config: dict[str, Any], name: str) -> dict[str, Any]:
+    """A breaker's thresholds: the reference's defaults, then ``defaults``, then its own entry."""
+    section = config.get("breakers") or {}
+    merged = dict(DEFAULTS["breakers"]["defaults"])
+    merged.update(section.get("defaults") or {})
+    merged.update((section.get("per_breaker") or {}).get(name) or {})
+    return merged

@@ -1,0 +1,121 @@
+"""One small exception hierarchy. Each class carries its exit code (DESIGN.md §5).
+
+The library raises these and never prints; the CLI turns them into a message on
+stderr (or a JSON error document) and the exit code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ExitCode:
+    OK = 0
+    ERROR = 1
+    USAGE = 2
+    NOTHING_TO_DO = 3
+    CONFLICT = 4
+    LOCK_TIMEOUT = 5
+    CIRCUIT_OPEN = 75
+
+
+class LokiError(Exception):
+    """Root of every error loki raises on purpose."""
+
+    exit_code = ExitCode.ERROR
+    kind = "error"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error": self.kind, "message": self.message, "exit_code": self.exit_code, **self.details}
+
+
+class UsageError(LokiError):
+    """The command line itself is wrong (exit 2)."""
+
+    exit_code = ExitCode.USAGE
+    kind = "usage"
+
+
+class InvalidInput(LokiError):
+    """An argument, id or document given to loki is not acceptable."""
+
+    kind = "invalid_input"
+
+
+class NotFound(LokiError):
+    kind = "not_found"
+
+
+class NotInitialized(LokiError):
+    kind = "not_initialized"
+
+
+class StateFileError(LokiError):
+    """A state file cannot be used: it fails to parse or to validate, or is unsafe.
+
+    Carries the file, the JSON pointer inside it and the reason, so the message
+    always says exactly where the problem is.
+    """
+
+    kind = "invalid_state_file"
+
+    def __init__(self, path: str, reason: str, pointer: str = "") -> None:
+        where = f"{path}{' at ' + pointer if pointer else ''}"
+        super().__init__(f"{where}: {reason}", file=path, pointer=pointer, reason=reason)
+        self.path = path
+        self.pointer = pointer
+        self.reason = reason
+
+
+class SchemaViolation(LokiError):
+    """A document or record loki was about to write (or was given) breaks its schema."""
+
+    kind = "schema_violation"
+
+    def __init__(self, where: str, problems: list[tuple[str, str]]) -> None:
+        first_pointer, first_reason = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(
+            f"{where} at {first_pointer or '/'}: {first_reason}{more}",
+            file=where,
+            pointer=first_pointer,
+            reason=first_reason,
+            problems=[{"pointer": p, "reason": r} for p, r in problems],
+        )
+        self.problems = problems
+
+
+class NothingToDo(LokiError):
+    """Nothing is ready (exit 3): not a failure, a fact the caller acts on."""
+
+    exit_code = ExitCode.NOTHING_TO_DO
+    kind = "nothing_to_do"
+
+
+class Conflict(LokiError):
+    """Not the holder, lease lost, already claimed (exit 4). Nothing was changed."""
+
+    exit_code = ExitCode.CONFLICT
+    kind = "conflict"
+
+
+class LockTimeout(LokiError):
+    exit_code = ExitCode.LOCK_TIMEOUT
+    kind = "lock_timeout"
+
+
+class CircuitOpen(LokiError):
+    """A circuit breaker refuses the call; ``retry_after`` says how long to wait."""
+
+    exit_code = ExitCode.CIRCUIT_OPEN
+    kind = "circuit_open"
+
+    def __init__(self, message: str, *, name: str, retry_after: float, **details: Any) -> None:
+        super().__init__(message, name=name, retry_after=retry_after, **details)
+        self.name = name
+        self.retry_after = retry_after

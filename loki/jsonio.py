@@ -1,0 +1,88 @@
+"""Strict JSON in, deterministic JSON out.
+
+Python's ``json`` module is lenient where a state file must not be: it accepts
+duplicate keys (the last one silently wins), ``NaN``/``Infinity`` and, given
+bytes, UTF-16. Every state file loki did not write itself goes through
+:func:`loads_strict`; files whose digest proves loki wrote them take the fast
+:func:`loads_trusted` path (loki's own writer never produces any of those).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_DEPTH_ERROR = "nesting is too deep"
+
+
+class JsonError(ValueError):
+    """A document is not strict JSON. ``pointer`` locates the problem when known."""
+
+    def __init__(self, reason: str, pointer: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.pointer = pointer
+
+
+def _reject_constant(name: str) -> Any:
+    raise JsonError(f"{name} is not valid JSON (NaN and Infinity are not allowed)")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise JsonError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def decode_utf8(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JsonError(f"not valid UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r})") from None
+
+
+def loads_strict(data: bytes | str) -> Any:
+    """Parse JSON, refusing duplicate keys, NaN/Infinity, non-UTF-8, a BOM and trailing data."""
+    text = decode_utf8(data) if isinstance(data, bytes) else data
+    if text.startswith("\ufeff"):
+        raise JsonError("starts with a byte-order mark (BOM); save it as UTF-8 without BOM")
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+    except JsonError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise JsonError(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise JsonError(MAX_DEPTH_ERROR) from None
+
+
+def loads_trusted(data: bytes) -> Any:
+    """Parse a document loki itself wrote (checked by digest): plain, fast ``json.loads``."""
+    return json.loads(data.decode("utf-8"))
+
+
+def dumps_compact(value: Any) -> str:
+    """One line, no spaces, keys in insertion order; refuses NaN/Infinity."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def dumps_document(value: Any, records_key: str | None = None) -> bytes:
+    """Serialise a state file: readable, diffable and cheap to produce.
+
+    Files holding a list of records (``{"version": 1, "tasks": [...]}``) are written
+    with one record per line: ``grep`` and ``git diff`` work on them, and it costs
+    far less than ``indent=2``. Other documents are written indented.
+    """
+    if records_key is not None and isinstance(value, dict) and isinstance(value.get(records_key), list):
+        head = {k: v for k, v in value.items() if k != records_key}
+        records = value[records_key]
+        head_text = dumps_compact(head)[1:-1]
+        prefix = "{" + (head_text + "," if head_text else "") + json.dumps(records_key) + ":["
+        if not records:
+            return (prefix + "]}\n").encode("utf-8")
+        body = ",\n".join(dumps_compact(record) for record in records)
+        return (prefix + "\n" + body + "\n]}\n").encode("utf-8")
+    return (json.dumps(value, ensure_ascii=False, indent=2, allow_nan=False) + "\n").encode("utf-8")

@@ -1,0 +1,151 @@
+"""The ``.loki/`` tree: which files exist, what kind each is, and what an empty one holds.
+
+One table maps a state path to its :class:`FileKind`: the schema of the whole file,
+where its records are (so a write validates only the records it changed), and its
+empty content. The store consults it for every read and write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+QUEUE_STATES = ("pending", "in-progress", "blocked", "completed", "failed", "cancelled")
+"""Queue files that hold tasks (``queue/<state>.json``)."""
+
+QUEUE_DIR = "queue"
+QUEUE_LOCK = "queue/.lock"
+DEADLETTER = "queue/dead-letter.json"
+ABANDONED = "queue/abandoned.json"
+BREAKERS = "state/circuit-breakers.json"
+WATCH_STATE = "state/watch.json"
+CONFIG = "config/loki.json"
+CONTINUITY = "CONTINUITY.md"
+STRIKES_DIR = "state/errors"
+SIGNALS_DIR = "signals"
+ESCALATIONS_DIR = "escalations"
+ARCHIVE_DIR = "archive"
+LOGS_DIR = "logs"
+MEMORY_DIR = "memory"
+
+DIRECTORIES = (
+    "config",
+    QUEUE_DIR,
+    "state",
+    STRIKES_DIR,
+    SIGNALS_DIR,
+    ESCALATIONS_DIR,
+    MEMORY_DIR,
+    LOGS_DIR,
+    ARCHIVE_DIR,
+)
+
+
+def queue_file(state: str) -> str:
+    return f"{QUEUE_DIR}/{state}.json"
+
+
+@dataclass(frozen=True)
+class FileKind:
+    name: str
+    schema: str
+    empty: Callable[[], Any]
+    records_key: str | None = None
+    """Key of the record list inside the document ("tasks"), when there is one."""
+    record_schema: str | None = None
+    records_are_values: bool = False
+    """The document is a mapping name -> record (circuit breakers)."""
+    normalise: Callable[[Any, str], Any] | None = None
+    """Turn an accepted on-disk shape into the canonical one (a bare array into {version, tasks})."""
+
+    def envelope(self, doc: Any) -> Any:
+        """The document with its records taken out, for a cheap check of everything else."""
+        if self.records_are_values:
+            return {}
+        if self.records_key is not None and isinstance(doc, dict) and self.records_key in doc:
+            return {**doc, self.records_key: []}
+        return doc
+
+    def records(self, doc: Any) -> list[Any]:
+        if self.records_are_values:
+            return list(doc.values()) if isinstance(doc, dict) else []
+        if self.records_key is not None and isinstance(doc, dict):
+            value = doc.get(self.records_key)
+            return value if isinstance(value, list) else []
+        return []
+
+
+def _normalise_queue(doc: Any, rel: str) -> Any:
+    if isinstance(doc, list):
+        from loki.compat import import_tasks
+
+        state = rel.rsplit("/", 1)[-1][: -len(".json")]
+        return {"version": 1, "tasks": import_tasks(doc, status=state)}
+    return doc
+
+
+def _empty_queue() -> dict[str, Any]:
+    return {"version": 1, "tasks": []}
+
+
+def _empty_deadletter() -> dict[str, Any]:
+    return {"tasks": [], "metadata": {"last_reviewed": None, "total_abandoned": 0, "total_recovered": 0}}
+
+
+QUEUE_KIND = FileKind("queue", "queue-file.json", _empty_queue, "tasks", "task.json", normalise=_normalise_queue)
+DEADLETTER_KIND = FileKind("dead-letter", "deadletter-file.json", _empty_deadletter, "tasks", "deadletter-entry.json")
+ABANDONED_KIND = FileKind("abandoned", "abandoned-file.json", _empty_queue, "tasks", None)
+BREAKERS_KIND = FileKind("circuit-breakers", "circuit-breakers-file.json", dict, None, "circuit-breaker.json",
+                         records_are_values=True)
+STRIKES_KIND = FileKind("strikes", "strikes-file.json", lambda: None)
+WATCH_KIND = FileKind("watch-state", "watch-state.json", lambda: {"version": 1})
+CONFIG_KIND = FileKind("config", "config.json", lambda: {"version": 1})
+
+
+def kind_for(rel: str) -> FileKind | None:
+    """The kind of a JSON state file, or None for files loki does not parse as one document."""
+    if rel == DEADLETTER:
+        return DEADLETTER_KIND
+    if rel == ABANDONED:
+        return ABANDONED_KIND
+    if rel.startswith(QUEUE_DIR + "/") and rel.endswith(".json") and rel.count("/") == 1:
+        state = rel[len(QUEUE_DIR) + 1 : -len(".json")]
+        return QUEUE_KIND if state in QUEUE_STATES else None
+    if rel == BREAKERS:
+        return BREAKERS_KIND
+    if rel == WATCH_STATE:
+        return WATCH_KIND
+    if rel == CONFIG:
+        return CONFIG_KIND
+    if rel.startswith(STRIKES_DIR + "/") and rel.endswith(".json") and rel.count("/") == 2:
+        return STRIKES_KIND
+    return None
+
+
+def lock_for(rel: str) -> str:
+    """The permanent lock file that guards ``rel``: one lock for all queue files, else ``<file>.lock``."""
+    if rel.startswith(QUEUE_DIR + "/"):
+        return QUEUE_LOCK
+    return rel + ".lock"
+
+
+def journal_for(lock: str) -> str:
+    """Where the redo journal of a lock domain lives (beside its lock)."""
+    directory = lock.rsplit("/", 1)[0]
+    return f"{directory}/.journal.json" if lock.endswith("/.lock") else lock[: -len(".lock")] + ".journal.json"
+
+
+def initial_files() -> dict[str, Any]:
+    """Every file ``loki init`` creates, with its initial content (text for non-JSON files)."""
+    files: dict[str, Any] = {queue_file(state): _empty_queue() for state in QUEUE_STATES}
+    files[DEADLETTER] = _empty_deadletter()
+    files[ABANDONED] = _empty_queue()
+    files[BREAKERS] = {}
+    files[CONFIG] = {"version": 1}
+    files[CONTINUITY] = (
+        "# CONTINUITY\n\n"
+        "Working memory shared by the agents on this repository. loki appends drift\n"
+        "consolidations here; agents read it first thing every turn.\n"
+    )
+    return files

@@ -1,0 +1,194 @@
+"""Permanent lock files (DESIGN.md §3 rule 1).
+
+A lock file is never the data file, and is never deleted or replaced: deleting a
+lock file while someone waits on it lets two processes "hold" two different
+inodes. Locking is portalocker's (``flock`` on POSIX), always with a timeout.
+
+While held, the lock file records who holds it (pid, command, host, since) so a
+timeout can name the holder, and the digests of the files loki last wrote under
+it, so a reader can tell a file loki wrote from one somebody edited (rule 5).
+That record is a hint, not a source of truth: if it is missing or torn the only
+cost is a full validation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+from loki.errors import LockTimeout, StateFileError
+
+DEFAULT_TIMEOUT = 10.0
+
+
+def _describe_command() -> str:
+    argv = [os.path.basename(sys.argv[0]) if sys.argv else "python", *sys.argv[1:]]
+    text = " ".join(argv)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def read_lock_record(path: str) -> dict[str, Any]:
+    """The holder/digest record in a lock file; ``{}`` when absent or unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return {}
+    try:
+        data = os.read(fd, 1 << 20)
+    finally:
+        os.close(fd)
+    try:
+        record = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+class _Expired(Exception):
+    pass
+
+
+def _try_lock(portalocker: Any, handle: Any) -> bool:
+    try:
+        portalocker.lock(handle, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING)
+        return True
+    except portalocker.exceptions.LockException:
+        return False
+
+
+def _wait_with_alarm(portalocker: Any, handle: Any, timeout: float) -> bool | None:
+    """Block in the kernel until the lock is free, bounded by a SIGALRM timer.
+
+    A blocked waiter is woken the moment the holder releases, where a poller would
+    keep losing the race to a holder that releases and re-acquires in a loop. Returns
+    None when a timer cannot be used here (not the main thread, or the application
+    already uses SIGALRM), and the caller polls instead.
+    """
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+        return None
+    if signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, signal.SIG_IGN, None):
+        return None
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _Expired
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, max(timeout, 0.001))
+        try:
+            portalocker.lock(handle, portalocker.LockFlags.EXCLUSIVE)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        return True
+    except _Expired:
+        return False
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _wait_by_polling(portalocker: Any, handle: Any, deadline: float) -> bool:
+    delay = 0.0002
+    while time.monotonic() < deadline:
+        time.sleep(delay)
+        if _try_lock(portalocker, handle):
+            return True
+        delay = min(delay * 2, 0.002)
+    return _try_lock(portalocker, handle)
+
+
+class FileLock:
+    """An exclusive lock on a permanent lock file, taken with a timeout.
+
+    ``flock`` locks belong to an open file description, so two FileLock objects on
+    the same path exclude each other even inside one process.
+    """
+
+    def __init__(self, path: str, timeout: float = DEFAULT_TIMEOUT, display_path: str | None = None) -> None:
+        self.path = path
+        self.display_path = display_path or path
+        self.timeout = timeout
+        self._fd: int | None = None
+        self.record: dict[str, Any] = {}
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> FileLock:
+        import portalocker  # deferred: ~50 ms of import that read-only commands never pay
+
+        handle = os.fdopen(self._open(), "r+b", buffering=0, closefd=True)
+        try:
+            if not _try_lock(portalocker, handle):
+                deadline = time.monotonic() + self.timeout
+                got = _wait_with_alarm(portalocker, handle, self.timeout)
+                if got is None:  # no alarm available here (a thread, or the app owns SIGALRM)
+                    got = _wait_by_polling(portalocker, handle, deadline)
+                if not got:
+                    raise self._timeout_error()
+        except BaseException:
+            handle.close()
+            raise
+        self._handle = handle
+        self._fd = handle.fileno()
+        self.record = read_lock_record(self.path)
+        self.write_record({
+            "holder": {"pid": os.getpid(), "command": _describe_command(), "host": socket.gethostname(),
+                       "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+            "digests": self.record.get("digests", {}) if isinstance(self.record.get("digests"), dict) else {},
+        })
+        return self
+
+    def _open(self) -> int:
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except IsADirectoryError:
+            raise StateFileError(self.display_path, "the lock file is a directory; loki needs a regular file "
+                                 "here (move the directory away)") from None
+        except OSError as exc:
+            if exc.errno == 40:  # ELOOP: a symlink
+                raise StateFileError(self.display_path, "the lock file is a symbolic link; refusing to follow it") \
+                    from None
+            raise StateFileError(self.display_path, f"cannot open lock file: {exc.strerror}") from None
+
+    def _timeout_error(self) -> LockTimeout:
+        holder = read_lock_record(self.path).get("holder") or {}
+        who = ""
+        if holder:
+            who = (f"; held by pid {holder.get('pid')} ({holder.get('command')!s}) on {holder.get('host')} "
+                   f"since {holder.get('since')}")
+        return LockTimeout(
+            f"timed out after {self.timeout:g}s waiting for the lock {self.display_path}{who}",
+            lock=self.display_path,
+            holder=holder,
+            timeout=self.timeout,
+        )
+
+    def write_record(self, record: dict[str, Any]) -> None:
+        """Replace the lock file's record in place (it is never replaced as a file)."""
+        assert self._fd is not None
+        data = json.dumps(record, separators=(",", ":")).encode("utf-8")
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, data, 0)
+        self.record = record
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        # Closing the descriptor drops the flock; the file itself stays forever.
+        self._handle.close()
+        self._fd = None
+
+    def __enter__(self) -> FileLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

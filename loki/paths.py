@@ -1,0 +1,71 @@
+"""Finding ``.loki/`` and keeping every path inside it.
+
+Ids become file names (escalations, signals), so they are checked against one
+pattern before they are ever joined to a path; relative paths are checked for
+traversal before the store touches them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from loki.errors import InvalidInput, NotInitialized
+
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+STATE_DIR_NAME = ".loki"
+ROOT_ENV = "LOKI_ROOT"
+
+
+def check_id(value: str, what: str = "id") -> str:
+    """Return ``value`` if it is a safe id, else raise a clear :class:`InvalidInput`."""
+    if not isinstance(value, str) or ID_PATTERN.fullmatch(value) is None:
+        if not isinstance(value, str) or value == "":
+            problem = "is empty"
+        elif "\x00" in value:
+            problem = "contains a NUL byte"
+        elif "/" in value or "\\" in value or value.startswith("."):
+            problem = "would be a path (ids may not contain '/' or '\\' or start with '.')"
+        elif len(value) > 128:
+            problem = "is longer than 128 characters"
+        else:
+            problem = "may only contain letters, digits, '.', '_' and '-' and must start with a letter or digit"
+        raise InvalidInput(
+            f"invalid {what} {value!r}: {problem}",
+            field=what,
+            pattern=ID_PATTERN.pattern,
+        )
+    return value
+
+
+def check_relpath(rel: str) -> str:
+    """A path relative to the state root, with no way out of it."""
+    if not rel or "\x00" in rel or "\\" in rel or rel.startswith("/"):
+        raise InvalidInput(f"invalid state path {rel!r}")
+    for part in rel.split("/"):
+        if part in ("", ".", ".."):
+            raise InvalidInput(f"invalid state path {rel!r}: it escapes .loki/")
+    return rel
+
+
+def find_root(explicit: str | os.PathLike[str] | None = None, start: str | os.PathLike[str] | None = None) -> Path:
+    """The state directory: ``explicit`` (``--root``), ``$LOKI_ROOT``, or the nearest ``.loki/`` upwards.
+
+    Like git with ``.git``: walk up from the working directory to the filesystem root.
+    """
+    chosen = explicit or os.environ.get(ROOT_ENV)
+    if chosen:
+        root = Path(os.path.abspath(chosen))
+        if not root.is_dir():
+            raise NotInitialized(f"state directory {root} does not exist; run `loki init` first", root=str(root))
+        return root
+    here = Path(os.path.abspath(start or os.getcwd()))
+    for candidate in (here, *here.parents):
+        state = candidate / STATE_DIR_NAME
+        if state.is_dir():
+            return state
+    raise NotInitialized(
+        f"no {STATE_DIR_NAME}/ directory in {here} or any parent; run `loki init` (or pass --root / set {ROOT_ENV})",
+        cwd=str(here),
+    )

@@ -1,0 +1,655 @@
+"""The one place where state files are read and written (DESIGN.md §3).
+
+Domain modules (queue, dead-letter, breakers, signals, strikes) never open a state
+file. They ask for a transaction over a lock domain::
+
+    with store.transaction(layout.QUEUE_LOCK) as txn:
+        pending = txn.read("queue/pending.json")
+        ...
+        txn.write("queue/pending.json", pending, changed=[task])
+
+and the store does the rest:
+
+* takes the permanent lock file with a timeout (exit 5 naming the holder);
+* first finishes a redo journal left by a process that died mid-commit;
+* reads inside the lock, refusing symlinks, non-regular files and oversized files;
+* trusts a file only if its digest equals the one loki recorded when it wrote it,
+  and otherwise parses it strictly and validates it in full before use;
+* on commit validates what changed, writes each file by temp + fsync + rename + fsync
+  of the directory, and when more than one file changes writes a redo journal
+  first, so that ``kill -9`` at any instant leaves every record in exactly one file.
+
+A file that fails to parse or validate is never written: the transaction raises
+:class:`StateFileError` naming the file, the JSON pointer and the reason.
+
+The interface is deliberately narrow (transaction, read, snapshot, append, create)
+so a PostgreSQL implementation can stand behind it later.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import secrets
+import stat
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+from loki import jsonio, layout
+from loki.clock import Clock, default_clock, format_ts
+from loki.errors import LokiError, SchemaViolation, StateFileError
+from loki.locks import DEFAULT_TIMEOUT, FileLock, read_lock_record
+from loki.paths import check_relpath
+from loki.schema import Registry, pointer, registry
+
+DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
+TEMP_SUFFIX = ".tmp"
+JOURNAL_VERSION = 1
+
+
+def crashpoint(name: str) -> None:
+    """Die here, as ``kill -9`` would, when ``LOKI_CRASHPOINT`` names this point (crash tests only)."""
+    if os.environ.get("LOKI_CRASHPOINT") == name:
+        os._exit(137)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def temp_name(path: str) -> str:
+    """A unique temp file beside ``path`` (same directory, so the rename is atomic)."""
+    directory, name = os.path.split(path)
+    return os.path.join(directory, f".{name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+
+
+def write_temp(path: str, data: bytes) -> str:
+    """Write ``data`` to a fresh temp file beside ``path``, flushed and fsynced; return its name."""
+    tmp = temp_name(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        _unlink_quietly(tmp)
+        raise
+    os.close(fd)
+    return tmp
+
+
+def atomic_write(path: str, data: bytes, *, sync_dir: bool = True) -> None:
+    """Temp file, write, fsync, rename over ``path``, fsync the directory."""
+    tmp = write_temp(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+    if sync_dir:
+        fsync_dir(os.path.dirname(path))
+
+
+def _unlink_quietly(path: str) -> None:
+    with suppress(OSError):
+        os.unlink(path)
+
+
+def _os_error(rel: str, exc: OSError, action: str) -> LokiError:
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        reason = "no space left on device"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        reason = f"permission denied ({reason})"
+    elif exc.errno == errno.EFBIG:
+        reason = "file too large for this system's limits"
+    return StateFileError(rel, f"cannot {action}: {reason}")
+
+
+class Store:
+    """A ``.loki/`` directory and the rules for touching it."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        lock_timeout: float | None = None,
+        schemas: Registry | None = None,
+        validate_all: bool | None = None,
+    ) -> None:
+        self.root = os.path.abspath(root)
+        self.clock = clock or default_clock()
+        self.schemas = schemas or registry()
+        self._lock_timeout = lock_timeout
+        self._config: dict[str, Any] | None = None
+        self._checked_dirs: set[str] = set()
+        # Tests set LOKI_VALIDATE_ALL=1: every write is then validated in full, so a domain
+        # module that forgets to declare a changed record cannot slip an invalid one through.
+        self.validate_all = validate_all if validate_all is not None else bool(os.environ.get("LOKI_VALIDATE_ALL"))
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str] | None = None, **kwargs: Any) -> Store:
+        from loki.paths import find_root
+
+        return cls(find_root(root), **kwargs)
+
+    # -- paths ---------------------------------------------------------------------------------
+
+    def path(self, rel: str) -> str:
+        check_relpath(rel)
+        return os.path.join(self.root, *rel.split("/"))
+
+    def exists(self, rel: str) -> bool:
+        return os.path.lexists(self.path(rel))
+
+    def ensure_dir(self, rel_dir: str) -> str:
+        """Create a directory under the root if needed, refusing symlinked components."""
+        path = self.path(rel_dir)
+        if rel_dir in self._checked_dirs:
+            return path
+        current = self.root
+        for part in rel_dir.split("/"):
+            current = os.path.join(current, part)
+            try:
+                st = os.lstat(current)
+            except FileNotFoundError:
+                try:
+                    os.mkdir(current, 0o755)
+                except FileExistsError:
+                    pass
+                except OSError as exc:
+                    raise _os_error(rel_dir, exc, "create directory") from None
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                raise StateFileError(rel_dir, f"{part!r} is a symbolic link; refusing to follow it out of .loki/")
+            if not stat.S_ISDIR(st.st_mode):
+                raise StateFileError(rel_dir, f"{part!r} is not a directory")
+        self._checked_dirs.add(rel_dir)
+        return path
+
+    def _check_parent(self, rel: str) -> None:
+        parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        if parent and parent not in self._checked_dirs:
+            current = self.root
+            for part in parent.split("/"):
+                current = os.path.join(current, part)
+                try:
+                    st = os.lstat(current)
+                except FileNotFoundError:
+                    return
+                if stat.S_ISLNK(st.st_mode):
+                    raise StateFileError(rel, f"directory {part!r} is a symbolic link; refusing to follow it")
+            self._checked_dirs.add(parent)
+
+    # -- configuration -------------------------------------------------------------------------
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """``config/loki.json``, strictly parsed and validated (it is always hand-edited)."""
+        if self._config is None:
+            self._config = self.read(layout.CONFIG)
+        return self._config
+
+    def setting(self, section: str, key: str, default: Any) -> Any:
+        from loki.config import setting
+
+        return setting(self.config, section, key, default)
+
+    @property
+    def lock_timeout(self) -> float:
+        if self._lock_timeout is not None:
+            return self._lock_timeout
+        env = os.environ.get("LOKI_LOCK_TIMEOUT")
+        if env:
+            return float(env)
+        try:
+            value = self.config.get("lock_timeout", DEFAULT_TIMEOUT)
+        except LokiError:
+            value = DEFAULT_TIMEOUT
+        return float(value)
+
+    @property
+    def max_file_bytes(self) -> int:
+        return DEFAULT_MAX_FILE_BYTES
+
+    # -- raw file access -----------------------------------------------------------------------
+
+    def read_bytes(self, rel: str) -> bytes | None:
+        """The bytes of a state file, or None if it does not exist. Refuses symlinks and non-files."""
+        self._check_parent(rel)
+        path = self.path(rel)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise StateFileError(rel, "is a symbolic link; loki refuses to follow links out of .loki/") from None
+            if exc.errno == errno.EISDIR:
+                raise StateFileError(rel, "is a directory, not a file") from None
+            raise _os_error(rel, exc, "read") from None
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise StateFileError(rel, "is a directory, not a file")
+            if not stat.S_ISREG(st.st_mode):
+                raise StateFileError(rel, "is not a regular file")
+            if st.st_size > self.max_file_bytes:
+                raise StateFileError(
+                    rel, f"is {st.st_size} bytes, over the {self.max_file_bytes}-byte limit for a state file"
+                )
+            chunks = []
+            while True:
+                chunk = os.read(fd, max(st.st_size, 1 << 16))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                if sum(len(c) for c in chunks) > self.max_file_bytes:
+                    raise StateFileError(rel, f"is over the {self.max_file_bytes}-byte limit for a state file")
+            return b"".join(chunks)
+        except OSError as exc:
+            raise _os_error(rel, exc, "read") from None
+        finally:
+            os.close(fd)
+
+    def parse(self, rel: str, data: bytes, *, trusted: bool = False) -> Any:
+        """Bytes -> validated, normalised document of the kind ``rel`` names."""
+        kind = layout.kind_for(rel)
+        if trusted:
+            doc = jsonio.loads_trusted(data)
+        else:
+            try:
+                doc = jsonio.loads_strict(data)
+            except jsonio.JsonError as exc:
+                raise StateFileError(rel, exc.reason, exc.pointer) from None
+            if kind is not None:
+                found = self.schemas.problems(kind.schema, doc)
+                if found:
+                    pointer, reason = found[0]
+                    more = f" (and {len(found) - 1} more problems)" if len(found) > 1 else ""
+                    raise StateFileError(rel, reason + more, pointer or "/")
+        if kind is not None and kind.normalise is not None:
+            doc = kind.normalise(doc, rel)
+        return doc
+
+    def read(self, rel: str, digests: dict[str, Any] | None = None) -> Any:
+        """Read one state file without a lock (readers need none: writes are atomic renames).
+
+        ``digests``: the lock record's digests, when the caller already read them.
+        """
+        data = self.read_bytes(rel)
+        kind = layout.kind_for(rel)
+        if data is None:
+            return kind.empty() if kind is not None else None
+        if digests is None:
+            digests = self.recorded_digests(layout.lock_for(rel))
+        return self.parse(rel, data, trusted=digests.get(rel) == digest(data))
+
+    def recorded_digests(self, lock: str) -> dict[str, Any]:
+        """Digests of the files loki last wrote under ``lock`` (a hint; {} when unknown)."""
+        recorded = read_lock_record(self.path(lock)).get("digests")
+        return recorded if isinstance(recorded, dict) else {}
+
+    def snapshot(self, rels: Iterable[str], attempts: int = 20) -> dict[str, Any]:
+        """A consistent view of several files of one lock domain, without taking the lock.
+
+        Multi-file commits replace files one by one, so a naive reader could see a task
+        in two files or in none. Read everything, then check that no file changed and no
+        journal appeared meanwhile; retry if so, and finally fall back to the lock.
+        """
+        rels = list(rels)
+        locks = {layout.lock_for(rel) for rel in rels}
+        journals = [self.path(layout.journal_for(lock)) for lock in locks]
+        for _ in range(attempts):
+            if any(os.path.exists(j) for j in journals):
+                break
+            before = [self._stat_key(rel) for rel in rels]
+            digests = {lock: self.recorded_digests(lock) for lock in locks}
+            docs = {rel: self.read(rel, digests[layout.lock_for(rel)]) for rel in rels}
+            after = [self._stat_key(rel) for rel in rels]
+            if before == after and not any(os.path.exists(j) for j in journals):
+                return docs
+        # Contended or mid-commit: take the lock(s) and read inside it.
+        with self._locked_all(sorted(locks)) as txns:
+            return {rel: txns[layout.lock_for(rel)].read(rel) for rel in rels}
+
+    @contextmanager
+    def _locked_all(self, locks: list[str]) -> Iterator[dict[str, Transaction]]:
+        txns: dict[str, Transaction] = {}
+        try:
+            for lock in locks:
+                txn = Transaction(self, lock)
+                txn.begin()
+                txns[lock] = txn
+            yield txns
+        finally:
+            for txn in txns.values():
+                txn.abort()
+
+    def _stat_key(self, rel: str) -> tuple[int, int, int, int] | None:
+        try:
+            st = os.lstat(self.path(rel))
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    # -- transactions --------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self, lock: str) -> Iterator[Transaction]:
+        """Lock ``lock``'s domain, yield a :class:`Transaction`, commit its writes on success.
+
+        ``lock`` is a lock file (``layout.QUEUE_LOCK``) or any state file of the domain.
+        On an exception nothing is written.
+        """
+        lock_rel = lock if lock.endswith(".lock") else layout.lock_for(lock)
+        txn = Transaction(self, lock_rel)
+        txn.begin()
+        try:
+            yield txn
+            txn.commit()
+        finally:
+            txn.abort()
+
+    def recover(self, lock: str) -> bool:
+        """Take a domain's lock only to finish a pending journal; True if there was one."""
+        txn = Transaction(self, lock)
+        try:
+            return txn.begin()
+        finally:
+            txn.abort()
+
+    # -- append-only logs and write-once files -------------------------------------------------
+
+    def append_lines(self, rel: str, records: Iterable[Any], *, lock: bool = True) -> int:
+        """Append JSON lines to an append-only log under its lock; return the offset they start at.
+
+        A torn last line (a writer killed mid-append, or an agent's ``cat >>``) is left as it
+        is, on its own line: readers skip it with a warning; nothing is ever truncated.
+        """
+        payload = "".join(jsonio.dumps_compact(r) + "\n" for r in records).encode("utf-8")
+        if not payload:
+            return 0
+        if "/" in rel:
+            self.ensure_dir(rel.rsplit("/", 1)[0])
+        holder = FileLock(self.path(rel + ".lock"), self.lock_timeout, rel + ".lock") if lock else None
+        if holder is not None:
+            holder.acquire()
+        try:
+            return self._append(rel, payload)
+        finally:
+            if holder is not None:
+                holder.release()
+
+    def _append(self, rel: str, payload: bytes) -> int:
+        path = self.path(rel)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise StateFileError(rel, "is a symbolic link; refusing to follow it") from None
+            raise _os_error(rel, exc, "append to") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise StateFileError(rel, "is not a regular file")
+            offset = st.st_size
+            if offset > 0 and os.pread(fd, 1, offset - 1) != b"\n":
+                payload = b"\n" + payload
+                offset += 1
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+            return offset
+        except OSError as exc:
+            raise _os_error(rel, exc, "append to") from None
+        finally:
+            os.close(fd)
+
+    def create_unique(self, rel_dir: str, name: str, data: bytes, *, suffix: str = "") -> str:
+        """Publish a new file ``rel_dir/name`` without ever overwriting one; return its relative path.
+
+        Written to a temp file, fsynced, then hard-linked into place (``link`` fails if the
+        name exists, where ``rename`` would overwrite), so a reader sees all of it or nothing.
+        A taken name gets ``-2``, ``-3``... before ``suffix``.
+        """
+        directory = self.ensure_dir(rel_dir)
+        try:
+            tmp = write_temp(os.path.join(directory, name + suffix), data)
+        except OSError as exc:
+            raise _os_error(f"{rel_dir}/{name}{suffix}", exc, "write") from None
+        try:
+            for n in range(1, 10_000):
+                candidate = name if n == 1 else f"{name}-{n}"
+                target = os.path.join(directory, candidate + suffix)
+                try:
+                    os.link(tmp, target)
+                except FileExistsError:
+                    continue
+                fsync_dir(directory)
+                return f"{rel_dir}/{candidate}{suffix}"
+            raise StateFileError(f"{rel_dir}/{name}{suffix}", "could not find a free name")
+        except OSError as exc:
+            raise _os_error(f"{rel_dir}/{name}{suffix}", exc, "publish") from None
+        finally:
+            _unlink_quietly(tmp)
+
+    def write_text(self, rel: str, text: str) -> None:
+        """Atomically replace a non-JSON file (CONTINUITY.md, escalation edits)."""
+        self._check_parent(rel)
+        try:
+            atomic_write(self.path(rel), text.encode("utf-8"))
+        except OSError as exc:
+            raise _os_error(rel, exc, "write") from None
+
+    def read_text(self, rel: str) -> str | None:
+        data = self.read_bytes(rel)
+        if data is None:
+            return None
+        try:
+            return jsonio.decode_utf8(data)
+        except jsonio.JsonError as exc:
+            raise StateFileError(rel, exc.reason) from None
+
+    def now_ts(self) -> str:
+        return format_ts(self.clock.now())
+
+
+def _record_pointer(kind: layout.FileKind, doc: Any, record: Any) -> str:
+    """Where ``record`` sits in ``doc``, as a JSON pointer prefix (only computed on an error)."""
+    if kind.records_are_values and isinstance(doc, dict):
+        for key, value in doc.items():
+            if value is record:
+                return pointer([key])
+    elif kind.records_key is not None:
+        for index, value in enumerate(kind.records(doc)):
+            if value is record:
+                return pointer([kind.records_key, str(index)])
+    return ""
+
+
+class Transaction:
+    """Reads and staged writes of one lock domain, committed atomically."""
+
+    def __init__(self, store: Store, lock: str) -> None:
+        self.store = store
+        self.lock_rel = lock
+        self.journal_rel = layout.journal_for(lock)
+        self._lock = FileLock(store.path(lock), store.lock_timeout, lock)
+        self._docs: dict[str, Any] = {}
+        self._digests: dict[str, str] = {}
+        self._staged: dict[str, bytes] = {}
+        self._order: list[str] = []
+        self.recovered = False
+
+    # lifecycle -------------------------------------------------------------------------------
+
+    def begin(self) -> bool:
+        """Take the lock; finish a journal if one was left behind. True if one was finished."""
+        directory = self.lock_rel.rsplit("/", 1)[0]
+        self.store.ensure_dir(directory)
+        self._lock.acquire()
+        try:
+            digests = self._lock.record.get("digests")
+            self._digests = dict(digests) if isinstance(digests, dict) else {}
+            if os.path.lexists(self.store.path(self.journal_rel)):
+                self._replay_journal()
+                self.recovered = True
+        except BaseException:
+            self._lock.release()
+            raise
+        return self.recovered
+
+    def abort(self) -> None:
+        self._lock.release()
+
+    # reading ---------------------------------------------------------------------------------
+
+    def read(self, rel: str) -> Any:
+        """The current document of ``rel`` (validated; its empty form if the file is absent)."""
+        if rel in self._docs:
+            return self._docs[rel]
+        self._check_domain(rel)
+        data = self.store.read_bytes(rel)
+        kind = layout.kind_for(rel)
+        if data is None:
+            doc = kind.empty() if kind is not None else None
+        else:
+            file_digest = digest(data)
+            trusted = self._digests.get(rel) == file_digest
+            doc = self.store.parse(rel, data, trusted=trusted)
+            if not trusted:
+                # Validated in full just now: remember it, so the next reader need not.
+                self._digests[rel] = file_digest
+                self._record_digests()
+        self._docs[rel] = doc
+        return doc
+
+    # writing ---------------------------------------------------------------------------------
+
+    def write(self, rel: str, doc: Any, *, changed: Iterable[Any] | None = None) -> None:
+        """Stage the new content of ``rel``. ``changed``: the records this write added or modified.
+
+        With ``changed`` given, the envelope and those records are validated (cheap); without
+        it, the whole document is. Nothing touches the disk before commit.
+        """
+        self._check_domain(rel)
+        kind = layout.kind_for(rel)
+        if kind is not None:
+            self._validate(rel, kind, doc, changed)
+        data = jsonio.dumps_document(doc, kind.records_key if kind is not None else None)
+        if rel not in self._staged:
+            self._order.append(rel)
+        self._staged[rel] = data
+        self._docs[rel] = doc
+
+    def _validate(self, rel: str, kind: layout.FileKind, doc: Any, changed: Iterable[Any] | None) -> None:
+        schemas = self.store.schemas
+        if changed is None or kind.record_schema is None or self.store.validate_all:
+            schemas.validate(kind.schema, doc, rel)
+            return
+        schemas.validate(kind.schema, kind.envelope(doc), rel)
+        for record in changed:
+            found = schemas.problems(kind.record_schema, record)
+            if found:
+                prefix = _record_pointer(kind, doc, record)
+                raise SchemaViolation(rel, [(prefix + p, reason) for p, reason in found])
+
+    def commit(self) -> None:
+        if not self._staged:
+            return
+        try:
+            if len(self._staged) == 1:
+                rel, data = next(iter(self._staged.items()))
+                self.store._check_parent(rel)
+                atomic_write(self.store.path(rel), data)
+            else:
+                self._write_journal()
+                crashpoint("journal-written")
+                self._apply(self._staged)
+                crashpoint("files-replaced")
+                self._finish_journal()
+        except OSError as exc:
+            raise _os_error(self._order[0], exc, "write") from None
+        for rel, data in self._staged.items():
+            self._digests[rel] = digest(data)
+        self._record_digests()
+        self._staged = {}
+
+    # journal ---------------------------------------------------------------------------------
+
+    def _write_journal(self) -> None:
+        # The journal embeds each file's serialised bytes verbatim, so no second serialisation.
+        parts = [
+            b'{"version":%d,"created_at":"%s","files":{' % (JOURNAL_VERSION, self.store.now_ts().encode()),
+            b",".join(jsonio.dumps_compact(rel).encode() + b":" + self._staged[rel] for rel in self._order),
+            b"}}\n",
+        ]
+        atomic_write(self.store.path(self.journal_rel), b"".join(parts))
+
+    def _apply(self, files: dict[str, bytes]) -> None:
+        for index, (rel, data) in enumerate(files.items()):
+            self.store._check_parent(rel)
+            tmp = write_temp(self.store.path(rel), data)
+            if index == 1:
+                crashpoint("between-files")
+            os.replace(tmp, self.store.path(rel))
+        for directory in {os.path.dirname(self.store.path(rel)) for rel in files}:
+            fsync_dir(directory)
+
+    def _finish_journal(self) -> None:
+        path = self.store.path(self.journal_rel)
+        os.unlink(path)
+        # Make the removal durable: a stale journal replayed after later commits would undo them.
+        fsync_dir(os.path.dirname(path))
+
+    def _replay_journal(self) -> None:
+        rel = self.journal_rel
+        data = self.store.read_bytes(rel)
+        if data is None:
+            return
+        try:
+            journal = jsonio.loads_strict(data)
+        except jsonio.JsonError as exc:
+            raise StateFileError(rel, f"unfinished journal cannot be read: {exc.reason}; "
+                                 "run `loki doctor` to inspect it") from None
+        files = journal.get("files") if isinstance(journal, dict) else None
+        if not isinstance(files, dict):
+            raise StateFileError(rel, "unfinished journal has no 'files' object", "/files")
+        staged: dict[str, bytes] = {}
+        for file_rel, doc in files.items():
+            check_relpath(file_rel)
+            self._check_domain(file_rel)
+            kind = layout.kind_for(file_rel)
+            staged[file_rel] = jsonio.dumps_document(doc, kind.records_key if kind is not None else None)
+        self._apply(staged)
+        self._finish_journal()
+        for file_rel, content in staged.items():
+            self._digests[file_rel] = digest(content)
+        self._record_digests()
+
+    # bookkeeping -----------------------------------------------------------------------------
+
+    def _check_domain(self, rel: str) -> None:
+        if layout.lock_for(rel) != self.lock_rel:
+            raise LokiError(f"{rel} is not guarded by {self.lock_rel}; it needs its own transaction")
+
+    def _record_digests(self) -> None:
+        record = dict(self._lock.record)
+        record["digests"] = self._digests
+        self._lock.write_record(record)

@@ -1,0 +1,97 @@
+"""The task record: its fields, defaults and small pure helpers (DESIGN.md §2).
+
+Tasks are plain dicts, exactly what is stored in the queue files; this module is
+the one place that knows how a new one is shaped.
+"""
+
+from __future__ import annotations
+
+import secrets
+from enum import Enum
+from typing import Any
+
+PRIORITIES = ("high", "medium", "low")
+PRIORITY_RANK = {name: rank for rank, name in enumerate(PRIORITIES)}
+ERROR_TYPES = ("test_failure", "timeout", "dependency", "validation", "other")
+DEFAULT_MAX_ATTEMPTS = 5
+DEFAULT_TYPE = "general"
+
+
+class State(str, Enum):
+    """Where a task is: each state is one file under ``queue/``."""
+
+    PENDING = "pending"
+    IN_PROGRESS = "in-progress"
+    BLOCKED = "blocked"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    DEAD_LETTER = "dead-letter"
+    ABANDONED = "abandoned"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+TASK_STATES = tuple(s for s in State if s not in (State.DEAD_LETTER, State.ABANDONED))
+"""States whose files hold task records (dead-letter and abandoned hold entries wrapping a task)."""
+
+
+def new_task_id() -> str:
+    return "task-" + secrets.token_hex(6)
+
+
+def make_task(
+    *,
+    task_id: str,
+    title: str,
+    now: str,
+    description: str = "",
+    type: str = DEFAULT_TYPE,
+    priority: str = "medium",
+    dependencies: list[str] | None = None,
+    labels: list[str] | None = None,
+    payload: dict[str, Any] | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    idempotency_key: str | None = None,
+    status: str = State.PENDING.value,
+) -> dict[str, Any]:
+    """A new task with every field present, in the documented order."""
+    return {
+        "id": task_id,
+        "title": title,
+        "description": description,
+        "type": type,
+        "priority": priority,
+        "dependencies": list(dependencies or []),
+        "labels": list(labels or []),
+        "status": status,
+        "created_at": now,
+        "available_at": now,
+        "claimed_by": None,
+        "claimed_at": None,
+        "lease_until": None,
+        "claim_token": None,
+        "attempts": [],
+        "max_attempts": max_attempts,
+        "idempotency_key": idempotency_key,
+        "payload": dict(payload or {}),
+        "result": None,
+        "last_error": None,
+        "completed_at": None,
+        "notes": [],
+    }
+
+
+def clear_claim(task: dict[str, Any]) -> None:
+    task["claimed_by"] = None
+    task["claimed_at"] = None
+    task["lease_until"] = None
+    task["claim_token"] = None
+
+
+def add_note(task: dict[str, Any], text: str, now: str, author: str | None = None) -> None:
+    note: dict[str, Any] = {"timestamp": now, "text": text}
+    if author:
+        note["author"] = author
+    task.setdefault("notes", []).append(note)

@@ -1,0 +1,363 @@
+"""Whole-tree operations: ``init``, ``validate``, ``doctor`` and ``status``.
+
+``validate`` is the thorough check: strict parsing and the reference validator
+(jsonschema) on every file, plus the invariants no single schema can express
+(every task id in exactly one state file, each task's status matching its file).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from loki import jsonio, layout, signaltypes
+from loki.clock import format_ts
+from loki.errors import LokiError, StateFileError
+from loki.schema import pointer, registry
+from loki.store import TEMP_SUFFIX, Store, fsync_dir
+
+STALE_TEMP_SECONDS = 300
+_TEMP_NAME = re.compile(r"^\..+\.\d+\.[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + "$")
+QUEUE_FILES = [layout.queue_file(s) for s in layout.QUEUE_STATES]
+
+
+@dataclass
+class Problem:
+    file: str
+    pointer: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}{' at ' + self.pointer if self.pointer else ''}"
+        return f"{where}: {self.message}"
+
+
+# -- init ------------------------------------------------------------------------------------------
+
+
+def init_tree(root: str) -> list[str]:
+    """Create the tree under ``root``; never touches an existing file. Returns what it created."""
+    created: list[str] = []
+    if not os.path.isdir(root):
+        os.makedirs(root, exist_ok=True)
+        created.append(".")
+    store = Store(root)
+    for directory in layout.DIRECTORIES:
+        if not os.path.isdir(store.path(directory)):
+            created.append(directory + "/")
+        store.ensure_dir(directory)
+    for rel, content in layout.initial_files().items():
+        if store.exists(rel):
+            continue
+        if isinstance(content, str):
+            data = content.encode("utf-8")
+        else:
+            kind = layout.kind_for(rel)
+            data = jsonio.dumps_document(content, kind.records_key if kind else None)
+        try:
+            fd = os.open(store.path(rel), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except FileExistsError:
+            continue
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        created.append(rel)
+    for directory in {os.path.dirname(store.path(rel)) for rel in layout.initial_files()}:
+        fsync_dir(directory)
+    return created
+
+
+# -- validate --------------------------------------------------------------------------------------
+
+
+class _ReferenceValidator:
+    """jsonschema over loki's schemas, built once per validate run."""
+
+    def __init__(self) -> None:
+        from jsonschema import Draft202012Validator
+        from referencing import Registry, Resource
+
+        raw = registry().all_raw()
+        resources = [(uri, Resource.from_contents(doc)) for uri, doc in raw.items()]
+        self._registry = Registry().with_resources(resources)
+        self._cls = Draft202012Validator
+        self._validators: dict[str, Any] = {}
+
+    def problems(self, schema_name: str, doc: Any) -> list[tuple[str, str]]:
+        from jsonschema.exceptions import best_match
+
+        validator = self._validators.get(schema_name)
+        if validator is None:
+            validator = self._cls(registry().raw(schema_name), registry=self._registry)
+            self._validators[schema_name] = validator
+        found = []
+        for error in validator.iter_errors(doc):
+            if error.context:
+                error = best_match(error.context) or error
+            found.append((pointer(str(p) for p in error.absolute_path), error.message))
+        return found
+
+
+def _walk(root: str) -> Iterator[tuple[str, os.stat_result]]:
+    """Every entry under root as (relative path, lstat), not following symlinks."""
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in sorted(dirnames + filenames):
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            yield rel, os.lstat(full)
+
+
+def validate_tree(store: Store) -> list[Problem]:
+    """Every problem in the tree; an empty list means the tree is valid."""
+    problems: list[Problem] = []
+    reference = _ReferenceValidator()
+    docs: dict[str, Any] = {}
+
+    def check_document(rel: str, schema_name: str) -> Any:
+        try:
+            data = store.read_bytes(rel)
+        except LokiError as exc:
+            problems.append(_problem_from(rel, exc))
+            return None
+        if data is None:
+            return None
+        try:
+            doc = jsonio.loads_strict(data)
+        except jsonio.JsonError as exc:
+            problems.append(Problem(rel, exc.pointer, exc.reason))
+            return None
+        found = reference.problems(schema_name, doc)
+        problems.extend(Problem(rel, p or "/", m) for p, m in found)
+        return None if found else doc
+
+    for rel, st in _walk(store.root):
+        if stat.S_ISLNK(st.st_mode):
+            problems.append(Problem(rel, "", "is a symbolic link; loki refuses to follow links in .loki/"))
+            continue
+        if rel.endswith(".lock"):
+            if not stat.S_ISREG(st.st_mode):
+                problems.append(Problem(rel, "", "lock file is not a regular file"))
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        name = rel.rsplit("/", 1)[-1]
+        if name.endswith(".journal.json"):
+            problems.append(Problem(rel, "", "an unfinished multi-file change; `loki doctor` finishes it"))
+            continue
+        if _TEMP_NAME.match(name) or ".corrupt." in name:
+            continue
+        kind = layout.kind_for(rel)
+        if kind is not None:
+            doc = check_document(rel, kind.schema)
+            if doc is not None:
+                docs[rel] = kind.normalise(doc, rel) if kind.normalise else doc
+        elif _is_signal_file(rel):
+            _check_signal(store, rel, problems, reference)
+        elif rel == "memory/errors.jsonl":
+            _check_jsonl(store, rel, problems, reference, "memory-record.json")
+        elif rel.startswith(layout.ARCHIVE_DIR + "/") and rel.endswith(".jsonl"):
+            _check_jsonl(store, rel, problems, reference, "task.json")
+        elif rel.startswith(layout.LOGS_DIR + "/") and rel.endswith(".jsonl"):
+            _check_jsonl(store, rel, problems, reference, None)
+    problems.extend(_cross_file_problems(docs))
+    return problems
+
+
+def _is_signal_file(rel: str) -> bool:
+    """An unconsumed signal, or one being processed; quarantined ones are known to be bad."""
+    parts = rel.split("/")
+    if parts[0] != layout.SIGNALS_DIR or parts[-1].startswith("."):
+        return False
+    return len(parts) == 2 or (len(parts) == 3 and parts[1] == ".processing")
+
+
+def _problem_from(rel: str, exc: LokiError) -> Problem:
+    if isinstance(exc, StateFileError):
+        return Problem(exc.path, exc.pointer, exc.reason)
+    return Problem(rel, "", exc.message)
+
+
+def _check_signal(store: Store, rel: str, problems: list[Problem], reference: _ReferenceValidator) -> None:
+    name = rel.rsplit("/", 1)[-1]
+    signal_type = signaltypes.type_of_file(name)
+    schema_name = signaltypes.schema_for(signal_type)
+    if signal_type == signaltypes.DRIFT:
+        _check_jsonl(store, rel, problems, reference, schema_name)
+        return
+    try:
+        data = store.read_bytes(rel)
+        doc = jsonio.loads_strict(data or b"")
+    except jsonio.JsonError as exc:
+        problems.append(Problem(rel, exc.pointer, exc.reason))
+        return
+    except LokiError as exc:
+        problems.append(_problem_from(rel, exc))
+        return
+    problems.extend(Problem(rel, p or "/", m) for p, m in reference.problems(schema_name, doc))
+
+
+def iter_jsonl(data: bytes) -> Iterator[tuple[int, Any, str | None]]:
+    """(line number, record, error) for each non-empty line; error is None when it parsed."""
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, jsonio.loads_strict(line), None
+        except jsonio.JsonError as exc:
+            yield number, None, exc.reason
+
+
+def _check_jsonl(
+    store: Store, rel: str, problems: list[Problem], reference: _ReferenceValidator, schema_name: str | None
+) -> None:
+    try:
+        data = store.read_bytes(rel) or b""
+    except LokiError as exc:
+        problems.append(_problem_from(rel, exc))
+        return
+    for number, record, error in iter_jsonl(data):
+        if error is not None:
+            problems.append(Problem(rel, f"line {number}", error))
+        elif schema_name is not None:
+            problems.extend(Problem(rel, f"line {number}{p}", m) for p, m in reference.problems(schema_name, record))
+
+
+def _cross_file_problems(docs: dict[str, Any]) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: dict[str, str] = {}
+
+    def note(task_id: str, rel: str, where: str) -> None:
+        if task_id in seen:
+            problems.append(Problem(rel, where, f"task {task_id!r} is also in {seen[task_id]}"))
+        else:
+            seen[task_id] = rel
+
+    for rel in QUEUE_FILES:
+        doc = docs.get(rel)
+        if not doc:
+            continue
+        state = rel.rsplit("/", 1)[-1][: -len(".json")]
+        for index, task in enumerate(doc["tasks"]):
+            note(task["id"], rel, f"/tasks/{index}")
+            if task.get("status") != state:
+                problems.append(Problem(rel, f"/tasks/{index}/status",
+                                        f"task {task['id']!r} has status {task.get('status')!r} but is in {rel}"))
+    for rel in (layout.DEADLETTER, layout.ABANDONED):
+        doc = docs.get(rel)
+        for index, entry in enumerate((doc or {}).get("tasks", [])):
+            note(entry["task_id"], rel, f"/tasks/{index}")
+    return problems
+
+
+# -- doctor ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class DoctorReport:
+    journals_finished: list[str] = field(default_factory=list)
+    temp_files: list[str] = field(default_factory=list)
+    temp_removed: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    moved_aside: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["healthy"] = self.healthy
+        return data
+
+
+def doctor(store: Store, repair: bool = False) -> DoctorReport:
+    """Finish journals, report stale temp files and broken files; with ``repair``, clean up.
+
+    Repair never deletes data: temp files older than 5 minutes are partial writes that
+    were never published; a corrupt file is moved aside as ``<name>.corrupt.<ts>``.
+    """
+    report = DoctorReport()
+    for rel, st in list(_walk(store.root)):
+        name = rel.rsplit("/", 1)[-1]
+        if name.endswith(".journal.json") and stat.S_ISREG(st.st_mode):
+            lock = layout.QUEUE_LOCK if name == ".journal.json" else rel[: -len(".journal.json")] + ".lock"
+            if store.recover(lock):
+                report.journals_finished.append(rel)
+    now = store.clock.now().timestamp()
+    for rel, st in _walk(store.root):
+        name = rel.rsplit("/", 1)[-1]
+        if stat.S_ISREG(st.st_mode) and _TEMP_NAME.match(name):
+            report.temp_files.append(rel)
+            if repair and now - st.st_mtime >= STALE_TEMP_SECONDS:
+                os.unlink(store.path(rel))
+                report.temp_removed.append(rel)
+    report.problems = validate_tree(store)
+    if repair:
+        stamp = format_ts(store.clock.now()).replace(":", "")
+        broken = sorted({p.file for p in report.problems if _movable(store, p)})
+        for rel in broken:
+            target = f"{rel}.corrupt.{stamp}"
+            os.replace(store.path(rel), store.path(target))
+            fsync_dir(os.path.dirname(store.path(rel)))
+            report.moved_aside.append({"file": rel, "moved_to": target})
+        if broken:
+            report.problems = validate_tree(store)
+    return report
+
+
+def _movable(store: Store, problem: Problem) -> bool:
+    """Only whole files that fail to parse or validate are moved; cross-file conflicts need a human."""
+    if " is also in " in problem.message or problem.file.endswith(".journal.json"):
+        return False
+    if problem.file.endswith(".lock"):
+        return False
+    try:
+        st = os.lstat(store.path(problem.file))
+    except (FileNotFoundError, LokiError):
+        return False
+    return stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)
+
+
+# -- status ----------------------------------------------------------------------------------------
+
+
+def status(store: Store) -> dict[str, Any]:
+    """Counts per queue file, breakers by state, signals waiting, dead-letter size and last review."""
+    queue_docs = store.snapshot([*QUEUE_FILES, layout.DEADLETTER, layout.ABANDONED])
+    counts = {rel.rsplit("/", 1)[-1][:-5]: len(queue_docs[rel]["tasks"]) for rel in QUEUE_FILES}
+    deadletter = queue_docs[layout.DEADLETTER]
+    counts["dead-letter"] = len(deadletter["tasks"])
+    counts["abandoned"] = len(queue_docs[layout.ABANDONED]["tasks"])
+    breakers = store.read(layout.BREAKERS)
+    by_state = {"CLOSED": 0, "OPEN": 0, "HALF_OPEN": 0}
+    for entry in breakers.values():
+        by_state[entry["state"]] += 1
+    return {
+        "root": store.root,
+        "queue": counts,
+        "breakers": by_state,
+        "signals_waiting": count_signals(store),
+        "dead_letter": {"size": counts["dead-letter"], "last_reviewed": deadletter["metadata"]["last_reviewed"]},
+        "escalations": _count_files(store, layout.ESCALATIONS_DIR, ".md"),
+    }
+
+
+def count_signals(store: Store) -> int:
+    try:
+        names = os.listdir(store.path(layout.SIGNALS_DIR))
+    except FileNotFoundError:
+        return 0
+    return sum(1 for n in names if not n.startswith(".") and signaltypes.type_of_file(n) != signaltypes.DRIFT)
+
+
+def _count_files(store: Store, rel_dir: str, suffix: str) -> int:
+    try:
+        return sum(1 for n in os.listdir(store.path(rel_dir)) if n.endswith(suffix))
+    except FileNotFoundError:
+        return 0

@@ -1,0 +1,93 @@
+"""Shared test helpers: run the CLI in-process or as a real process, build tasks, check trees."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loki import layout
+from loki.store import Store
+from loki.tasks import make_task
+from loki.tree import validate_tree
+
+NOW = "2026-01-25T10:00:00Z"
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+@contextlib.contextmanager
+def _env(extra: dict[str, str] | None):
+    saved = dict(os.environ)
+    os.environ.update(extra or {})
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def cli(args: list[str], *, root: Path | str | None = None, env: dict[str, str] | None = None) -> Result:
+    """Run ``loki ARGS`` in this process (through the same entry as the console script)."""
+    from loki.cli import run
+
+    full = (["--root", str(root)] if root is not None else []) + list(args)
+    out, err = io.StringIO(), io.StringIO()
+    with _env(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(full)
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def loki_proc(
+    args: list[str],
+    *,
+    root: Path | str | None = None,
+    env: dict[str, str] | None = None,
+    input: str | bytes | None = None,
+    timeout: float = 60,
+) -> Result:
+    """Run ``python -m loki ARGS`` as a real process."""
+    full = [sys.executable, "-m", "loki"] + (["--root", str(root)] if root is not None else []) + list(args)
+    proc_env = dict(os.environ)
+    proc_env.update(env or {})
+    data = input.encode() if isinstance(input, str) else input
+    done = subprocess.run(full, input=data, capture_output=True, env=proc_env, timeout=timeout)
+    return Result(done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
+
+
+def task(task_id: str, **fields: Any) -> dict[str, Any]:
+    base = make_task(task_id=task_id, title=fields.pop("title", f"task {task_id}"), now=NOW)
+    base.update(fields)
+    return base
+
+
+def put_tasks(store: Store, state: str, tasks: list[dict[str, Any]]) -> None:
+    with store.transaction(layout.QUEUE_LOCK) as txn:
+        txn.write(layout.queue_file(state), {"version": 1, "tasks": tasks})
+
+
+def tree_problems(root: Path | str) -> list[str]:
+    return [str(p) for p in validate_tree(Store(root))]
+
+
+def snapshot_bytes(root: Path | str) -> dict[str, bytes]:
+    """Every regular file under root (lock files excluded: they carry holder bookkeeping)."""
+    files = {}
+    for path in sorted(Path(root).rglob("*")):
+        if path.is_file() and not path.is_symlink() and not path.name.endswith(".lock"):
+            files[str(path.relative_to(root))] = path.read_bytes()
+    return files
