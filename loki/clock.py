@@ -13,24 +13,26 @@ from __future__ import annotations
 
 import os
 from datetime import datetime, timedelta, timezone
-from typing import Protocol
 
 UTC = timezone.utc
 _FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
-class Clock(Protocol):
-    def now(self) -> datetime: ...
+class Clock:
+    """Where "now" comes from. Subclass it (or pass any object with ``now()``)."""
+
+    def now(self) -> datetime:
+        raise NotImplementedError
 
 
-class SystemClock:
+class SystemClock(Clock):
     """The real time, truncated to whole seconds."""
 
     def now(self) -> datetime:
         return datetime.now(UTC).replace(microsecond=0)
 
 
-class ManualClock:
+class ManualClock(Clock):
     """A clock that only moves when told to (tests, simulations)."""
 
     def __init__(self, start: datetime | str = "2026-01-25T10:00:00Z") -> None:

@@ -20,10 +20,12 @@ Mapping (documented in docs/loki-mode-compat.md):
 
 from __future__ import annotations
 
-from typing import Any
-
 from loki.clock import add_seconds, format_ts, parse_ts
 from loki.tasks import DEFAULT_MAX_ATTEMPTS, DEFAULT_TYPE, PRIORITIES, make_task
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from typing import Any
 
 _MAPPED = {
     "id", "type", "title", "description", "priority", "payload", "createdAt", "created_at", "claimedBy",

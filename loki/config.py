@@ -6,7 +6,9 @@ documents each one. The values here are the reference documents' values.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "queue": {

@@ -6,7 +6,9 @@ stderr (or a JSON error document) and the exit code.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class ExitCode:

@@ -10,7 +10,10 @@ bytes, UTF-16. Every state file loki did not write itself goes through
 from __future__ import annotations
 
 import json
-from typing import Any
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_DEPTH_ERROR = "nesting is too deep"
 

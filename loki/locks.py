@@ -16,13 +16,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sys
 import threading
 import time
-from typing import Any
 
 from loki.errors import LockTimeout, StateFileError
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -141,7 +143,7 @@ class FileLock:
         self._fd = handle.fileno()
         self.record = read_lock_record(self.path)
         self.write_record({
-            "holder": {"pid": os.getpid(), "command": _describe_command(), "host": socket.gethostname(),
+            "holder": {"pid": os.getpid(), "command": _describe_command(), "host": os.uname().nodename,
                        "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
             "digests": self.record.get("digests", {}) if isinstance(self.record.get("digests"), dict) else {},
         })

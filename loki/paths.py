@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 from loki.errors import InvalidInput, NotInitialized
 
@@ -49,22 +48,27 @@ def check_relpath(rel: str) -> str:
     return rel
 
 
-def find_root(explicit: str | os.PathLike[str] | None = None, start: str | os.PathLike[str] | None = None) -> Path:
+def find_root(explicit: str | os.PathLike[str] | None = None, start: str | os.PathLike[str] | None = None) -> str:
     """The state directory: ``explicit`` (``--root``), ``$LOKI_ROOT``, or the nearest ``.loki/`` upwards.
 
     Like git with ``.git``: walk up from the working directory to the filesystem root.
     """
     chosen = explicit or os.environ.get(ROOT_ENV)
     if chosen:
-        root = Path(os.path.abspath(chosen))
-        if not root.is_dir():
-            raise NotInitialized(f"state directory {root} does not exist; run `loki init` first", root=str(root))
+        root = os.path.abspath(chosen)
+        if not os.path.isdir(root):
+            raise NotInitialized(f"state directory {root} does not exist; run `loki init` first", root=root)
         return root
-    here = Path(os.path.abspath(start or os.getcwd()))
-    for candidate in (here, *here.parents):
-        state = candidate / STATE_DIR_NAME
-        if state.is_dir():
+    here = os.path.abspath(start or os.getcwd())
+    candidate = here
+    while True:
+        state = os.path.join(candidate, STATE_DIR_NAME)
+        if os.path.isdir(state):
             return state
+        parent = os.path.dirname(candidate)
+        if parent == candidate:
+            break
+        candidate = parent
     raise NotInitialized(
         f"no {STATE_DIR_NAME}/ directory in {here} or any parent; run `loki init` (or pass --root / set {ROOT_ENV})",
         cwd=str(here),

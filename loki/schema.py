@@ -18,15 +18,18 @@ Errors are ``(json_pointer, message)`` pairs.
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Callable, Iterable
-from pathlib import Path
-from typing import Any
 
 from loki.errors import SchemaViolation
 
-Problems = list[tuple[str, str]]
-Check = Callable[[Any, tuple[str, ...], Problems], None]
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any, TypeAlias
+
+    Problems: TypeAlias = list[tuple[str, str]]
+    Check: TypeAlias = Callable[[Any, tuple[str, ...], Problems], None]
 
 BASE_URI = "https://loki.invalid/schemas/"
 
@@ -42,11 +45,11 @@ _SUPPORTED = _ANNOTATIONS | frozenset(
 )
 
 
-def schema_dir() -> Path:
+def schema_dir() -> str:
     """Where the schemas are: inside the installed wheel, or at the top of a source checkout."""
-    here = Path(__file__).resolve().parent
-    packaged = here / "schemas"
-    return packaged if packaged.is_dir() else here.parent / "schemas"
+    here = os.path.dirname(os.path.abspath(__file__))
+    packaged = os.path.join(here, "schemas")
+    return packaged if os.path.isdir(packaged) else os.path.join(os.path.dirname(here), "schemas")
 
 
 def pointer(path: Iterable[str]) -> str:
@@ -102,8 +105,8 @@ def _json_equal(a: Any, b: Any) -> bool:
 class Registry:
     """All schemas in ``schemas/``, by ``$id``, compiled on first use."""
 
-    def __init__(self, directory: Path | None = None) -> None:
-        self.directory = directory or schema_dir()
+    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+        self.directory = os.fspath(directory) if directory is not None else schema_dir()
         self._raw: dict[str, dict[str, Any]] = {}
         self._compiled: dict[str, Check] = {}
         self._loaded = False
@@ -111,9 +114,11 @@ class Registry:
     def _load(self) -> None:
         if self._loaded:
             return
-        for path in sorted(self.directory.glob("*.json")):
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            self._raw[doc["$id"]] = doc
+        for name in sorted(os.listdir(self.directory)):
+            if name.endswith(".json"):
+                with open(os.path.join(self.directory, name), encoding="utf-8") as f:
+                    doc = json.load(f)
+                self._raw[doc["$id"]] = doc
         self._loaded = True
 
     def uri(self, name: str) -> str:

@@ -31,11 +31,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import secrets
 import stat
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, suppress
-from typing import Any
 
 from loki import jsonio, layout
 from loki.clock import Clock, default_clock, format_ts
@@ -43,6 +39,11 @@ from loki.errors import LokiError, SchemaViolation, StateFileError
 from loki.locks import DEFAULT_TIMEOUT, FileLock, read_lock_record
 from loki.paths import check_relpath
 from loki.schema import Registry, pointer, registry
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
 
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 TEMP_SUFFIX = ".tmp"
@@ -70,7 +71,7 @@ def fsync_dir(path: str) -> None:
 def temp_name(path: str) -> str:
     """A unique temp file beside ``path`` (same directory, so the rename is atomic)."""
     directory, name = os.path.split(path)
-    return os.path.join(directory, f".{name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+    return os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}{TEMP_SUFFIX}")
 
 
 def write_temp(path: str, data: bytes) -> str:
@@ -104,8 +105,10 @@ def atomic_write(path: str, data: bytes, *, sync_dir: bool = True) -> None:
 
 
 def _unlink_quietly(path: str) -> None:
-    with suppress(OSError):
+    try:  # noqa: SIM105 - contextlib is an import the hot path does not need
         os.unlink(path)
+    except OSError:
+        pass
 
 
 def _os_error(rel: str, exc: OSError, action: str) -> LokiError:
@@ -323,19 +326,13 @@ class Store:
             after = [self._stat_key(rel) for rel in rels]
             if before == after and not any(os.path.exists(j) for j in journals):
                 return docs
-        # Contended or mid-commit: take the lock(s) and read inside it.
-        with self._locked_all(sorted(locks)) as txns:
-            return {rel: txns[layout.lock_for(rel)].read(rel) for rel in rels}
-
-    @contextmanager
-    def _locked_all(self, locks: list[str]) -> Iterator[dict[str, Transaction]]:
+        # Contended or mid-commit: take the lock(s), in a fixed order, and read inside them.
         txns: dict[str, Transaction] = {}
         try:
-            for lock in locks:
-                txn = Transaction(self, lock)
-                txn.begin()
-                txns[lock] = txn
-            yield txns
+            for lock in sorted(locks):
+                txns[lock] = Transaction(self, lock)
+                txns[lock].begin()
+            return {rel: txns[layout.lock_for(rel)].read(rel) for rel in rels}
         finally:
             for txn in txns.values():
                 txn.abort()
@@ -349,21 +346,14 @@ class Store:
 
     # -- transactions --------------------------------------------------------------------------
 
-    @contextmanager
-    def transaction(self, lock: str) -> Iterator[Transaction]:
-        """Lock ``lock``'s domain, yield a :class:`Transaction`, commit its writes on success.
+    def transaction(self, lock: str) -> Transaction:
+        """A :class:`Transaction` over ``lock``'s domain, used as ``with store.transaction(...) as txn``.
 
         ``lock`` is a lock file (``layout.QUEUE_LOCK``) or any state file of the domain.
-        On an exception nothing is written.
+        Entering takes the lock; leaving normally commits the staged writes; leaving by an
+        exception writes nothing.
         """
-        lock_rel = lock if lock.endswith(".lock") else layout.lock_for(lock)
-        txn = Transaction(self, lock_rel)
-        txn.begin()
-        try:
-            yield txn
-            txn.commit()
-        finally:
-            txn.abort()
+        return Transaction(self, lock if lock.endswith(".lock") else layout.lock_for(lock))
 
     def recover(self, lock: str) -> bool:
         """Take a domain's lock only to finish a pending journal; True if there was one."""
@@ -382,6 +372,13 @@ class Store:
         is, on its own line: readers skip it with a warning; nothing is ever truncated.
         """
         payload = "".join(jsonio.dumps_compact(r) + "\n" for r in records).encode("utf-8")
+        return self.append_bytes(rel, payload, lock=lock)
+
+    def append_text(self, rel: str, lines: Iterable[str], *, lock: bool = True) -> int:
+        """Append plain text lines (``logs/circuit-recovery.log``) under the log's lock."""
+        return self.append_bytes(rel, "".join(line.rstrip("\n") + "\n" for line in lines).encode("utf-8"), lock=lock)
+
+    def append_bytes(self, rel: str, payload: bytes, *, lock: bool = True) -> int:
         if not payload:
             return 0
         if "/" in rel:
@@ -498,6 +495,17 @@ class Transaction:
         self.recovered = False
 
     # lifecycle -------------------------------------------------------------------------------
+
+    def __enter__(self) -> Transaction:
+        self.begin()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        try:
+            if exc_type is None:
+                self.commit()
+        finally:
+            self.abort()
 
     def begin(self) -> bool:
         """Take the lock; finish a journal if one was left behind. True if one was finished."""

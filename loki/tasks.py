@@ -6,10 +6,12 @@ the one place that knows how a new one is shaped.
 
 from __future__ import annotations
 
-import secrets
+import os
 from enum import Enum
-from typing import Any
 
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from typing import Any
 PRIORITIES = ("high", "medium", "low")
 PRIORITY_RANK = {name: rank for rank, name in enumerate(PRIORITIES)}
 ERROR_TYPES = ("test_failure", "timeout", "dependency", "validation", "other")
@@ -38,7 +40,7 @@ TASK_STATES = tuple(s for s in State if s not in (State.DEAD_LETTER, State.ABAND
 
 
 def new_task_id() -> str:
-    return "task-" + secrets.token_hex(6)
+    return "task-" + os.urandom(6).hex()
 
 
 def make_task(

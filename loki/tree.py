@@ -99,8 +99,12 @@ class _ReferenceValidator:
         found = []
         for error in validator.iter_errors(doc):
             if error.context:
-                error = best_match(error.context) or error
-            found.append((pointer(str(p) for p in error.absolute_path), error.message))
+                # As in the fast validator: report the branch the value was meant for, not the
+                # branch whose very type does not fit.
+                fitting = [e for e in error.context if not (e.validator == "type" and not e.relative_path)]
+                error = best_match(fitting or error.context) or error
+            message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
+            found.append((pointer(str(p) for p in error.absolute_path), message))
         return found
 
 

@@ -40,12 +40,34 @@ def main(
 admin.register(app)
 
 
+def hoist_root(args: list[str]) -> list[str]:
+    """Accept the global ``--root`` anywhere before ``--`` (``loki validate --root DIR``)."""
+    rest: list[str] = []
+    front: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            rest.extend(args[index:])
+            break
+        if arg == "--root" and index + 1 < len(args):
+            front = ["--root", args[index + 1]]
+            index += 2
+            continue
+        if arg.startswith("--root="):
+            front = [arg]
+        else:
+            rest.append(arg)
+        index += 1
+    return front + rest
+
+
 def run(args: list[str]) -> int:
     """Run the app; map loki's exceptions to a message on stderr and their exit code."""
     from loki.errors import LokiError
 
     try:
-        app(args=args, prog_name="loki")
+        app(args=hoist_root(args), prog_name="loki")
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except LokiError as exc:

@@ -1,0 +1,181 @@
+"""``loki init``, ``status``, ``validate``, ``doctor`` and root discovery, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from loki import layout
+from loki.store import Store
+from tests.helpers import cli, loki_proc, put_tasks, snapshot_bytes, task
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_init_creates_the_tree_and_is_idempotent(tmp_path: Path) -> None:
+    result = cli(["init", "--path", str(tmp_path), "--json"])
+    assert result.code == 0, result.stderr
+    created = result.json()["created"]
+    assert "queue/pending.json" in created and "state/circuit-breakers.json" in created
+    root = tmp_path / ".loki"
+    for rel in layout.initial_files():
+        assert (root / rel).is_file(), rel
+    (root / "queue" / "pending.json").write_text('{"version":1,"tasks":[]}\n')
+    (root / "config" / "loki.json").write_text('{"version": 1, "queue": {"lease_seconds": 60}}\n')
+    before = snapshot_bytes(root)
+    again = cli(["init", "--path", str(tmp_path), "--json"])
+    assert again.code == 0 and again.json()["created"] == []
+    assert snapshot_bytes(root) == before  # nothing overwritten
+
+
+def test_init_fills_in_missing_files_only(tmp_path: Path) -> None:
+    root = tmp_path / ".loki"
+    cli(["init", "--path", str(tmp_path)])
+    os.unlink(root / "queue" / "blocked.json")
+    (root / "CONTINUITY.md").write_text("my notes\n")
+    result = cli(["init", "--path", str(tmp_path), "--json"])
+    assert result.json()["created"] == ["queue/blocked.json"]
+    assert (root / "CONTINUITY.md").read_text() == "my notes\n"
+
+
+def test_root_is_found_like_git_finds_dot_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli(["init", "--path", str(tmp_path)])
+    deep = tmp_path / "src" / "pkg"
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    result = cli(["status", "--json"])
+    assert result.code == 0, result.stderr
+    assert result.json()["root"] == str(tmp_path / ".loki")
+
+
+def test_root_from_environment_and_option(tmp_path: Path) -> None:
+    cli(["init", "--path", str(tmp_path)])
+    state = str(tmp_path / ".loki")
+    assert cli(["status", "--json"], env={"LOKI_ROOT": state}).json()["root"] == state
+    assert cli(["status", "--json"], root=state).json()["root"] == state
+
+
+def test_no_tree_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = cli(["status"])
+    assert result.code == 1
+    assert "no .loki/ directory" in result.stderr and "loki init" in result.stderr
+
+
+def test_status_counts(store: Store) -> None:
+    put_tasks(store, "pending", [task("a"), task("b")])
+    report = cli(["status", "--json"], root=store.root).json()
+    assert report["queue"]["pending"] == 2 and report["queue"]["completed"] == 0
+    assert report["dead_letter"] == {"size": 0, "last_reviewed": None}
+    assert report["breakers"] == {"CLOSED": 0, "OPEN": 0, "HALF_OPEN": 0}
+    human = cli(["status"], root=store.root)
+    assert human.code == 0 and "pending" in human.stdout
+
+
+def test_validate_lists_every_problem_and_exits_1(store: Store) -> None:
+    pending = Path(store.path("queue/pending.json"))
+    pending.write_text(json.dumps({"version": 1, "tasks": [task("a", priority="urgent")]}))
+    Path(store.path("state/circuit-breakers.json")).write_text("{broken")
+    put_tasks(store, "completed", [task("b", status="pending")])
+    before = snapshot_bytes(store.root)
+    result = cli(["validate", "--json"], root=store.root)
+    assert result.code == 1
+    problems = result.json()["problems"]
+    where = {(p["file"], p["pointer"]) for p in problems}
+    assert ("queue/pending.json", "/tasks/0/priority") in where
+    assert ("queue/completed.json", "/tasks/0/status") in where
+    assert any(p["file"] == "state/circuit-breakers.json" and "invalid JSON" in p["message"] for p in problems)
+    assert snapshot_bytes(store.root) == before
+    human = cli(["validate"], root=store.root)
+    assert human.code == 1 and "queue/pending.json at /tasks/0/priority" in human.stderr
+
+
+def test_validate_finds_a_task_in_two_files(store: Store) -> None:
+    put_tasks(store, "pending", [task("dup")])
+    put_tasks(store, "failed", [task("dup", status="failed")])
+    problems = cli(["validate", "--json"], root=store.root).json()["problems"]
+    assert any("'dup' is also in queue/pending.json" in p["message"] for p in problems)
+
+
+def test_commands_refuse_a_corrupt_file_and_leave_it_byte_for_byte(store: Store) -> None:
+    pending = Path(store.path("queue/pending.json"))
+    pending.write_bytes(b'{"version": 1, "tasks": [], "tasks": []}')
+    before = snapshot_bytes(store.root)
+    for args in (["status"], ["status", "--json"], ["validate"], ["doctor"]):
+        result = cli(args, root=store.root)
+        assert result.code == 1, args
+        assert "queue/pending.json" in result.stderr and "duplicate key 'tasks'" in result.stderr, args
+    assert snapshot_bytes(store.root) == before
+
+
+def test_doctor_finishes_a_journal(store: Store) -> None:
+    put_tasks(store, "pending", [task("a")])
+    journal = {"version": 1, "created_at": "2026-01-25T10:00:00Z",
+               "files": {"queue/pending.json": {"version": 1, "tasks": []},
+                         "queue/in-progress.json": {"version": 1, "tasks": [task("a", status="in-progress")]}}}
+    Path(store.path("queue/.journal.json")).write_text(json.dumps(journal))
+    result = cli(["doctor", "--json"], root=store.root)
+    assert result.code == 0, result.stderr
+    assert result.json()["journals_finished"] == ["queue/.journal.json"]
+    assert Store(store.root).read("queue/in-progress.json")["tasks"][0]["id"] == "a"
+
+
+def test_doctor_sweeps_only_stale_temp_files_and_only_with_repair(store: Store) -> None:
+    stale = Path(store.path("queue/.pending.json.123.deadbeef.tmp"))
+    fresh = Path(store.path("queue/.pending.json.124.cafebabe.tmp"))
+    stale.write_text("partial")
+    fresh.write_text("partial")
+    now = store.clock.now().timestamp()
+    os.utime(stale, (now - 301, now - 301))
+    os.utime(fresh, (now - 10, now - 10))
+    env = {"LOKI_NOW": "2026-01-25T10:00:00Z"}
+    report = cli(["doctor", "--json"], root=store.root, env=env).json()
+    assert sorted(report["temp_files"]) == sorted([str(p.relative_to(store.root)) for p in (stale, fresh)])
+    assert stale.exists() and fresh.exists()
+    report = cli(["doctor", "--repair", "--json"], root=store.root, env=env).json()
+    assert report["temp_removed"] == ["queue/.pending.json.123.deadbeef.tmp"]
+    assert not stale.exists() and fresh.exists()
+
+
+def test_doctor_repair_moves_a_corrupt_file_aside_and_never_deletes_it(store: Store) -> None:
+    corrupt = b'{"api/x": {"state": "BROKEN"'
+    Path(store.path("state/circuit-breakers.json")).write_bytes(corrupt)
+    report = cli(["doctor", "--repair", "--json"], root=store.root, env={"LOKI_NOW": "2026-01-25T10:00:00Z"})
+    assert report.code == 0, report.stderr
+    moved = report.json()["moved_aside"]
+    assert moved == [{"file": "state/circuit-breakers.json",
+                      "moved_to": "state/circuit-breakers.json.corrupt.2026-01-25T100000Z"}]
+    assert Path(store.path(moved[0]["moved_to"])).read_bytes() == corrupt
+    assert cli(["validate"], root=store.root).code == 0
+
+
+def test_example_tree_validates_and_shows_every_part() -> None:
+    example = REPO / ".loki.example"
+    before = snapshot_bytes(example)
+    result = loki_proc(["validate", "--root", str(example)])  # the spelling the README uses
+    assert result.code == 0, result.stdout + result.stderr
+    report = cli(["status", "--json"], root=example).json()
+    assert all(count > 0 for count in report["queue"].values()), report["queue"]
+    assert report["breakers"] == {"CLOSED": 1, "OPEN": 1, "HALF_OPEN": 1}
+    assert report["signals_waiting"] > 0 and report["escalations"] > 0
+    dead = Store(example).read(layout.DEADLETTER)["tasks"][0]
+    assert len(dead["attempts"]) == dead["failure_count"] == 5
+    assert snapshot_bytes(example) == before
+
+
+def test_root_option_is_accepted_after_the_command(store: Store) -> None:
+    assert cli(["status", "--json", "--root", str(store.root)]).json()["root"] == str(store.root)
+    assert cli(["status", f"--root={store.root}", "--json"]).json()["root"] == str(store.root)
+
+
+def test_version_and_module_entry_point() -> None:
+    result = loki_proc(["--version"])
+    assert result.code == 0 and result.stdout.startswith("loki ")
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    result = loki_proc(["frobnicate"])
+    assert result.code == 2
