@@ -10,7 +10,12 @@ cd "$WORK"
 
 bold() { printf '\n\033[1m%s\033[0m\n' "$*"; }
 run() {
-  printf '$ %s\n' "$*"
+  local shown='$' arg
+  for arg in "$@"; do
+    if [[ "$arg" =~ [[:space:]\'\"] ]]; then shown+=" \"${arg//\"/\\\"}\""; else shown+=" $arg"; fi
+  done
+  printf '%s\n' "$shown"
+
   set +e
   "$@" 2>&1
   local code=$?
@@ -32,5 +37,41 @@ cmp -s .loki/queue/pending.json <(printf '{"version": 1, "tasks": [], "tasks": [
 run $LOKI doctor --repair
 run $LOKI validate
 ls .loki/queue | grep corrupt || true
+
+bold "3. Three agents claim at the same moment: each gets a different task"
+run $LOKI queue add "Add rate limiting to the login endpoint" --priority high --id task-041
+run $LOKI queue add "Write integration tests for login" --id task-042
+run $LOKI queue add "Document the auth flow" --priority low --id task-043
+for agent in eng-001 eng-002 eng-003; do
+  ($LOKI queue claim --agent "$agent" --json > "claim-$agent.json") &
+done
+wait
+claimed_id() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["task"]["id"])' "$1"; }
+for agent in eng-001 eng-002 eng-003; do
+  echo "$agent claimed $(claimed_id "claim-$agent.json")"
+done
+run $LOKI queue list --state in-progress
+for agent in eng-001 eng-002 eng-003; do
+  run $LOKI queue complete "$(claimed_id "claim-$agent.json")" --agent "$agent"
+done
+
+bold "4. A task that keeps failing backs off, then lands in the dead-letter queue"
+echo "(LOKI_NOW fixes the clock, so the demo moves time instead of waiting for the backoff)"
+export LOKI_NOW=2030-01-01T00:00:00Z
+run $LOKI queue add "Fix the flaky payment webhook test" --id task-044 --max-attempts 3
+fail_once() {
+  run $LOKI queue claim --agent eng-004
+  run $LOKI queue fail task-044 --agent eng-004 --error "AssertionError: expected 200, got 502" \
+      --error-type test_failure --approach "$1"
+}
+fail_once "initial implementation"
+run $LOKI queue claim --agent eng-004
+export LOKI_NOW=2030-01-01T00:00:05Z
+fail_once "mock the upstream"
+export LOKI_NOW=2030-01-01T00:00:15Z
+fail_once "pin the test clock"
+unset LOKI_NOW
+run $LOKI queue show task-044
+run $LOKI status
 
 bold "Done. The tree lived in $WORK (removed on exit)."

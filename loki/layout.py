@@ -141,9 +141,18 @@ def kind_for(rel: str) -> FileKind | None:
     return None
 
 
+def archive_file(kind: str, month: str) -> str:
+    """``archive/completed-2026-01.jsonl``: rotated-out tasks of one state and month."""
+    return f"{ARCHIVE_DIR}/{kind}-{month}.jsonl"
+
+
 def lock_for(rel: str) -> str:
-    """The permanent lock file that guards ``rel``: one lock for all queue files, else ``<file>.lock``."""
-    if rel.startswith(QUEUE_DIR + "/"):
+    """The permanent lock file that guards ``rel``.
+
+    One lock for all queue files and the archive they rotate into (a rotation moves
+    tasks between them in one journaled change); ``<file>.lock`` for everything else.
+    """
+    if rel.startswith(QUEUE_DIR + "/") or rel.startswith(ARCHIVE_DIR + "/"):
         return QUEUE_LOCK
     return rel + ".lock"
 

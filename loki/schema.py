@@ -112,22 +112,32 @@ class Registry:
         self._loaded = False
 
     def _load(self) -> None:
+        """Read every schema (``loki validate``, tests); the hot path reads only what it needs."""
         if self._loaded:
             return
         for name in sorted(os.listdir(self.directory)):
             if name.endswith(".json"):
-                with open(os.path.join(self.directory, name), encoding="utf-8") as f:
-                    doc = json.load(f)
-                self._raw[doc["$id"]] = doc
+                self._read(name)
         self._loaded = True
+
+    def _read(self, filename: str) -> dict[str, Any]:
+        with open(os.path.join(self.directory, filename), encoding="utf-8") as f:
+            doc: dict[str, Any] = json.load(f)
+        self._raw[doc["$id"]] = doc
+        return doc
 
     def uri(self, name: str) -> str:
         return name if ":" in name else BASE_URI + name
 
     def raw(self, name: str) -> dict[str, Any]:
-        self._load()
+        uri = self.uri(name)
+        if uri not in self._raw and uri.startswith(BASE_URI):
+            # A schema's file is named after its $id, so one file is enough.
+            filename = uri[len(BASE_URI):]
+            if os.path.isfile(os.path.join(self.directory, filename)):
+                self._read(filename)
         try:
-            return self._raw[self.uri(name)]
+            return self._raw[uri]
         except KeyError:
             raise KeyError(f"no schema {name!r} in {self.directory}") from None
 
@@ -156,13 +166,12 @@ class Registry:
     # -- compilation ---------------------------------------------------------------------------
 
     def _resolve(self, ref: str, base: str) -> tuple[dict[str, Any], str]:
-        self._load()
         doc_uri, _, fragment = ref.partition("#")
         if not doc_uri:
             doc_uri = base
         elif ":" not in doc_uri:
             doc_uri = base.rsplit("/", 1)[0] + "/" + doc_uri
-        node: Any = self._raw[doc_uri]
+        node: Any = self.raw(doc_uri)
         for part in fragment.split("/")[1:] if fragment else []:
             node = node[part.replace("~1", "/").replace("~0", "~")]
         return node, doc_uri

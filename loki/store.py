@@ -491,6 +491,7 @@ class Transaction:
         self._docs: dict[str, Any] = {}
         self._digests: dict[str, str] = {}
         self._staged: dict[str, bytes] = {}
+        self._appends: dict[str, bytes] = {}
         self._order: list[str] = []
         self.recovered = False
 
@@ -566,6 +567,15 @@ class Transaction:
         self._staged[rel] = data
         self._docs[rel] = doc
 
+    def append(self, rel: str, records: Iterable[Any]) -> None:
+        """Stage JSON lines to append to a log of this domain (the archive), committed with the rest."""
+        self._check_domain(rel)
+        data = "".join(jsonio.dumps_compact(r) + "\n" for r in records).encode("utf-8")
+        if data:
+            if rel not in self._appends and rel not in self._staged:
+                self._order.append(rel)
+            self._appends[rel] = self._appends.get(rel, b"") + data
+
     def _validate(self, rel: str, kind: layout.FileKind, doc: Any, changed: Iterable[Any] | None) -> None:
         schemas = self.store.schemas
         if changed is None or kind.record_schema is None or self.store.validate_all:
@@ -579,16 +589,18 @@ class Transaction:
                 raise SchemaViolation(rel, [(prefix + p, reason) for p, reason in found])
 
     def commit(self) -> None:
-        if not self._staged:
+        if not self._staged and not self._appends:
             return
         try:
-            if len(self._staged) == 1:
+            if len(self._staged) == 1 and not self._appends:
                 rel, data = next(iter(self._staged.items()))
                 self.store._check_parent(rel)
                 atomic_write(self.store.path(rel), data)
             else:
-                self._write_journal()
+                appends = {rel: (self._size(rel), data) for rel, data in self._appends.items()}
+                self._write_journal(appends)
                 crashpoint("journal-written")
+                self._apply_appends(appends)
                 self._apply(self._staged)
                 crashpoint("files-replaced")
                 self._finish_journal()
@@ -598,17 +610,52 @@ class Transaction:
             self._digests[rel] = digest(data)
         self._record_digests()
         self._staged = {}
+        self._appends = {}
+
+    def _size(self, rel: str) -> int:
+        try:
+            return os.lstat(self.store.path(rel)).st_size
+        except FileNotFoundError:
+            return 0
 
     # journal ---------------------------------------------------------------------------------
 
-    def _write_journal(self) -> None:
+    def _write_journal(self, appends: dict[str, tuple[int, bytes]]) -> None:
         # The journal embeds each file's serialised bytes verbatim, so no second serialisation.
+        # An append is recorded with the size the log had before it: replay truncates back to
+        # that size and appends again, so replaying twice is harmless.
+        staged = [rel for rel in self._order if rel in self._staged]
+        appended = {rel: {"offset": offset, "data": data.decode("utf-8")} for rel, (offset, data) in appends.items()}
         parts = [
-            b'{"version":%d,"created_at":"%s","files":{' % (JOURNAL_VERSION, self.store.now_ts().encode()),
-            b",".join(jsonio.dumps_compact(rel).encode() + b":" + self._staged[rel] for rel in self._order),
+            b'{"version":%d,"created_at":"%s","appends":' % (JOURNAL_VERSION, self.store.now_ts().encode()),
+            jsonio.dumps_compact(appended).encode("utf-8"),
+            b',"files":{',
+            b",".join(jsonio.dumps_compact(rel).encode() + b":" + self._staged[rel] for rel in staged),
             b"}}\n",
         ]
         atomic_write(self.store.path(self.journal_rel), b"".join(parts))
+
+    def _apply_appends(self, appends: dict[str, tuple[int, bytes]]) -> None:
+        for rel, (offset, data) in appends.items():
+            self.store._check_parent(rel)
+            self.store.ensure_dir(rel.rsplit("/", 1)[0])
+            path = self.store.path(rel)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                if size < offset:
+                    raise StateFileError(rel, f"is {size} bytes, shorter than the {offset} bytes the journal "
+                                         "recorded; it was truncated outside loki")
+                os.ftruncate(fd, offset)
+                view = memoryview(data)
+                position = offset
+                while view:
+                    written = os.pwrite(fd, view, position)
+                    view = view[written:]
+                    position += written
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def _apply(self, files: dict[str, bytes]) -> None:
         for index, (rel, data) in enumerate(files.items()):
@@ -639,6 +686,14 @@ class Transaction:
         files = journal.get("files") if isinstance(journal, dict) else None
         if not isinstance(files, dict):
             raise StateFileError(rel, "unfinished journal has no 'files' object", "/files")
+        appends: dict[str, tuple[int, bytes]] = {}
+        for log_rel, op in (journal.get("appends") or {}).items():
+            check_relpath(log_rel)
+            self._check_domain(log_rel)
+            if not isinstance(op, dict) or not isinstance(op.get("offset"), int) or not isinstance(op.get("data"), str):
+                raise StateFileError(rel, "unfinished journal has a malformed append", f"/appends/{log_rel}")
+            appends[log_rel] = (op["offset"], op["data"].encode("utf-8"))
+        self._apply_appends(appends)
         staged: dict[str, bytes] = {}
         for file_rel, doc in files.items():
             check_relpath(file_rel)

@@ -12,6 +12,8 @@ from enum import Enum
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from typing import Any
+
+
 PRIORITIES = ("high", "medium", "low")
 PRIORITY_RANK = {name: rank for rank, name in enumerate(PRIORITIES)}
 ERROR_TYPES = ("test_failure", "timeout", "dependency", "validation", "other")
@@ -97,3 +99,44 @@ def add_note(task: dict[str, Any], text: str, now: str, author: str | None = Non
     if author:
         note["author"] = author
     task.setdefault("notes", []).append(note)
+
+
+def new_claim_token() -> str:
+    return os.urandom(8).hex()
+
+
+def backoff_seconds(failures: int, initial: float, multiplier: float, maximum: float) -> float:
+    """Delay before retry number ``failures`` (1-based): 5, 10, 20, ... capped at ``maximum``."""
+    if failures < 1:
+        return 0.0
+    return float(min(initial * multiplier ** (failures - 1), maximum))
+
+
+def make_attempt(task: dict[str, Any], *, now: str, agent_id: str, approach: str, error_type: str,
+                 error_message: str) -> dict[str, Any]:
+    """The next attempt record of ``task`` (the dead-letter reference's fields exactly)."""
+    return {
+        "attempt_number": len(task.get("attempts", [])) + 1,
+        "timestamp": now,
+        "agent_id": agent_id,
+        "approach": approach,
+        "error_type": error_type,
+        "error_message": error_message,
+    }
+
+
+def summary(task: dict[str, Any], state: str | None = None) -> dict[str, Any]:
+    """The few fields a listing needs: an agent must not get 40,000 tokens back from ``list``."""
+    return {
+        "id": task["id"],
+        "state": state or task.get("status"),
+        "title": task["title"],
+        "priority": task["priority"],
+        "type": task.get("type"),
+        "labels": task.get("labels", []),
+        "dependencies": task.get("dependencies", []),
+        "attempts": len(task.get("attempts", [])),
+        "claimed_by": task.get("claimed_by"),
+        "lease_until": task.get("lease_until"),
+        "available_at": task.get("available_at"),
+    }

@@ -137,3 +137,10 @@ def test_error_pointer_and_message() -> None:
 def test_booleans_are_not_integers() -> None:
     assert registry().problems("task.json", task("a", max_attempts=True)) != []
     assert registry().problems("task.json", task("a", max_attempts=5.0)) == []  # JSON: 5.0 is an integer
+
+
+def test_schema_files_are_named_after_their_id() -> None:
+    # The hot path loads a schema by turning its $id into a file name.
+    for name in os.listdir(schema_dir()):
+        with open(os.path.join(schema_dir(), name)) as f:
+            assert json.load(f)["$id"] == BASE_URI + name

@@ -1,0 +1,736 @@
+"""The task queue: atomic claims with leases, retries with backoff, dependencies, priorities.
+
+Tasks live in one file per state under ``queue/`` (DESIGN.md §2). Every operation is
+one transaction over the queue lock, so several agents calling ``claim`` at the same
+moment each get a different task, and a crash at any instant leaves every task in
+exactly one file. Time comes from the store's clock: nothing here reads the wall
+clock itself.
+
+Library use::
+
+    from loki import Queue
+    queue = Queue.open()                       # the nearest .loki/
+    queue.add("Write the login endpoint", priority="high")
+    task = queue.claim("agent-1")              # raises NothingToDo (exit 3) when nothing is ready
+    queue.complete(task["id"], "agent-1", token=task["claim_token"], result={"commit": "abc123"})
+"""
+
+from __future__ import annotations
+
+from loki import archive, deadletter, jsonio, layout
+from loki.clock import add_seconds, format_ts, parse_ts
+from loki.config import setting
+from loki.errors import Conflict, InvalidInput, NotFound, NothingToDo
+from loki.paths import check_id
+from loki.store import Store
+from loki.tasks import (
+    ERROR_TYPES,
+    PRIORITIES,
+    PRIORITY_RANK,
+    TASK_STATES,
+    State,
+    add_note,
+    backoff_seconds,
+    clear_claim,
+    make_attempt,
+    make_task,
+    new_claim_token,
+    new_task_id,
+    summary,
+)
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from datetime import datetime
+    from typing import Any
+
+    from loki.store import Transaction
+
+
+PENDING, IN_PROGRESS, BLOCKED = State.PENDING.value, State.IN_PROGRESS.value, State.BLOCKED.value
+COMPLETED, FAILED, CANCELLED = State.COMPLETED.value, State.FAILED.value, State.CANCELLED.value
+DEAD_LETTER, ABANDONED = State.DEAD_LETTER.value, State.ABANDONED.value
+HOT_STATES = tuple(s.value for s in TASK_STATES)
+ACTIVE_STATES = (PENDING, IN_PROGRESS, BLOCKED)
+"""States whose tasks may still run; a dependency on a task in any other state is settled."""
+
+
+def ts_before(a: str, b: str) -> bool:
+    """a < b for two timestamps (see ts_before_or_at)."""
+    if len(a) == 20 and len(b) == 20:
+        return a < b
+    return parse_ts(a) < parse_ts(b)
+
+
+def ts_before_or_at(a: str, b: str) -> bool:
+    """a <= b for two timestamps; canonical ones compare as strings, anything else is parsed."""
+    if len(a) == 20 and len(b) == 20:
+        return a <= b
+    return parse_ts(a) <= parse_ts(b)
+
+
+class Session:
+    """The queue files of one transaction: read lazily, written once at the end with what changed."""
+
+    def __init__(self, txn: Transaction) -> None:
+        self.txn = txn
+        self._docs: dict[str, Any] = {}
+        self._changed: dict[str, list[Any]] = {}
+
+    def doc(self, state: str) -> Any:
+        if state not in self._docs:
+            self._docs[state] = self.txn.read(layout.queue_file(state))
+        return self._docs[state]
+
+    def tasks(self, state: str) -> list[dict[str, Any]]:
+        tasks: list[dict[str, Any]] = self.doc(state)["tasks"]
+        return tasks
+
+    def touch(self, state: str, *records: dict[str, Any]) -> None:
+        """Mark ``state``'s file as changed; ``records`` are the records added or modified in it."""
+        self.doc(state)
+        self._changed.setdefault(state, []).extend(records)
+
+    def find(self, task_id: str, states: Iterable[str] = HOT_STATES) -> tuple[str, dict[str, Any]] | None:
+        for state in states:
+            for task in self.tasks(state):
+                if task["id"] == task_id:
+                    return state, task
+        return None
+
+    def remove(self, state: str, task: dict[str, Any]) -> None:
+        tasks = self.tasks(state)
+        for index, candidate in enumerate(tasks):
+            if candidate is task:
+                del tasks[index]
+                break
+        self.touch(state)
+
+    def put(self, state: str, task: dict[str, Any]) -> None:
+        task["status"] = state
+        self.tasks(state).append(task)
+        self.touch(state, task)
+
+    def flush(self) -> None:
+        for state, records in self._changed.items():
+            self.txn.write(layout.queue_file(state), self._docs[state], changed=records)
+        self._changed = {}
+
+
+class Queue:
+    """The task queue of one ``.loki/`` tree."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @classmethod
+    def open(cls, root: str | None = None) -> Queue:
+        return cls(Store.open(root))
+
+    # -- settings ------------------------------------------------------------------------------
+
+    def _setting(self, key: str) -> Any:
+        return setting(self.store.config, "queue", key)
+
+    def _now(self) -> datetime:
+        return self.store.clock.now()
+
+    def _session(self) -> tuple[Transaction, Session]:
+        txn = self.store.transaction(layout.QUEUE_LOCK)
+        return txn, Session(txn)
+
+    # -- adding --------------------------------------------------------------------------------
+
+    def add(
+        self,
+        title: str,
+        *,
+        description: str = "",
+        type: str | None = None,
+        priority: str = "medium",
+        depends_on: Sequence[str] = (),
+        labels: Sequence[str] = (),
+        payload: dict[str, Any] | None = None,
+        task_id: str | None = None,
+        idempotency_key: str | None = None,
+        max_attempts: int | None = None,
+    ) -> dict[str, Any]:
+        """Add one task; returns ``{"created": bool, "task": task}`` (False: the idempotency key existed)."""
+        spec = {"title": title, "description": description, "type": type, "priority": priority,
+                "dependencies": list(depends_on), "labels": list(labels), "payload": payload, "id": task_id,
+                "idempotency_key": idempotency_key, "max_attempts": max_attempts}
+        return self.add_many([spec], where="")[0]
+
+    def add_many(self, specs: Sequence[dict[str, Any]], *, where: str = "input") -> list[dict[str, Any]]:
+        """Add several tasks in one transaction: all are added, or none (the first error is raised).
+
+        Each spec uses ``add``'s keyword names (``dependencies`` or ``depends_on``), or is a task in
+        Loki Mode's runtime format (see :mod:`loki.compat`). Dependencies may refer to tasks of the
+        same batch, in any order.
+        """
+        now = format_ts(self._now())
+        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            session = Session(txn)
+            known = self._known_ids(session)
+            keys = self._known_keys(session)
+            results: list[dict[str, Any]] = []
+            batch: dict[str, dict[str, Any]] = {}
+            for index, spec in enumerate(specs):
+                task = self._task_from_spec(spec, now, f"{where} at /{index}" if where else "")
+                key = task.get("idempotency_key")
+                if key is not None and key in keys:
+                    results.append({"created": False, "task": keys[key]})
+                    continue
+                if task["id"] in known or task["id"] in batch:
+                    raise Conflict(f"task id {task['id']!r} already exists", task_id=task["id"])
+                batch[task["id"]] = task
+                if key is not None:
+                    keys[key] = task
+                results.append({"created": True, "task": task})
+            self._check_dependencies(session, batch, known, where)
+            for task in batch.values():
+                session.put(PENDING, task)
+            session.flush()
+        return results
+
+    def _task_from_spec(self, spec: Any, now: str, where: str) -> dict[str, Any]:
+        try:
+            return self._build_task(spec, now, where)
+        except InvalidInput as exc:
+            if where and not exc.message.startswith(where):
+                raise InvalidInput(f"{where}: {exc.message}", **exc.details) from None
+            raise
+
+    def _build_task(self, spec: Any, now: str, where: str) -> dict[str, Any]:
+        from loki.compat import import_task, is_loki_task
+
+        if not isinstance(spec, dict):
+            raise InvalidInput(f"{_at(where)}a task must be a JSON object, got {type(spec).__name__}")
+        if is_loki_task(spec) or any(k in spec for k in ("createdAt", "maxRetries", "claimedBy", "dependsOn")):
+            raw = dict(spec)
+            if raw.get("id") is None:
+                raw["id"] = new_task_id()
+            check_id(str(raw["id"]), "task id")
+            task = import_task(raw, now)
+            clear_claim(task)
+            task["status"] = PENDING
+        else:
+            unknown = set(spec) - {"title", "description", "type", "priority", "dependencies", "depends_on",
+                                   "labels", "payload", "id", "idempotency_key", "max_attempts"}
+            if unknown:
+                raise InvalidInput(f"{_at(where)}unknown field(s) {', '.join(sorted(unknown))}",
+                                   field=sorted(unknown)[0])
+            title = spec.get("title")
+            if not isinstance(title, str) or not title.strip():
+                raise InvalidInput(f"{_at(where)}title must be a non-empty string", field="title")
+            priority = spec.get("priority") or "medium"
+            if priority not in PRIORITIES:
+                raise InvalidInput(f"{_at(where)}priority must be one of high, medium, low (got {priority!r})",
+                                   field="priority")
+            task_id = new_task_id() if spec.get("id") is None else spec["id"]
+            if not isinstance(task_id, str):
+                raise InvalidInput(f"{_at(where)}id must be a string", field="id")
+            check_id(task_id, "task id")
+            deps = spec.get("dependencies") or spec.get("depends_on") or []
+            if not isinstance(deps, list):
+                raise InvalidInput(f"{_at(where)}dependencies must be a list of task ids", field="dependencies")
+            for dep in deps:
+                check_id(dep, "dependency id")
+            payload = spec.get("payload")
+            if payload is not None and not isinstance(payload, dict):
+                raise InvalidInput(f"{_at(where)}payload must be a JSON object", field="payload")
+            max_attempts = spec.get("max_attempts")
+            if max_attempts is None:
+                max_attempts = self._setting("max_attempts")
+            if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not 1 <= max_attempts <= 1000:
+                raise InvalidInput(f"{_at(where)}max_attempts must be an integer from 1 to 1000", field="max_attempts")
+            task = make_task(
+                task_id=task_id, title=title.strip(), now=now, description=spec.get("description") or "",
+                type=spec.get("type") or "general", priority=priority, dependencies=deps,
+                labels=list(spec.get("labels") or []), payload=payload, max_attempts=max_attempts,
+                idempotency_key=spec.get("idempotency_key"),
+            )
+        if task["id"] in task["dependencies"]:
+            raise InvalidInput(f"{_at(where)}task {task['id']!r} depends on itself (a cycle)", field="dependencies")
+        found = self.store.schemas.problems("task.json", task)
+        if found:
+            pointer, reason = found[0]
+            raise InvalidInput(f"{where}{pointer}: {reason}", field=pointer)
+        return task
+
+    def _known_ids(self, session: Session) -> set[str]:
+        ids = {t["id"] for state in HOT_STATES for t in session.tasks(state)}
+        for doc in (session.txn.read(layout.DEADLETTER), session.txn.read(layout.ABANDONED)):
+            ids.update(entry["task_id"] for entry in doc["tasks"])
+        return ids
+
+    def _known_keys(self, session: Session) -> dict[str, dict[str, Any]]:
+        keys = {t["idempotency_key"]: t for state in HOT_STATES for t in session.tasks(state)
+                if t.get("idempotency_key")}
+        for doc in (session.txn.read(layout.DEADLETTER), session.txn.read(layout.ABANDONED)):
+            for entry in doc["tasks"]:
+                key = entry["task_data"].get("idempotency_key")
+                if key:
+                    keys.setdefault(key, entry["task_data"])
+        return _ArchiveBackedKeys(self.store, keys)
+
+    def _check_dependencies(self, session: Session, batch: dict[str, dict[str, Any]], known: set[str],
+                            where: str) -> None:
+        for task in batch.values():
+            for dep in task["dependencies"]:
+                if dep not in known and dep not in batch and archive.find(self.store, dep) is None:
+                    raise InvalidInput(f"{_at(where)}task {task['id']!r} depends on {dep!r}, which does not exist",
+                                       field="dependencies", dependency=dep)
+        # A cycle can only run through the new tasks (existing tasks cannot depend on them,
+        # unless an imported file had dangling ids): walk the graph from each new task.
+        graph = {t["id"]: t["dependencies"] for state in ACTIVE_STATES for t in session.tasks(state)}
+        graph.update({tid: t["dependencies"] for tid, t in batch.items()})
+        for start in batch:
+            path = _find_cycle(graph, start)
+            if path:
+                raise InvalidInput(f"{_at(where)}dependency cycle {' -> '.join(path)}", field="dependencies",
+                                   cycle=path)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def list_tasks(self, state: str = PENDING, *, type: str | None = None, label: str | None = None,
+             limit: int | None = None) -> dict[str, Any]:
+        """Summaries of the tasks in ``state`` (or ``"all"``), with the total before the limit."""
+        states = [*HOT_STATES, DEAD_LETTER, ABANDONED] if state == "all" else [state]
+        for name in states:
+            if name not in (*HOT_STATES, DEAD_LETTER, ABANDONED):
+                raise InvalidInput(f"unknown state {name!r}; one of {', '.join((*HOT_STATES, DEAD_LETTER, ABANDONED))}"
+                                   " or all", field="state")
+        limit = self._setting("list_limit") if limit is None else limit
+        if limit < 0:
+            raise InvalidInput("--limit must be 0 or more", field="limit")
+        files = {name: layout.queue_file(name) for name in states if name in HOT_STATES}
+        if DEAD_LETTER in states:
+            files[DEAD_LETTER] = layout.DEADLETTER
+        if ABANDONED in states:
+            files[ABANDONED] = layout.ABANDONED
+        docs = self.store.snapshot(files.values())
+        rows: list[dict[str, Any]] = []
+        for name in states:
+            doc = docs[files[name]]
+            tasks = [e["task_data"] for e in doc["tasks"]] if name in (DEAD_LETTER, ABANDONED) else doc["tasks"]
+            if name == PENDING:
+                tasks = sorted(tasks, key=_claim_order_key)
+            for task in tasks:
+                if type is not None and task.get("type") != type:
+                    continue
+                if label is not None and label not in task.get("labels", []):
+                    continue
+                rows.append(summary(task, name))
+        return {"state": state, "total": len(rows), "shown": min(len(rows), limit), "limit": limit,
+                "tasks": rows[:limit]}
+
+    def show(self, task_id: str) -> dict[str, Any]:
+        """``{"state", "task"}`` wherever the task is (queue files, dead-letter, abandoned, archive)."""
+        check_id(task_id, "task id")
+        files = [layout.queue_file(s) for s in HOT_STATES] + [layout.DEADLETTER, layout.ABANDONED]
+        docs = self.store.snapshot(files)
+        for state in HOT_STATES:
+            for task in docs[layout.queue_file(state)]["tasks"]:
+                if task["id"] == task_id:
+                    return {"state": state, "task": task}
+        for state, rel in ((DEAD_LETTER, layout.DEADLETTER), (ABANDONED, layout.ABANDONED)):
+            for entry in docs[rel]["tasks"]:
+                if entry["task_id"] == task_id:
+                    return {"state": state, "task": entry["task_data"], "entry": entry}
+        found = archive.find(self.store, task_id)
+        if found is not None:
+            return {"state": found[0], "task": found[1], "archived": True}
+        raise NotFound(f"no task {task_id!r}", task_id=task_id)
+
+    # -- claiming ------------------------------------------------------------------------------
+
+    def claim(self, agent: str, *, types: Sequence[str] = (), lease_seconds: float | None = None) -> dict[str, Any]:
+        """Take the best ready task: priority (high, medium, low), then oldest.
+
+        Ready means pending, ``available_at`` reached, and every dependency completed. Leases
+        that expired meanwhile are requeued first, in the same transaction. Raises
+        :class:`NothingToDo` (exit 3) with a one-line reason when nothing is ready.
+        """
+        _check_agent(agent)
+        lease = self._lease(lease_seconds)
+        now_dt = self._now()
+        now = format_ts(now_dt)
+        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            session = Session(txn)
+            self._requeue_expired(session, now_dt)
+            best, reason = self._select(session, now, set(types))
+            if best is not None:
+                self._take(session, best, agent, now_dt, lease)
+            session.flush()  # requeued leases are committed even when nothing is ready
+        if best is None:
+            raise NothingToDo(reason, reason=reason)
+        return best
+
+    def _take(self, session: Session, best: dict[str, Any], agent: str, now_dt: datetime, lease: float) -> None:
+        now = format_ts(now_dt)
+        session.remove(PENDING, best)
+        best["claimed_by"] = agent
+        best["claimed_at"] = now
+        best["lease_until"] = format_ts(add_seconds(now_dt, lease))
+        best["claim_token"] = new_claim_token()
+        best["updated_at"] = now
+        session.put(IN_PROGRESS, best)
+
+    def _lease(self, lease_seconds: float | None) -> float:
+        lease = float(self._setting("lease_seconds") if lease_seconds is None else lease_seconds)
+        if not lease > 0:
+            raise InvalidInput("--lease must be a positive number of seconds", field="lease")
+        return lease
+
+    def _select(self, session: Session, now: str, types: set[str]) -> tuple[dict[str, Any] | None, str]:
+        pending = session.tasks(PENDING)
+        if not pending:
+            return None, "nothing to claim: the pending queue is empty"
+        done = _DependencyIndex(self.store, session)
+        best: dict[str, Any] | None = None
+        best_key: tuple[int, str, int] | None = None
+        other_type = waiting = 0
+        next_time: str | None = None
+        for index, task in enumerate(pending):
+            if types and task.get("type") not in types:
+                other_type += 1
+                continue
+            if not ts_before_or_at(task["available_at"], now):
+                waiting += 1
+                if next_time is None or ts_before_or_at(task["available_at"], next_time):
+                    next_time = task["available_at"]
+                continue
+            key = (PRIORITY_RANK[task["priority"]], task["created_at"], index)
+            if best_key is not None and key >= best_key:
+                continue
+            if task["dependencies"] and not done.all_completed(task["dependencies"]):
+                continue
+            best, best_key = task, key
+        if best is not None:
+            return best, ""
+        blocked_on_deps = len(pending) - other_type - waiting
+        parts = []
+        if blocked_on_deps:
+            parts.append(f"{blocked_on_deps} waiting on dependencies")
+        if waiting:
+            parts.append(f"{waiting} backing off until {next_time} or later" if waiting > 1
+                         else f"1 backing off until {next_time}")
+        if other_type:
+            parts.append(f"{other_type} of other types")
+        return None, f"nothing ready among {len(pending)} pending: " + ", ".join(parts)
+
+    # -- the holder's operations -----------------------------------------------------------------
+
+    def heartbeat(self, task_id: str, agent: str, *, token: str | None = None,
+                  lease_seconds: float | None = None) -> dict[str, Any]:
+        """Extend the holder's lease to now + lease."""
+        lease = self._lease(lease_seconds)
+        now_dt = self._now()
+        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            session = Session(txn)
+            task = self._held(session, task_id, agent, token)
+            task["lease_until"] = format_ts(add_seconds(now_dt, lease))
+            task["updated_at"] = format_ts(now_dt)
+            session.touch(IN_PROGRESS, task)
+            session.flush()
+        return task
+
+    def complete(self, task_id: str, agent: str, *, token: str | None = None, result: Any = None) -> dict[str, Any]:
+        now = format_ts(self._now())
+        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            session = Session(txn)
+            task = self._held(session, task_id, agent, token)
+            session.remove(IN_PROGRESS, task)
+            clear_claim(task)
+            task["result"] = result
+            task["completed_at"] = now
+            task["updated_at"] = now
+            session.put(COMPLETED, task)
+            self._rotate(txn, session, COMPLETED)
+            session.flush()
+        return task
+
+    def fail(self, task_id: str, agent: str, *, error: str, error_type: str = "other", approach: str = "",
+             token: str | None = None, final: bool = False) -> dict[str, Any]:
+        """Record a failed attempt. Returns ``{"task", "state", "retry_at"}``.
+
+        Below ``max_attempts`` the task goes back to pending with exponential backoff; at
+        ``max_attempts`` it moves to the dead-letter queue; ``final`` moves it to failed.
+        """
+        if error_type not in ERROR_TYPES:
+            raise InvalidInput(f"--error-type must be one of {', '.join(ERROR_TYPES)} (got {error_type!r})",
+                               field="error_type")
+        now_dt = self._now()
+        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            session = Session(txn)
+            task = self._held(session, task_id, agent, token)
+            attempt = make_attempt(task, now=format_ts(now_dt), agent_id=agent, approach=approach,
+                                   error_type=error_type, error_message=error)
+            outcome = self._record_failure(session, task, attempt, now_dt, final=final)
+            session.flush()
+        return outcome
+
+    def release(self, task_id: str, agent: str, *, token: str | None = None) -> dict[str, Any]:
+        """Give a claimed task back, untouched and immediately claimable (no attempt is recorded)."""
+        now = format_ts(self._now())
+        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            session = Session(txn)
+            task = self._held(session, task_id, agent, token)
+            session.remove(IN_PROGRESS, task)
+            clear_claim(task)
+            task["updated_at"] = now
+            add_note(task, "released by its holder", now, agent)
+            session.put(PENDING, task)
+            session.flush()
+        return task
+
+    def _held(self, session: Session, task_id: str, agent: str, token: str | None) -> dict[str, Any]:
+        """The in-progress task ``task_id`` if ``agent`` (and ``token``) hold it; else exit 4 / not found."""
+        check_id(task_id, "task id")
+        _check_agent(agent)
+        found = session.find(task_id, (IN_PROGRESS,))
+        if found is None:
+            elsewhere = session.find(task_id) or self._find_outside(session, task_id)
+            if elsewhere is None:
+                raise NotFound(f"no task {task_id!r}", task_id=task_id)
+            state, task = elsewhere
+            last = (task.get("attempts") or [{}])[-1]
+            if state == PENDING and last.get("error_type") == "timeout" and last.get("agent_id") == agent:
+                raise Conflict(f"lease lost: {task_id} was requeued at {last.get('timestamp')} after the lease of "
+                               f"{agent} expired; nothing changed", task_id=task_id, state=state)
+            raise Conflict(f"{task_id} is {state}, not in progress; nothing changed", task_id=task_id, state=state)
+        task = found[1]
+        if task.get("claimed_by") != agent:
+            raise Conflict(f"{task_id} is held by {task.get('claimed_by')!r}, not {agent!r}; nothing changed",
+                           task_id=task_id, holder=task.get("claimed_by"))
+        if token is not None and token != task.get("claim_token"):
+            raise Conflict(f"{task_id}: the claim token does not match the current claim (it was re-claimed?); "
+                           "nothing changed", task_id=task_id)
+        return task
+
+    def _find_outside(self, session: Session, task_id: str) -> tuple[str, dict[str, Any]] | None:
+        for state, rel in ((DEAD_LETTER, layout.DEADLETTER), (ABANDONED, layout.ABANDONED)):
+            for entry in session.txn.read(rel)["tasks"]:
+                if entry["task_id"] == task_id:
+                    return state, entry["task_data"]
+        return archive.find(self.store, task_id)
+
+    def _record_failure(self, session: Session, task: dict[str, Any], attempt: dict[str, Any], now_dt: datetime,
+                        *, final: bool) -> dict[str, Any]:
+        now = format_ts(now_dt)
+        session.remove(IN_PROGRESS, task)
+        clear_claim(task)
+        task["attempts"].append(attempt)
+        task["last_error"] = attempt["error_message"]
+        task["updated_at"] = now
+        if final:
+            add_note(task, "failed with --final: no retry", now, attempt["agent_id"])
+            session.put(FAILED, task)
+            return {"task": task, "state": FAILED, "retry_at": None}
+        if len(task["attempts"]) >= task["max_attempts"]:
+            doc = session.txn.read(layout.DEADLETTER)
+            entry = deadletter.make_entry(task, IN_PROGRESS)
+            doc["tasks"].append(entry)
+            session.txn.write(layout.DEADLETTER, doc, changed=[entry])
+            return {"task": task, "state": DEAD_LETTER, "retry_at": None, "entry": entry}
+        delay = backoff_seconds(len(task["attempts"]), float(self._setting("backoff_initial")),
+                                float(self._setting("backoff_multiplier")), float(self._setting("backoff_max")))
+        task["available_at"] = format_ts(add_seconds(now_dt, delay))
+        session.put(PENDING, task)
+        return {"task": task, "state": PENDING, "retry_at": task["available_at"]}
+
+    # -- maintenance ---------------------------------------------------------------------------
+
+    def requeue_stale(self) -> dict[str, list[str]]:
+        """Requeue every in-progress task whose lease has expired (a ``timeout`` attempt each)."""
+        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            session = Session(txn)
+            outcome = self._requeue_expired(session, self._now())
+            session.flush()
+        return outcome
+
+    def _requeue_expired(self, session: Session, now_dt: datetime) -> dict[str, list[str]]:
+        now = format_ts(now_dt)
+        requeued: list[str] = []
+        dead: list[str] = []
+        for task in list(session.tasks(IN_PROGRESS)):
+            lease_until = task.get("lease_until")
+            if lease_until is None or not ts_before(lease_until, now):
+                continue
+            holder = task.get("claimed_by") or "unknown"
+            attempt = make_attempt(task, now=now, agent_id=holder, approach="(lease expired)", error_type="timeout",
+                                   error_message=f"lease expired at {lease_until} while held by {holder}")
+            outcome = self._record_failure(session, task, attempt, now_dt, final=False)
+            (dead if outcome["state"] == DEAD_LETTER else requeued).append(task["id"])
+        return {"requeued": requeued, "dead_lettered": dead}
+
+    def cancel(self, task_id: str, *, cascade: bool = False, reason: str | None = None) -> dict[str, Any]:
+        """Cancel a task. Tasks that depend on it are reported, and cancelled too with ``cascade``."""
+        check_id(task_id, "task id")
+        now = format_ts(self._now())
+        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            session = Session(txn)
+            found = session.find(task_id, (PENDING, BLOCKED, IN_PROGRESS, FAILED))
+            if found is None:
+                elsewhere = session.find(task_id) or self._find_outside(session, task_id)
+                if elsewhere is None:
+                    raise NotFound(f"no task {task_id!r}", task_id=task_id)
+                raise Conflict(f"{task_id} is {elsewhere[0]}; only pending, blocked, in-progress or failed tasks "
+                               "can be cancelled", task_id=task_id, state=elsewhere[0])
+            dependents = self._dependents(session, task_id)
+            targets = [found] + ([session.find(d, ACTIVE_STATES) for d in dependents] if cascade else [])
+            cancelled = []
+            for state, task in (t for t in targets if t is not None):
+                session.remove(state, task)
+                clear_claim(task)
+                task["updated_at"] = now
+                why = reason or "no reason given"
+                add_note(task, f"cancelled: {why}" if task["id"] == task_id else
+                         f"cancelled with {task_id} (--cascade): {why}", now)
+                session.put(CANCELLED, task)
+                cancelled.append(task["id"])
+            self._rotate(txn, session, CANCELLED)
+            session.flush()
+        return {"cancelled": cancelled, "dependents": dependents, "cascade": cascade}
+
+    def _dependents(self, session: Session, task_id: str) -> list[str]:
+        """Active tasks that depend on ``task_id``, directly or through each other."""
+        active = [t for state in ACTIVE_STATES for t in session.tasks(state)]
+        found: list[str] = []
+        frontier = {task_id}
+        while frontier:
+            nxt = {t["id"] for t in active if t["id"] not in found and t["id"] != task_id
+                   and frontier.intersection(t["dependencies"])}
+            found.extend(sorted(nxt))
+            frontier = nxt
+        return found
+
+    def retry(self, task_id: str) -> dict[str, Any]:
+        """Back to pending from failed, dead-letter or cancelled, keeping the attempt history."""
+        check_id(task_id, "task id")
+        now = format_ts(self._now())
+        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            session = Session(txn)
+            found = session.find(task_id, (FAILED, CANCELLED))
+            if found is not None:
+                source, task = found
+                session.remove(source, task)
+            else:
+                doc = txn.read(layout.DEADLETTER)
+                entry = next((e for e in doc["tasks"] if e["task_id"] == task_id), None)
+                if entry is None:
+                    elsewhere = session.find(task_id) or self._find_outside(session, task_id)
+                    if elsewhere is None:
+                        raise NotFound(f"no task {task_id!r}", task_id=task_id)
+                    raise Conflict(f"{task_id} is {elsewhere[0]}; only failed, dead-letter or cancelled tasks can "
+                                   "be retried", task_id=task_id, state=elsewhere[0])
+                source, task = DEAD_LETTER, entry["task_data"]
+                doc["tasks"].remove(entry)
+                doc["metadata"]["total_recovered"] += 1
+                txn.write(layout.DEADLETTER, doc, changed=[])
+            clear_claim(task)
+            task["available_at"] = now
+            task["updated_at"] = now
+            task["completed_at"] = None
+            add_note(task, f"retried from {source}", now)
+            session.put(PENDING, task)
+            session.flush()
+        return {"task": task, "from": source}
+
+    def _rotate(self, txn: Transaction, session: Session, state: str) -> None:
+        doc = session.doc(state)
+        kept = archive.rotate(txn, state, doc["tasks"], int(self._setting("completed_hot_limit")))
+        if kept is not doc["tasks"]:
+            doc["tasks"] = kept
+            session.touch(state)
+
+
+class _ArchiveBackedKeys(dict):  # type: ignore[type-arg]
+    """Idempotency keys of the hot files; a miss is checked against the archive before it counts."""
+
+    def __init__(self, store: Store, keys: dict[str, dict[str, Any]]) -> None:
+        super().__init__(keys)
+        self._store = store
+
+    def __contains__(self, key: object) -> bool:
+        if super().__contains__(key):
+            return True
+        if not isinstance(key, str):
+            return False
+        found = archive.find_by_key(self._store, key)
+        if found is not None:
+            self[key] = found[1]
+            return True
+        return False
+
+
+class _DependencyIndex:
+    """Answers "are these dependencies completed?" for one claim, loading what it needs lazily."""
+
+    def __init__(self, store: Store, session: Session) -> None:
+        self.store = store
+        self.session = session
+        self._completed: set[str] | None = None
+        self._unfinished: set[str] | None = None
+        self._archived: dict[str, bool] = {}
+
+    def all_completed(self, deps: Iterable[str]) -> bool:
+        if self._completed is None:
+            self._completed = {t["id"] for t in self.session.tasks(COMPLETED)}
+        for dep in deps:
+            if dep in self._completed:
+                continue
+            if self._unfinished is None:
+                self._unfinished = {t["id"] for s in HOT_STATES if s != COMPLETED for t in self.session.tasks(s)}
+            if dep in self._unfinished:
+                return False
+            if dep not in self._archived:
+                found = archive.find(self.store, dep)
+                self._archived[dep] = found is not None and found[0] == COMPLETED
+            if not self._archived[dep]:
+                return False
+        return True
+
+
+def _at(where: str) -> str:
+    """Message prefix naming where bad input came from (a file and JSON pointer), if anywhere."""
+    return f"{where}: " if where else ""
+
+
+def _claim_order_key(task: dict[str, Any]) -> tuple[int, str]:
+    return PRIORITY_RANK[task["priority"]], task["created_at"]
+
+
+def _check_agent(agent: str) -> None:
+    if not isinstance(agent, str) or not agent.strip() or len(agent) > 200 or any(ord(c) < 32 for c in agent):
+        raise InvalidInput(f"invalid agent name {agent!r}: 1-200 printable characters", field="agent")
+
+
+def _find_cycle(graph: dict[str, list[str]], start: str) -> list[str] | None:
+    """A dependency path from ``start`` back to itself, if there is one."""
+    stack: list[tuple[str, list[str]]] = [(start, [start])]
+    seen: set[str] = set()
+    while stack:
+        node, path = stack.pop()
+        for dep in graph.get(node, []):
+            if dep == start:
+                return [*path, dep]
+            if dep not in seen:
+                seen.add(dep)
+                stack.append((dep, [*path, dep]))
+    return None
+
+
+def parse_json_option(value: str | None, option: str, *, want_object: bool = False) -> Any:
+    """Strictly parse a JSON command-line value, naming the option when it is wrong."""
+    if value is None:
+        return None
+    try:
+        parsed = jsonio.loads_strict(value)
+    except jsonio.JsonError as exc:
+        raise InvalidInput(f"{option}: {exc.reason}", field=option) from None
+    if want_object and not isinstance(parsed, dict):
+        raise InvalidInput(f"{option}: expected a JSON object, got {type(parsed).__name__}", field=option)
+    return parsed

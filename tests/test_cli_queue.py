@@ -1,0 +1,207 @@
+"""``loki queue ...`` through the CLI: exit codes, output, and the state afterwards."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from loki import layout
+from loki.store import Store
+from tests.helpers import cli, snapshot_bytes, tree_problems
+
+T0 = {"LOKI_NOW": "2026-01-25T10:00:00Z"}
+
+
+def at(ts: str) -> dict[str, str]:
+    return {"LOKI_NOW": ts}
+
+
+def test_add_then_claim_then_complete(root: Path) -> None:
+    added = cli(["queue", "add", "Write login", "-p", "high", "--id", "t1", "--label", "api", "--payload",
+                 '{"spec": "openapi.yaml"}', "--json"], root=root, env=T0)
+    assert added.code == 0, added.stderr
+    assert added.json()["created"] is True and added.json()["task"]["labels"] == ["api"]
+    claimed = cli(["queue", "claim", "--agent", "a1", "--json"], root=root, env=T0)
+    assert claimed.code == 0
+    task = claimed.json()["task"]
+    assert task["id"] == "t1" and task["payload"] == {"spec": "openapi.yaml"}
+    done = cli(["queue", "complete", "t1", "--agent", "a1", "--token", task["claim_token"], "--result",
+                '{"commit": "abc"}'], root=root, env=T0)
+    assert done.code == 0 and done.stdout.startswith("completed t1")
+    shown = cli(["queue", "show", "t1", "--json"], root=root).json()
+    assert shown["state"] == "completed" and shown["task"]["result"] == {"commit": "abc"}
+    assert tree_problems(root) == []
+
+
+def test_nothing_ready_is_exit_3_with_a_one_line_reason(root: Path) -> None:
+    result = cli(["queue", "claim", "--agent", "a"], root=root)
+    assert result.code == 3
+    assert result.stderr == "nothing to claim: the pending queue is empty\n"
+    as_json = cli(["queue", "claim", "--agent", "a", "--json"], root=root)
+    assert as_json.code == 3 and json.loads(as_json.stderr)["error"] == "nothing_to_do"
+
+
+def test_dependency_wait_reason(root: Path) -> None:
+    cli(["queue", "add", "base", "--id", "base"], root=root)
+    cli(["queue", "add", "top", "--id", "top", "--depends-on", "base"], root=root)
+    cli(["queue", "claim", "--agent", "a"], root=root)
+    result = cli(["queue", "claim", "--agent", "b"], root=root)
+    assert result.code == 3 and "1 waiting on dependencies" in result.stderr
+
+
+def test_not_the_holder_is_exit_4_and_changes_nothing(root: Path) -> None:
+    cli(["queue", "add", "x", "--id", "t1"], root=root, env=T0)
+    cli(["queue", "claim", "--agent", "owner"], root=root, env=T0)
+    before = snapshot_bytes(root)
+    for args in (["complete", "t1", "--agent", "other"], ["fail", "t1", "--agent", "other", "--error", "e"],
+                 ["release", "t1", "--agent", "other"], ["heartbeat", "t1", "--agent", "other"],
+                 ["complete", "t1", "--agent", "owner", "--token", "wrong"]):
+        result = cli(["queue", *args], root=root, env=T0)
+        assert result.code == 4, args
+        assert "nothing changed" in result.stderr
+    assert snapshot_bytes(root) == before
+
+
+def test_expired_lease_then_old_holder_complete_is_exit_4(root: Path) -> None:
+    cli(["queue", "add", "x", "--id", "t1"], root=root, env=T0)
+    token = cli(["queue", "claim", "--agent", "slow", "--lease", "60", "--json"], root=root, env=T0).json()["task"][
+        "claim_token"]
+    stale = cli(["queue", "requeue-stale", "--json"], root=root, env=at("2026-01-25T10:01:01Z"))
+    assert stale.json() == {"requeued": ["t1"], "dead_lettered": []}
+    late = cli(["queue", "complete", "t1", "--agent", "slow", "--token", token], root=root,
+               env=at("2026-01-25T10:01:02Z"))
+    assert late.code == 4 and "lease lost" in late.stderr
+
+
+def test_fail_reports_retry_time_then_dead_letter(root: Path) -> None:
+    cli(["queue", "add", "flaky", "--id", "t1", "--max-attempts", "2"], root=root, env=T0)
+    cli(["queue", "claim", "--agent", "a"], root=root, env=T0)
+    first = cli(["queue", "fail", "t1", "--agent", "a", "--error", "AssertionError", "--error-type", "test_failure",
+                 "--approach", "first try"], root=root, env=T0)
+    assert first.code == 0
+    assert first.stdout.strip() == "t1: attempt 1 of 2 failed; retry after 2026-01-25T10:00:05Z"
+    cli(["queue", "claim", "--agent", "a"], root=root, env=at("2026-01-25T10:00:05Z"))
+    second = cli(["queue", "fail", "t1", "--agent", "a", "--error", "AssertionError", "--json"], root=root,
+                 env=at("2026-01-25T10:00:06Z"))
+    assert second.json()["state"] == "dead-letter"
+    assert cli(["queue", "show", "t1", "--json"], root=root).json()["state"] == "dead-letter"
+
+
+def test_fail_with_a_bad_error_type_is_refused(root: Path) -> None:
+    cli(["queue", "add", "x", "--id", "t1"], root=root)
+    cli(["queue", "claim", "--agent", "a"], root=root)
+    before = snapshot_bytes(root)
+    result = cli(["queue", "fail", "t1", "--agent", "a", "--error", "e", "--error-type", "flaky"], root=root)
+    assert result.code == 1 and "--error-type must be one of" in result.stderr
+    assert snapshot_bytes(root) == before
+
+
+def test_bad_input_messages_and_nothing_written(root: Path) -> None:
+    before = snapshot_bytes(root)
+    cases = [
+        (["queue", "add", "x", "--priority", "urgent"], "priority must be one of high, medium, low"),
+        (["queue", "add", "x", "--depends-on", "ghost"], "depends on 'ghost', which does not exist"),
+        (["queue", "add", "x", "--id", "../../etc/passwd"], "invalid task id"),
+        (["queue", "add", "x", "--payload", "[1, 2]"], "--payload: expected a JSON object"),
+        (["queue", "add", "x", "--payload", '{"a": NaN}'], "--payload: NaN is not valid JSON"),
+        (["queue", "show", "a/b"], "invalid task id"),
+        (["queue", "claim", "--agent", "a", "--lease", "0"], "--lease must be a positive number"),
+        (["queue", "list", "--state", "done"], "unknown state 'done'"),
+    ]
+    for args, message in cases:
+        result = cli(args, root=root)
+        assert result.code == 1, args
+        assert message in result.stderr, (args, result.stderr)
+    assert snapshot_bytes(root) == before
+
+
+def test_idempotency_key_through_the_cli(root: Path) -> None:
+    first = cli(["queue", "add", "x", "--idempotency-key", "k", "--json"], root=root).json()
+    second = cli(["queue", "add", "y", "--idempotency-key", "k"], root=root)
+    assert second.code == 0 and "nothing added" in second.stdout and first["task"]["id"] in second.stdout
+    assert cli(["queue", "list", "--json"], root=root).json()["total"] == 1
+
+
+def test_add_from_file_json_jsonl_and_loki_mode(tmp_path: Path, root: Path) -> None:
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps({"tasks": [{"title": "a", "id": "a"}, {"title": "b", "id": "b",
+                                                                       "dependencies": ["a"]}]}))
+    result = cli(["queue", "add", "--from-file", str(batch), "--json"], root=root)
+    assert result.code == 0, result.stderr
+    assert result.json()["added"] == 2
+    lines = tmp_path / "batch.jsonl"
+    lines.write_text('{"title": "c", "id": "c"}\n\n{"title": "d", "id": "d", "priority": "high"}\n')
+    assert cli(["queue", "add", "--from-file", str(lines)], root=root).stdout.startswith("added 2 task(s)")
+    loki_mode = tmp_path / "pending.json"
+    loki_mode.write_text(json.dumps([{"id": "task-001", "type": "eng-backend", "priority": 10,
+                                      "payload": {"action": "build"}, "createdAt": "2026-01-20T10:00:00Z",
+                                      "claimedBy": None, "claimedAt": None, "timeout": 3600, "retries": 0,
+                                      "maxRetries": 3}]))
+    assert cli(["queue", "add", "--from-file", str(loki_mode)], root=root).code == 0
+    assert cli(["queue", "list", "--json"], root=root).json()["total"] == 5
+    assert tree_problems(root) == []
+
+
+def test_add_from_file_with_a_bad_item_adds_nothing(tmp_path: Path, root: Path) -> None:
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps([{"title": "ok"}, {"title": "bad", "priority": "p0"}]))
+    before = snapshot_bytes(root)
+    result = cli(["queue", "add", "--from-file", str(batch)], root=root)
+    assert result.code == 1
+    assert f"{batch} at /1: priority must be one of" in result.stderr
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"title": "ok"}\n{"title": \n')
+    result = cli(["queue", "add", "--from-file", str(broken)], root=root)
+    assert result.code == 1 and "line 2" in result.stderr
+    assert snapshot_bytes(root) == before
+
+
+def test_list_shows_the_total_and_respects_the_limit(root: Path) -> None:
+    for n in range(7):
+        cli(["queue", "add", f"task {n}"], root=root)
+    result = cli(["queue", "list", "--limit", "3"], root=root)
+    assert result.code == 0 and "3 of 7 pending task(s) (use --limit to see more)" in result.stdout
+    as_json = cli(["queue", "list", "--limit", "3", "--json"], root=root).json()
+    assert as_json["total"] == 7 and as_json["shown"] == 3 and len(as_json["tasks"]) == 3
+
+
+def test_show_prints_attempts_and_notes(root: Path) -> None:
+    cli(["queue", "add", "x", "--id", "t1", "-d", "the description"], root=root, env=T0)
+    cli(["queue", "claim", "--agent", "a"], root=root, env=T0)
+    cli(["queue", "fail", "t1", "--agent", "a", "--error", "boom", "--approach", "plan A"], root=root, env=T0)
+    result = cli(["queue", "show", "t1"], root=root)
+    assert result.code == 0
+    assert "t1: x" in result.stdout and "the description" in result.stdout
+    assert "plan A" in result.stdout and "boom" in result.stdout
+
+
+def test_cancel_warns_about_dependents_and_cascades(root: Path) -> None:
+    cli(["queue", "add", "base", "--id", "base"], root=root)
+    cli(["queue", "add", "top", "--id", "top", "--depends-on", "base"], root=root)
+    result = cli(["queue", "cancel", "base", "--reason", "not needed"], root=root)
+    assert result.code == 0 and "top" in result.stdout and "--cascade" in result.stdout
+    cli(["queue", "retry", "base"], root=root)
+    cascade = cli(["queue", "cancel", "base", "--cascade", "--json"], root=root).json()
+    assert cascade["cancelled"] == ["base", "top"]
+
+
+def test_release_and_retry(root: Path) -> None:
+    cli(["queue", "add", "x", "--id", "t1"], root=root)
+    cli(["queue", "claim", "--agent", "a"], root=root)
+    assert cli(["queue", "release", "t1", "--agent", "a"], root=root).code == 0
+    assert Store(root).read(layout.queue_file("pending"))["tasks"][0]["id"] == "t1"
+    cli(["queue", "claim", "--agent", "a"], root=root)
+    cli(["queue", "fail", "t1", "--agent", "a", "--error", "e", "--final"], root=root)
+    retried = cli(["queue", "retry", "t1", "--json"], root=root)
+    assert retried.code == 0 and retried.json()["from"] == "failed"
+
+
+def test_corrupt_queue_file_fails_every_queue_command_and_is_left_alone(root: Path) -> None:
+    Path(root, "queue", "in-progress.json").write_text('{"version": 1, "tasks": [{"id": "x"}]}')
+    before = snapshot_bytes(root)
+    for args in (["add", "x"], ["claim", "--agent", "a"], ["list", "--state", "all"], ["requeue-stale"],
+                 ["show", "x"]):
+        result = cli(["queue", *args], root=root)
+        assert result.code == 1, args
+        assert "queue/in-progress.json at /tasks/0" in result.stderr, (args, result.stderr)
+    assert snapshot_bytes(root) == before

@@ -1,0 +1,413 @@
+"""The queue through the library, with an injected clock (no sleeps)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from loki import layout
+from loki.clock import ManualClock
+from loki.errors import Conflict, InvalidInput, NotFound, NothingToDo
+from loki.queue import Queue
+from loki.store import Store
+from tests.helpers import tree_problems
+
+
+@pytest.fixture
+def queue(store: Store) -> Queue:
+    return Queue(store)
+
+
+def ids(tasks: list[dict]) -> list[str]:
+    return [t["id"] for t in tasks]
+
+
+def test_add_fills_every_field_and_validates(queue: Queue) -> None:
+    result = queue.add("Write login", priority="high", labels=["api"], payload={"spec": "x"}, task_id="t1")
+    task = result["task"]
+    assert result["created"] is True
+    assert task["status"] == "pending" and task["created_at"] == task["available_at"] == "2026-01-25T10:00:00Z"
+    assert task["max_attempts"] == 5 and task["attempts"] == [] and task["payload"] == {"spec": "x"}
+    assert queue.show("t1")["state"] == "pending"
+    assert tree_problems(queue.store.root) == []
+
+
+def test_priority_then_fifo_order(queue: Queue, clock: ManualClock) -> None:
+    queue.add("low", priority="low", task_id="low")
+    clock.advance(1)
+    queue.add("medium-old", priority="medium", task_id="m1")
+    clock.advance(1)
+    queue.add("high", priority="high", task_id="high")
+    clock.advance(1)
+    queue.add("medium-new", priority="medium", task_id="m2")
+    claimed = [queue.claim("a")["id"] for _ in range(4)]
+    assert claimed == ["high", "m1", "m2", "low"]
+
+
+def test_fifo_within_the_same_second_follows_insertion(queue: Queue) -> None:
+    for n in range(5):
+        queue.add(f"t{n}", task_id=f"t{n}")
+    assert [queue.claim("a")["id"] for _ in range(5)] == ["t0", "t1", "t2", "t3", "t4"]
+
+
+def test_claim_sets_the_claim_fields(queue: Queue) -> None:
+    queue.add("x", task_id="t1")
+    task = queue.claim("agent-1", lease_seconds=120)
+    assert task["claimed_by"] == "agent-1" and task["claimed_at"] == "2026-01-25T10:00:00Z"
+    assert task["lease_until"] == "2026-01-25T10:02:00Z" and len(task["claim_token"]) == 16
+    assert queue.show("t1")["state"] == "in-progress"
+
+
+def test_dependencies_gate_readiness(queue: Queue) -> None:
+    queue.add("base", task_id="base", priority="low")
+    queue.add("top", task_id="top", priority="high", depends_on=["base"])
+    first = queue.claim("a")
+    assert first["id"] == "base"  # top is higher priority but not ready
+    with pytest.raises(NothingToDo, match="1 waiting on dependencies"):
+        queue.claim("a")
+    queue.complete("base", "a")
+    assert queue.claim("a")["id"] == "top"
+
+
+def test_available_at_gates_readiness_and_the_reason_says_until_when(queue: Queue, clock: ManualClock) -> None:
+    queue.add("x", task_id="t1")
+    queue.claim("a")
+    outcome = queue.fail("t1", "a", error="boom")
+    assert outcome["retry_at"] == "2026-01-25T10:00:05Z"
+    with pytest.raises(NothingToDo) as caught:
+        queue.claim("a")
+    assert "backing off until 2026-01-25T10:00:05Z" in caught.value.message
+    clock.advance(4)
+    with pytest.raises(NothingToDo):
+        queue.claim("a")
+    clock.advance(1)
+    assert queue.claim("a")["id"] == "t1"
+
+
+def test_empty_queue_reason(queue: Queue) -> None:
+    with pytest.raises(NothingToDo, match="pending queue is empty") as caught:
+        queue.claim("a")
+    assert caught.value.exit_code == 3
+
+
+def test_type_filter(queue: Queue) -> None:
+    queue.add("b", task_id="b", type="eng-backend")
+    queue.add("f", task_id="f", type="eng-frontend", priority="high")
+    assert queue.claim("a", types=["eng-backend"])["id"] == "b"
+    with pytest.raises(NothingToDo, match="1 of other types"):
+        queue.claim("a", types=["ops"])
+
+
+def test_backoff_doubles_and_is_capped_then_dead_letter(store: Store, clock: ManualClock) -> None:
+    queue = Queue(store)
+    queue.add("flaky", task_id="t1", max_attempts=9)
+    delays = []
+    for attempt in range(1, 9):
+        queue.claim("a")
+        outcome = queue.fail("t1", "a", error=f"boom {attempt}", error_type="test_failure", approach=f"way {attempt}")
+        assert outcome["state"] == "pending"
+        retry_at = outcome["retry_at"]
+        delays.append(_seconds_until(clock, retry_at))
+        clock.set(retry_at)
+    assert delays == [5, 10, 20, 40, 80, 160, 300, 300]
+    queue.claim("a")
+    outcome = queue.fail("t1", "a", error="boom 9", error_type="test_failure", approach="way 9")
+    assert outcome["state"] == "dead-letter"
+
+
+def _seconds_until(clock: ManualClock, when: str) -> float:
+    from loki.clock import parse_ts
+
+    return (parse_ts(when) - clock.now()).total_seconds()
+
+
+def test_max_attempts_moves_the_task_to_dead_letter_with_every_attempt(store: Store, clock: ManualClock) -> None:
+    queue = Queue(store)
+    queue.add("flaky", task_id="t1", labels=["payments"], description="d", priority="high")
+    for attempt in range(1, 6):
+        queue.claim(f"agent-{attempt % 2}")
+        outcome = queue.fail("t1", f"agent-{attempt % 2}", error=f"AssertionError {attempt}",
+                             error_type="test_failure", approach=f"approach {attempt}")
+        if attempt < 5:
+            clock.set(outcome["retry_at"])
+    assert outcome["state"] == "dead-letter"
+    assert store.read(layout.queue_file("pending"))["tasks"] == []
+    assert store.read(layout.queue_file("in-progress"))["tasks"] == []
+    doc = store.read(layout.DEADLETTER)
+    entry = doc["tasks"][0]
+    assert set(entry) == {"task_id", "original_queue", "failure_count", "first_failure", "last_failure",
+                          "error_summary", "attempts", "recovery_strategy", "task_data"}
+    assert entry["task_id"] == "t1" and entry["original_queue"] == "in-progress" and entry["failure_count"] == 5
+    assert [a["attempt_number"] for a in entry["attempts"]] == [1, 2, 3, 4, 5]
+    assert entry["attempts"][0] == {"attempt_number": 1, "timestamp": "2026-01-25T10:00:00Z", "agent_id": "agent-1",
+                                    "approach": "approach 1", "error_type": "test_failure",
+                                    "error_message": "AssertionError 1"}
+    assert entry["first_failure"] == entry["attempts"][0]["timestamp"]
+    assert entry["last_failure"] == entry["attempts"][-1]["timestamp"]
+    assert entry["recovery_strategy"] == "retry_with_simpler_approach"
+    assert entry["task_data"]["title"] == "flaky" and entry["task_data"]["labels"] == ["payments"]
+    assert entry["task_data"]["attempts"] == entry["attempts"]
+    assert queue.show("t1")["state"] == "dead-letter"
+    assert tree_problems(store.root) == []
+
+
+@pytest.mark.parametrize(("types", "strategy"), [
+    (["timeout", "dependency"], "dependency_blocked"),
+    (["validation", "timeout"], "requires_human_review"),
+    (["dependency", "test_failure"], "retry_with_simpler_approach"),
+])
+def test_recovery_strategy_from_attempts(store: Store, clock: ManualClock, types: list[str], strategy: str) -> None:
+    queue = Queue(store)
+    queue.add("x", task_id="t1", max_attempts=len(types))
+    for error_type in types:
+        queue.claim("a")
+        outcome = queue.fail("t1", "a", error="e", error_type=error_type)
+        if outcome["retry_at"]:
+            clock.set(outcome["retry_at"])
+    assert outcome["entry"]["recovery_strategy"] == strategy
+
+
+def test_fail_final_goes_to_failed_and_retry_brings_it_back(queue: Queue) -> None:
+    queue.add("x", task_id="t1")
+    queue.claim("a")
+    assert queue.fail("t1", "a", error="cannot", final=True)["state"] == "failed"
+    with pytest.raises(NothingToDo):
+        queue.claim("a")
+    result = queue.retry("t1")
+    assert result["from"] == "failed"
+    task = queue.claim("a")
+    assert task["id"] == "t1" and len(task["attempts"]) == 1  # history kept
+
+
+def test_retry_from_dead_letter_counts_a_recovery(store: Store, clock: ManualClock) -> None:
+    queue = Queue(store)
+    queue.add("x", task_id="t1", max_attempts=1)
+    queue.claim("a")
+    queue.fail("t1", "a", error="e")
+    assert queue.retry("t1")["from"] == "dead-letter"
+    doc = store.read(layout.DEADLETTER)
+    assert doc["tasks"] == [] and doc["metadata"]["total_recovered"] == 1
+    assert len(queue.claim("a")["attempts"]) == 1
+
+
+def test_only_the_holder_may_complete_fail_release_or_heartbeat(queue: Queue) -> None:
+    queue.add("x", task_id="t1")
+    task = queue.claim("owner")
+    before = queue.store.read(layout.queue_file("in-progress"))
+    for call in (
+        lambda: queue.complete("t1", "intruder"),
+        lambda: queue.fail("t1", "intruder", error="e"),
+        lambda: queue.release("t1", "intruder"),
+        lambda: queue.heartbeat("t1", "intruder"),
+        lambda: queue.complete("t1", "owner", token="0" * 16),
+    ):
+        with pytest.raises(Conflict) as caught:
+            call()
+        assert caught.value.exit_code == 4
+    assert queue.store.read(layout.queue_file("in-progress")) == before
+    queue.complete("t1", "owner", token=task["claim_token"], result={"commit": "abc"})
+    assert queue.show("t1")["task"]["result"] == {"commit": "abc"}
+
+
+def test_heartbeat_extends_the_lease(queue: Queue, clock: ManualClock) -> None:
+    queue.add("x", task_id="t1")
+    queue.claim("a", lease_seconds=60)
+    clock.advance(50)
+    assert queue.heartbeat("t1", "a", lease_seconds=60)["lease_until"] == "2026-01-25T10:01:50Z"
+    clock.advance(50)
+    assert queue.requeue_stale() == {"requeued": [], "dead_lettered": []}
+
+
+def test_expired_lease_is_requeued_with_a_timeout_attempt_and_the_old_holder_gets_4(
+        queue: Queue, clock: ManualClock) -> None:
+    queue.add("x", task_id="t1")
+    old = queue.claim("slow-agent", lease_seconds=60)
+    clock.advance(60)
+    assert queue.requeue_stale()["requeued"] == []  # at lease_until the lease still holds
+    clock.advance(1)
+    assert queue.requeue_stale()["requeued"] == ["t1"]
+    task = queue.show("t1")["task"]
+    assert task["attempts"][-1]["error_type"] == "timeout"
+    assert task["attempts"][-1]["agent_id"] == "slow-agent"
+    assert task["claimed_by"] is None
+    with pytest.raises(Conflict, match="lease lost") as caught:
+        queue.complete("t1", "slow-agent", token=old["claim_token"])
+    assert caught.value.exit_code == 4
+    clock.advance(5)
+    fresh = queue.claim("fast-agent")
+    with pytest.raises(Conflict):  # the old holder cannot clobber the fresh claim
+        queue.complete("t1", "slow-agent", token=old["claim_token"])
+    queue.complete("t1", "fast-agent", token=fresh["claim_token"])
+
+
+def test_claim_requeues_expired_leases_itself(queue: Queue, clock: ManualClock) -> None:
+    queue.add("x", task_id="t1")
+    queue.claim("a", lease_seconds=10)
+    clock.advance(11)
+    with pytest.raises(NothingToDo, match="backing off"):
+        queue.claim("b")  # t1 came back with a 5 s backoff, and that was committed
+    assert queue.show("t1")["state"] == "pending"
+
+
+def test_release_returns_the_task_untouched(queue: Queue) -> None:
+    queue.add("x", task_id="t1")
+    queue.claim("a")
+    queue.release("t1", "a")
+    task = queue.claim("b")
+    assert task["id"] == "t1" and task["attempts"] == []
+
+
+def test_idempotency_key_returns_the_existing_task(queue: Queue) -> None:
+    first = queue.add("x", idempotency_key="k1")
+    second = queue.add("something else", idempotency_key="k1")
+    assert second == {"created": False, "task": first["task"]}
+    assert queue.list_tasks()["total"] == 1
+
+
+def test_idempotency_key_survives_completion_and_archiving(store: Store, clock: ManualClock) -> None:
+    config = {"version": 1, "queue": {"completed_hot_limit": 2}}
+    Path(store.path(layout.CONFIG)).write_text(json.dumps(config))
+    queue = Queue(Store(store.root, clock=clock))
+    for n in range(4):
+        queue.add(f"t{n}", task_id=f"t{n}", idempotency_key=f"key-{n}")
+        queue.claim("a")
+        queue.complete(f"t{n}", "a")
+        clock.advance(60)
+    assert queue.list_tasks("completed")["total"] < 4  # some were rotated out
+    again = queue.add("dup", idempotency_key="key-0")
+    assert again["created"] is False and again["task"]["id"] == "t0"
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"depends_on": ["ghost"]}, "depends on 'ghost', which does not exist"),
+    ({"priority": "urgent"}, "priority must be one of high, medium, low"),
+    ({"task_id": "../x"}, "invalid task id"),
+    ({"task_id": "a/b"}, "invalid task id"),
+    ({"task_id": ""}, "invalid task id"),
+    ({"depends_on": ["ok", "a\x00b"]}, "invalid dependency id"),
+    ({"max_attempts": 0}, "max_attempts must be an integer"),
+    ({"task_id": "self", "depends_on": ["self"]}, "depends on itself"),
+])
+def test_bad_add_is_refused_and_adds_nothing(queue: Queue, kwargs: dict, message: str) -> None:
+    queue.add("ok", task_id="ok")
+    before = Path(queue.store.path("queue/pending.json")).read_bytes()
+    with pytest.raises(InvalidInput, match=message):
+        queue.add("x", **kwargs)
+    assert Path(queue.store.path("queue/pending.json")).read_bytes() == before
+
+
+def test_duplicate_id_is_a_conflict(queue: Queue) -> None:
+    queue.add("x", task_id="t1")
+    with pytest.raises(Conflict, match="already exists"):
+        queue.add("y", task_id="t1")
+
+
+def test_batch_with_a_cycle_is_refused_as_a_whole(queue: Queue) -> None:
+    specs = [{"title": "a", "id": "a", "dependencies": ["b"]}, {"title": "b", "id": "b", "dependencies": ["c"]},
+             {"title": "c", "id": "c", "dependencies": ["a"]}]
+    with pytest.raises(InvalidInput, match="dependency cycle a -> b -> c -> a"):
+        queue.add_many(specs, where="batch.json")
+    assert queue.list_tasks()["total"] == 0
+
+
+def test_batch_may_reference_itself_in_any_order(queue: Queue) -> None:
+    specs = [{"title": "top", "id": "top", "dependencies": ["base"]}, {"title": "base", "id": "base"}]
+    assert [r["created"] for r in queue.add_many(specs)] == [True, True]
+    assert queue.claim("a")["id"] == "base"
+
+
+def test_batch_error_names_the_item(queue: Queue) -> None:
+    with pytest.raises(InvalidInput, match=r"batch.json at /1: priority must be"):
+        queue.add_many([{"title": "ok"}, {"title": "bad", "priority": "p0"}], where="batch.json")
+
+
+def test_loki_mode_tasks_are_accepted_as_batch_input(queue: Queue) -> None:
+    raw = [{"id": "task-001", "type": "eng-backend", "priority": 9, "payload": {"action": "build"},
+            "createdAt": "2026-01-20T10:00:00Z", "claimedBy": None, "claimedAt": None, "timeout": 3600,
+            "retries": 0, "maxRetries": 3}]
+    result = queue.add_many(raw)
+    assert result[0]["task"]["priority"] == "high" and result[0]["task"]["title"] == "build"
+
+
+def test_cancel_reports_dependents_and_cascades(queue: Queue) -> None:
+    queue.add("base", task_id="base")
+    queue.add("mid", task_id="mid", depends_on=["base"])
+    queue.add("top", task_id="top", depends_on=["mid"])
+    queue.add("other", task_id="other")
+    outcome = queue.cancel("base", reason="scope cut")
+    assert outcome["cancelled"] == ["base"] and outcome["dependents"] == ["mid", "top"]
+    assert queue.show("mid")["state"] == "pending"
+    queue.retry("base")
+    outcome = queue.cancel("base", cascade=True, reason="scope cut")
+    assert outcome["cancelled"] == ["base", "mid", "top"]
+    assert queue.show("top")["task"]["notes"][-1]["text"] == "cancelled with base (--cascade): scope cut"
+    assert queue.show("other")["state"] == "pending"
+
+
+def test_cancelled_in_progress_task_cannot_be_completed_by_its_old_holder(queue: Queue) -> None:
+    queue.add("x", task_id="t1")
+    queue.claim("a")
+    queue.cancel("t1")
+    with pytest.raises(Conflict, match="is cancelled"):
+        queue.complete("t1", "a")
+
+
+def test_completed_tasks_rotate_into_the_archive_and_show_still_finds_them(store: Store, clock: ManualClock) -> None:
+    Path(store.path(layout.CONFIG)).write_text(json.dumps({"version": 1, "queue": {"completed_hot_limit": 10}}))
+    queue = Queue(Store(store.root, clock=clock))
+    for n in range(12):
+        queue.add(f"t{n}", task_id=f"t{n:02d}")
+    for _ in range(12):
+        task = queue.claim("a")
+        queue.complete(task["id"], "a")
+        clock.advance(3600 * 24 * 3)  # spread over two months
+    hot = queue.list_tasks("completed", limit=100)
+    # The 11th completion went over the limit: rotated down to 90 % of it (9), then the 12th made 10.
+    assert hot["total"] == 10
+    archived = sorted(Path(store.path("archive")).glob("completed-*.jsonl"))
+    assert [p.name for p in archived] == ["completed-2026-01.jsonl"]
+    found = queue.show("t00")
+    assert found["state"] == "completed" and found["archived"] is True
+    lines = [json.loads(line) for p in archived for line in p.read_text().splitlines()]
+    assert sorted(t["id"] for t in lines) == ["t00", "t01"]
+    assert tree_problems(store.root) == []
+
+
+def test_dependency_on_an_archived_completed_task_is_satisfied(store: Store, clock: ManualClock) -> None:
+    Path(store.path(layout.CONFIG)).write_text(json.dumps({"version": 1, "queue": {"completed_hot_limit": 1}}))
+    queue = Queue(Store(store.root, clock=clock))
+    for name in ("old", "newer"):
+        queue.add(name, task_id=name)
+        queue.claim("a")
+        queue.complete(name, "a")
+        clock.advance(10)
+    assert queue.show("old").get("archived") is True
+    queue.add("after", task_id="after", depends_on=["old"])
+    assert queue.claim("a")["id"] == "after"
+
+
+def test_list_has_a_default_limit_and_reports_the_total(queue: Queue) -> None:
+    queue.add_many([{"title": f"t{n}"} for n in range(60)])
+    listed = queue.list_tasks()
+    assert listed["total"] == 60 and listed["shown"] == 50 and len(listed["tasks"]) == 50
+    assert set(listed["tasks"][0]) >= {"id", "title", "priority", "state", "attempts"}
+    assert "description" not in listed["tasks"][0]  # summaries, not whole tasks
+    assert queue.list_tasks(limit=5)["shown"] == 5
+
+
+def test_list_filters_and_all_states(queue: Queue) -> None:
+    queue.add("a", task_id="a", type="eng", labels=["x"])
+    queue.add("b", task_id="b", type="ops")
+    queue.claim("agent", types=["ops"])
+    assert ids(queue.list_tasks("all")["tasks"]) == ["a", "b"]
+    assert ids(queue.list_tasks("all", type="eng")["tasks"]) == ["a"]
+    assert ids(queue.list_tasks("pending", label="x")["tasks"]) == ["a"]
+    with pytest.raises(InvalidInput, match="unknown state"):
+        queue.list_tasks("done")
+
+
+def test_show_unknown_task(queue: Queue) -> None:
+    with pytest.raises(NotFound):
+        queue.show("nope")
