@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loki.redact import redact, redact_obj
+
+# Fake credentials with the real formats; none of them is valid anywhere.
+OPENAI = "sk-proj-Xa8Kd02mQpL5vR7tY9wB3nC6fH1jZ4eG"
+ANTHROPIC = "sk-ant-api03-Q2w3E4r5T6y7U8i9O0pAsDfGhJkLzXcV-bnM12345"
+GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+GITHUB_PAT = "github_pat_11ABCDEFG0123456789_" + "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTU"
+AWS_ID = "AKIAIOSFODNN7EXAMPLE"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+SLACK = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx"
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n"
+    "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK\n"
+    "-----END RSA PRIVATE KEY-----"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"export OPENAI_API_KEY={OPENAI}", "export OPENAI_API_KEY=[REDACTED:openai_key]"),
+        (f"client = Anthropic(api_key='{ANTHROPIC}')", "client = Anthropic(api_key='[REDACTED:anthropic_key]')"),
+        (f"curl -H 'x-api-key: {ANTHROPIC}' https://api.anthropic.com/v1/messages",
+         "curl -H 'x-api-key: [REDACTED:anthropic_key]' https://api.anthropic.com/v1/messages"),
+        (f"git clone https://{GHP}@github.com/acme/app.git",
+         "git clone https://[REDACTED:github_token]@github.com/acme/app.git"),
+        (f"GH_TOKEN {GITHUB_PAT} ok", "GH_TOKEN [REDACTED:github_token] ok"),
+        (f"tokens: gho_{'x' * 36} ghu_{'y' * 36} ghs_{'z' * 36} ghr_{'w' * 36}",
+         "tokens: [REDACTED:github_token] [REDACTED:github_token] [REDACTED:github_token] "
+         "[REDACTED:github_token]"),
+        (f"aws_access_key_id = {AWS_ID}", "aws_access_key_id = [REDACTED:aws_access_key_id]"),
+        (f"AWS_ACCESS_KEY_ID=ASIA{'Q' * 16} aws s3 ls", "AWS_ACCESS_KEY_ID=[REDACTED:aws_access_key_id] aws s3 ls"),
+        (f"aws_secret_access_key = {AWS_SECRET}", "aws_secret_access_key = [REDACTED:aws_secret_access_key]"),
+        (f"AWS_SECRET_ACCESS_KEY={AWS_SECRET} terraform plan",
+         "AWS_SECRET_ACCESS_KEY=[REDACTED:aws_secret_access_key] terraform plan"),
+        ("curl -H 'Authorization: Bearer abc123def456ghi789jkl' https://api.example.com/v1",
+         "curl -H 'Authorization: Bearer [REDACTED:bearer_token]' https://api.example.com/v1"),
+        ('{"headers": {"authorization": "token 9f8e7d6c5b4a"}}',
+         '{"headers": {"authorization": "token [REDACTED:authorization]"}}'),
+        ("requests.get(url, headers=h)  # bearer 4f9a1c7e2b8d6f30",
+         "requests.get(url, headers=h)  # bearer [REDACTED:bearer_token]"),
+        ("psql postgres://app:s3cr3t-pw@db.internal:5432/app",
+         "psql postgres://app:[REDACTED:password]@db.internal:5432/app"),
+        ("https://deploy:hunter2@example.com/hook and redis://:pw123@cache:6379",
+         "https://deploy:[REDACTED:password]@example.com/hook and redis://:[REDACTED:password]@cache:6379"),
+        ("DB_PASSWORD=hunter2 ./run.sh", "DB_PASSWORD=[REDACTED:password] ./run.sh"),
+        ("passwd: 'abc def'", "passwd: '[REDACTED:password]'"),
+        ('client_secret = "zz-top-9"', 'client_secret = "[REDACTED:client_secret]"'),
+        ("SECRET=xyzzy42 TOKEN=abc123", "SECRET=[REDACTED:secret] TOKEN=[REDACTED:token]"),
+        ("https://api.example.com/v1/items?api_key=K9x8c7&page=2",
+         "https://api.example.com/v1/items?api_key=[REDACTED:api_key]&page=2"),
+        ("mysql --user root --password hunter22 app", "mysql --user root --password [REDACTED:password] app"),
+        ("gh auth login --token=abc123def456", "gh auth login --token=[REDACTED:token]"),
+        ('deploy --api-key "k 9 x"', 'deploy --api-key "[REDACTED:api_key]"'),
+        (f"SLACK_BOT_TOKEN={SLACK}", "SLACK_BOT_TOKEN=[REDACTED:slack_token]"),
+        (f"posting with {SLACK} now", "posting with [REDACTED:slack_token] now"),
+        (f"cat ~/.ssh/id_rsa\n{PEM}\ndone", "cat ~/.ssh/id_rsa\n[REDACTED:private_key]\ndone"),
+        ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n(truncated)",
+         "[REDACTED:private_key]"),
+        (f"cookie session={JWT}; path=/", "cookie session=[REDACTED:jwt]; path=/"),
+        (f"Authorization: Bearer {JWT}", "Authorization: Bearer [REDACTED:jwt]"),
+    ],
+)
+def test_secret_is_redacted_and_text_kept(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The token is used to authenticate requests; rotate it monthly.",
+        "git push origin main && git push --tags",
+        "/home/ada/.ssh/id_rsa.pub /etc/ssl/private ~/projects/secret-santa/README.md",
+        "max_tokens=1024 token_count: 5 tokenizer=bpe password_hint: ask Bob",
+        "Use bearer authentication for the API. The bearer of bad news.",
+        "task-abcdefghijklmnopqrstuvwxyz012345 claimed by agent-7",
+        "desk-organiser and risk-assessment-2024-07-01-final-version",
+        "https://user@example.com/path and http://localhost:8080/health and git@github.com:acme/app.git",
+        "password = os.environ['DB_PASSWORD']\ntoken = self.token\npassword=password\napi_key = get_key()",
+        "token: ${GITHUB_TOKEN}  password: null  secret: '' api_key: <your key here>",
+        "app --token $API_TOKEN; use the --token flag; --password=***",
+        "Note: the access token: see below",
+        "Authorization: [REDACTED:bearer_token]",
+        "AKIAtooshort and EXAMPLEAKIAIOSFODNN7EXAMPLEX",
+        "skip-ci: true; sk-short",
+        "eyJhbGciOi alone is not a JWT",
+        "",
+    ],
+)
+def test_near_misses_are_untouched(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_redact_is_idempotent() -> None:
+    text = f"DB_PASSWORD=hunter2 {GHP} https://u:p4ss@h/x Authorization: Bearer abc123def456ghi"
+    once = redact(text)
+    assert redact(once) == once
+    assert "hunter2" not in once and GHP not in once and "p4ss" not in once and "abc123def456ghi" not in once
+
+
+def test_non_ascii_text_with_changing_case_width() -> None:
+    # "İ".lower() is two characters long, which shifts offsets in the lower-cased copy
+    assert redact("İstanbul İ password=s3cret! İ") == "İstanbul İ password=[REDACTED:password] İ"
+
+
+def test_large_payload_is_redacted_throughout() -> None:
+    chunk = "INFO request ok path=/api/items status=200\n" * 2000
+    text = chunk + f"export OPENAI_API_KEY={OPENAI}\n" + chunk + "password=hunter2\n"
+    out = redact(text * 5)
+    assert OPENAI not in out and "hunter2" not in out
+    assert out.count("[REDACTED:openai_key]") == 5 and out.count("[REDACTED:password]") == 5
+    assert len(out) < len(text * 5)
+
+
+def test_redact_obj_recurses_and_handles_sensitive_keys() -> None:
+    payload = {
+        "session_id": "abc-123",
+        "tool_name": "Bash",
+        "tool_input": {
+            "command": f"curl -H 'Authorization: Bearer {JWT}' https://api.example.com",
+            "env": {"GITHUB_TOKEN": "plain-value-1", "DB_PASSWORD": "password123", "PATH": "/usr/bin"},
+        },
+        "headers": [{"Authorization": "Bearer xyz123456789"}, {"Cookie": "sid=42"}],
+        "password": "hunter2",
+        "api_key": 12345,
+        "apiKey": "k",
+        "max_tokens": 4096,
+        "input_tokens": 17,
+        "token": "${TOKEN}",
+        "secret": None,
+        "ok": True,
+        "notes": ("plain", GHP),
+    }
+    out = redact_obj(payload)
+    assert out == {
+        "session_id": "abc-123",
+        "tool_name": "Bash",
+        "tool_input": {
+            "command": "curl -H 'Authorization: Bearer [REDACTED:jwt]' https://api.example.com",
+            "env": {
+                "GITHUB_TOKEN": "[REDACTED:token]",
+                "DB_PASSWORD": "[REDACTED:password]",
+                "PATH": "/usr/bin",
+            },
+        },
+        "headers": [{"Authorization": "[REDACTED:authorization]"}, {"Cookie": "[REDACTED:cookie]"}],
+        "password": "[REDACTED:password]",
+        "api_key": "[REDACTED:api_key]",
+        "apiKey": "[REDACTED:api_key]",
+        "max_tokens": 4096,
+        "input_tokens": 17,
+        "token": "${TOKEN}",
+        "secret": None,
+        "ok": True,
+        "notes": ("plain", "[REDACTED:github_token]"),
+    }
+    assert payload["password"] == "hunter2"  # the input is not modified
+    json.dumps(out)
+
+
+def test_redact_obj_leaves_non_strings_alone() -> None:
+    assert redact_obj(None) is None
+    assert redact_obj(3.5) == 3.5
+    assert redact_obj([1, "x", [True]]) == [1, "x", [True]]
+    assert redact_obj({"secret": {"nested": "v"}}) == {"secret": {"nested": "v"}}
