@@ -18,6 +18,10 @@ def _fast_lane(args: list[str]) -> int | None:
 
         print(f"loki {__version__}")
         return 0
+    if "breaker" in args:
+        from loki.cli_fast import breaker_check
+
+        return breaker_check(args)
     return None
 
 

@@ -1,0 +1,186 @@
+"""``loki breaker status|check|success|failure|reset|trip|capacity``: the shared circuit breakers.
+
+A thin layer over :class:`loki.breakers.Breakers`. ``loki breaker check NAME`` is normally
+answered by the fast lane (loki/cli_fast.py) before typer loads; this command is the same
+code path for every other spelling (``--help``, ``--``) and prints the same thing.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from loki.cli.common import JSON_HELP, print_json, store_from
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loki.breakers import Breakers, BreakerStatus, Change
+
+app = typer.Typer(
+    help="Circuit breakers shared by every agent (state/circuit-breakers.json): CLOSED, OPEN, HALF_OPEN.",
+    no_args_is_help=True,
+)
+
+NAME_HELP = "The breaker, e.g. api/claude (any 1-200 characters without control characters)."
+
+
+def _breakers(ctx: typer.Context) -> Breakers:
+    from loki.breakers import Breakers
+
+    return Breakers(store_from(ctx))
+
+
+def _left(seconds: int | None) -> str:
+    return "" if seconds is None else f"{seconds}s"
+
+
+def _columns(rows: list[list[str]]) -> list[str]:
+    """Plain aligned columns: unlike a rich table in a pipe, never truncates a breaker's name."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def _describe(breaker: BreakerStatus) -> list[str]:
+    """A breaker for people, a few lines."""
+    e = breaker.entry
+    s = breaker.settings
+    head = f"{breaker.name}: {e['state']}"
+    if breaker.stored_state is not None and breaker.stored_state != e["state"]:
+        head += f" (the file still says {breaker.stored_state}; the next check or record writes it)"
+    elif not breaker.recorded:
+        head += " (never recorded)"
+    lines = [head]
+    window = f" in the window since {e['failure_window_start']}" if e["failure_window_start"] else ""
+    lines.append(f"  failures: {e['failure_count']}/{s.threshold}{window} (total {e['total_failures']})")
+    lines.append(f"  successes: {e['success_count']}/{s.recovery_threshold} consecutive while HALF_OPEN "
+                 f"(total {e['total_successes']})")
+    if breaker.cooldown_remaining is not None:
+        lines.append(f"  cooldown: {breaker.cooldown_remaining}s left (until {e['cooldown_until']})")
+    if breaker.next_probe_at is not None:
+        lines.append(f"  next probe: {breaker.next_probe_at}")
+    if e["last_failure_time"]:
+        error = f": {e['last_error']}" if e["last_error"] else ""
+        lines.append(f"  last failure: {e['last_failure_time']}{error}")
+    if e["last_state_change"]:
+        lines.append(f"  last state change: {e['last_state_change']}")
+    lines.append(f"  settings: open after {s.threshold} failures within {s.window:g}s, cooldown {s.cooldown:g}s, "
+                 f"one probe per {s.half_open_interval:g}s, close after {s.recovery_threshold} successes")
+    return lines
+
+
+def _echo_change(change: Change, verb: str, json_output: bool) -> None:
+    if json_output:
+        print_json(change.to_json())
+        return
+    for transition in change.transitions:
+        typer.echo(transition.log_line())
+    breaker = change.breaker
+    typer.echo(f"{verb} {breaker.name}: now {breaker.state.value} (failures {breaker.failure_count}, "
+               f"successes {breaker.success_count})")
+
+
+@app.command("status")
+def status(
+    ctx: typer.Context,
+    name: str | None = typer.Argument(None, help=NAME_HELP + " Omit it for every breaker."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """State, counts, time left in the cooldown and the next probe time, of one breaker or all."""
+    breakers = _breakers(ctx)
+    if name is not None:
+        one = breakers.status(name)
+        if json_output:
+            print_json(one.to_json())
+        else:
+            for line in _describe(one):
+                typer.echo(line)
+        return
+    every = breakers.status()
+    if json_output:
+        print_json({"now": breakers.store.now_ts(), "breakers": [b.to_json() for b in every]})
+        return
+    if not every:
+        typer.echo("no breakers recorded yet (every name is CLOSED until its first failure)")
+        return
+    rows = [["NAME", "STATE", "FAILURES", "SUCCESSES", "COOLDOWN LEFT", "NEXT PROBE", "LAST ERROR"]]
+    rows += [[b.name, b.state.value, f"{b.failure_count}/{b.settings.threshold}",
+              f"{b.success_count}/{b.settings.recovery_threshold}", _left(b.cooldown_remaining),
+              b.next_probe_at or "", b.last_error or ""] for b in every]
+    for line in _columns(rows):
+        typer.echo(line)
+
+
+@app.command("check")
+def check(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help=NAME_HELP),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Exit 0 if a call may go ahead now; exit 75 with the seconds to wait if not.
+
+    In HALF_OPEN a go-ahead claims the single probe slot for the probe interval: report the
+    result with `loki breaker success|failure NAME`.
+    """
+    from loki.cli_fast import emit_check
+
+    decision = _breakers(ctx).check(name)
+    emit_check(decision, json_output)
+    if not decision.allowed:
+        raise decision.error()
+
+
+@app.command("success")
+def success(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help=NAME_HELP),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Record a successful call (in HALF_OPEN, enough consecutive ones close the breaker)."""
+    _echo_change(_breakers(ctx).record_success(name), "recorded a success for", json_output)
+
+
+@app.command("failure")
+def failure(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help=NAME_HELP),
+    error: str = typer.Option(None, "--error", help="What failed (kept as last_error, up to 500 characters)."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Record a failed call (enough of them within the window open the breaker)."""
+    _echo_change(_breakers(ctx).record_failure(name, error=error), "recorded a failure for", json_output)
+
+
+@app.command("reset")
+def reset(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help=NAME_HELP),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Close a breaker by hand and clear its counts (an unknown name is an error)."""
+    _echo_change(_breakers(ctx).reset(name), "reset", json_output)
+
+
+@app.command("trip")
+def trip(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help=NAME_HELP),
+    for_seconds: float = typer.Option(None, "--for", help="How long to stay OPEN (default: its cooldown)."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Open a breaker by hand; after the time it probes (HALF_OPEN) as usual."""
+    _echo_change(_breakers(ctx).trip(name, for_seconds=for_seconds), "tripped", json_output)
+
+
+@app.command("capacity")
+def capacity(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help=NAME_HELP),
+    max_agents: int = typer.Option(..., "--max", help="Your full parallelism (agents) when healthy."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Recommended parallelism now: 0 while OPEN, 1 prober while HALF_OPEN, 50 % after closing, +25 % every 60 s."""
+    result = _breakers(ctx).capacity(name, max_agents)
+    if json_output:
+        print_json(result.to_json())
+        return
+    step = f"; next step at {result.next_step_at}" if result.next_step_at else ""
+    typer.echo(f"{result.agents} of {result.max_agents} agents ({result.percent:g} %): {result.reason}{step}")

@@ -1,0 +1,103 @@
+"""Commands that run without typer: ``loki breaker check NAME``.
+
+A shell loop puts ``loki breaker check api/claude`` in front of every API call, so its cold
+start is what users feel (target: at most 8x ``python -c pass``). :mod:`loki.entry` hands
+the arguments here before typer (~60 ms), rich (~50 ms) or jsonschema (~90 ms) is imported;
+:class:`loki.breakers.Breakers` imports portalocker only when it has to take the lock.
+
+Only the exact shape ``[--root R] breaker check NAME [--json]`` (``--root`` anywhere, as the
+typer app accepts it) is handled here; anything else -- ``--help``, a ``--`` separator, an
+unknown option -- returns None and typer handles it. Output and exit codes are the typer
+command's (:mod:`loki.cli.breaker` calls :func:`emit_check` too, and tests compare both).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from loki.breakers import Decision
+    from loki.errors import LokiError
+
+
+def parse_breaker_check(args: list[str]) -> tuple[str | None, str, bool] | None:
+    """``(root, name, json_output)`` if ``args`` is a plain breaker check, else None."""
+    root: str | None = None
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            return None
+        if arg == "--root":
+            if index + 1 >= len(args):
+                return None
+            root = args[index + 1]
+            index += 2
+            continue
+        if arg.startswith("--root="):
+            root = arg[len("--root="):]
+        else:
+            rest.append(arg)
+        index += 1
+    if rest[:2] != ["breaker", "check"]:
+        return None
+    tail = rest[2:]
+    names = [arg for arg in tail if arg != "--json"]
+    if len(names) != 1 or names[0].startswith("-"):
+        return None
+    return root, names[0], "--json" in tail
+
+
+def emit_check(decision: Decision, json_output: bool) -> int:
+    """Print a check's answer on stdout; return its exit code (0 go ahead, 75 wait).
+
+    A refusal's message goes to stderr as the error it is: the typer command raises
+    ``decision.error()``, the fast lane writes it with :func:`write_error`.
+    """
+    if json_output:
+        sys.stdout.write(json.dumps(decision.to_json(), ensure_ascii=False, default=str) + "\n")
+    elif decision.allowed:
+        sys.stdout.write(f"go: {decision.reason}\n")
+    return 0 if decision.allowed else decision.error().exit_code
+
+
+def write_error(exc: LokiError, json_output: bool) -> int:
+    """Exactly what :func:`loki.cli.run` prints for a LokiError."""
+    if json_output:
+        sys.stderr.write(json.dumps(exc.to_json(), ensure_ascii=False) + "\n")
+    else:
+        sys.stderr.write(f"error: {exc.message}\n")
+    return exc.exit_code
+
+
+def breaker_check(args: list[str]) -> int | None:
+    """Run ``loki breaker check`` if ``args`` is one; None means "not mine, ask typer"."""
+    parsed = parse_breaker_check(args)
+    if parsed is None:
+        return None
+    root, name, json_output = parsed
+    from loki.errors import LokiError
+
+    try:
+        from loki.breakers import Breakers
+        from loki.store import Store
+
+        decision = Breakers(Store.open(root)).check(name)
+        code = emit_check(decision, json_output)
+        if not decision.allowed:
+            write_error(decision.error(), json_output)
+        return code
+    except LokiError as exc:
+        return write_error(exc, json_output)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except Exception as exc:  # a bug: the same plain message as the typer path
+        if os.environ.get("LOKI_DEBUG"):
+            raise
+        sys.stderr.write(f"internal error: {type(exc).__name__}: {exc} (set LOKI_DEBUG=1 for the traceback)\n")
+        return 1
