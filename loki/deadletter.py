@@ -7,9 +7,21 @@ from its attempts.
 
 from __future__ import annotations
 
+import hashlib
+
+from loki import archive, layout
+from loki.clock import add_seconds, format_ts, parse_ts
+from loki.config import setting
+from loki.errors import InvalidInput, NotFound
+from loki.paths import check_id
+from loki.tasks import add_note, clear_claim
+
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
+
+    from loki.store import Store, Transaction
 
 
 STRATEGIES = ("retry_with_simpler_approach", "dependency_blocked", "requires_human_review", "permanent_abandon")
@@ -56,3 +68,375 @@ def make_entry(task: dict[str, Any], original_queue: str) -> dict[str, Any]:
         "recovery_strategy": recovery_strategy(attempts),
         "task_data": task,
     }
+
+
+def abandon_entry(txn: Transaction, entry: dict[str, Any], reason: str, now: str) -> dict[str, Any]:
+    """Stage ``entry`` into abandoned.json with its reason (the caller removes it from dead-letter)."""
+    doc = txn.read(layout.ABANDONED)
+    record = {**entry, "recovery_strategy": "permanent_abandon", "abandoned_at": now, "abandon_reason": reason}
+    doc["tasks"].append(record)
+    txn.write(layout.ABANDONED, doc, changed=[record])
+    return record
+
+
+class DeadLetter:
+    """The dead-letter queue of one ``.loki/`` tree, and its session-start review."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @classmethod
+    def open(cls, root: str | None = None) -> DeadLetter:
+        from loki.store import Store
+
+        return cls(Store.open(root))
+
+    def _setting(self, key: str) -> Any:
+        return setting(self.store.config, "deadletter", key)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def entries(self) -> dict[str, Any]:
+        """The whole dead-letter document (entries and metadata)."""
+        doc: dict[str, Any] = self.store.read(layout.DEADLETTER)
+        return doc
+
+    def list_entries(self) -> dict[str, Any]:
+        doc = self.entries()
+        rows = [{"task_id": e["task_id"], "title": e["task_data"].get("title"), "failure_count": e["failure_count"],
+                 "last_failure": e["last_failure"], "recovery_strategy": e["recovery_strategy"],
+                 "error_summary": e["error_summary"], "escalation": e.get("escalation")} for e in doc["tasks"]]
+        return {"total": len(rows), "entries": rows, "metadata": doc["metadata"]}
+
+    def show(self, task_id: str) -> dict[str, Any]:
+        check_id(task_id, "task id")
+        for entry in self.entries()["tasks"]:
+            if entry["task_id"] == task_id:
+                found: dict[str, Any] = entry
+                return found
+        raise NotFound(f"{task_id!r} is not in the dead-letter queue", task_id=task_id)
+
+    def abandoned(self) -> dict[str, Any]:
+        doc = self.store.read(layout.ABANDONED)
+        rows = [{"task_id": e["task_id"], "title": e["task_data"].get("title"), "failure_count": e["failure_count"],
+                 "abandoned_at": e["abandoned_at"], "abandon_reason": e["abandon_reason"]} for e in doc["tasks"]]
+        return {"total": len(rows), "entries": rows}
+
+    # -- single-entry operations -----------------------------------------------------------------
+
+    def retry(self, task_id: str, *, approach: str | None = None, reset_count: bool = False,
+              fix_commit: str | None = None) -> dict[str, Any]:
+        """Back to pending now (a recovery), documenting the new approach or the fixing commit."""
+        from loki.queue import Queue
+
+        self.show(task_id)  # only dead-letter entries: a clear error otherwise
+        return Queue(self.store).retry(task_id, approach=approach, reset_count=reset_count, fix_commit=fix_commit)
+
+    def propose(self, task_id: str, approach: str) -> dict[str, Any]:
+        """Record a new approach for the next review to act on (the retry condition "new approach")."""
+        if not approach.strip():
+            raise InvalidInput("--approach must describe the new approach", field="approach")
+        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            doc = txn.read(layout.DEADLETTER)
+            entry = _entry(doc, task_id)
+            entry["new_approach"] = approach.strip()
+            txn.write(layout.DEADLETTER, doc, changed=[entry])
+        return entry
+
+    def abandon(self, task_id: str, reason: str) -> dict[str, Any]:
+        """Human explicitly abandons: into abandoned.json with the reason."""
+        if not reason.strip():
+            raise InvalidInput("--reason is required: abandoned tasks keep why", field="reason")
+        now = self.store.now_ts()
+        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            doc = txn.read(layout.DEADLETTER)
+            entry = _entry(doc, task_id)
+            doc["tasks"].remove(entry)
+            record = abandon_entry(txn, entry, f"human explicitly abandoned: {reason.strip()}", now)
+            doc["metadata"]["total_abandoned"] += 1
+            txn.write(layout.DEADLETTER, doc, changed=[])
+        return record
+
+    def split(self, task_id: str, titles: Sequence[str], *, description: str = "",
+              priority: str | None = None) -> dict[str, Any]:
+        """Simpler scope defined: new task(s) linked to the original, which moves to abandoned with that reason."""
+        from loki.queue import Queue, Session
+
+        titles = [t.strip() for t in titles if t.strip()]
+        if not titles:
+            raise InvalidInput("split needs at least one --title for the simpler task", field="title")
+        now = self.store.now_ts()
+        queue = Queue(self.store)
+        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            doc = txn.read(layout.DEADLETTER)
+            entry = _entry(doc, task_id)
+            original = entry["task_data"]
+            session = Session(txn)
+            created = []
+            for title in titles:
+                spec = {"title": title, "description": description or f"Simpler scope of {task_id}: "
+                        f"{original.get('title')}", "priority": priority or original.get("priority", "medium"),
+                        "type": original.get("type"), "labels": list(original.get("labels", []))}
+                task = queue._task_from_spec(spec, now, "")
+                task["split_from"] = task_id
+                session.put("pending", task)
+                created.append(task)
+            session.flush()
+            doc["tasks"].remove(entry)
+            ids = ", ".join(t["id"] for t in created)
+            record = abandon_entry(txn, entry, f"split into simpler task(s): {ids}", now)
+            doc["metadata"]["total_abandoned"] += 1
+            txn.write(layout.DEADLETTER, doc, changed=[])
+        return {"original": record, "created": created}
+
+    # -- the review ----------------------------------------------------------------------------
+
+    def review(self, *, force: bool = False) -> dict[str, Any]:
+        """The session-start review (reference: Processing Protocol, Agent Workflow).
+
+        Skipped (``"skipped": True``) when the last review is younger than
+        ``deadletter.review_interval_hours`` (24) unless ``force``. Otherwise each entry, in
+        order, gets the first decision that applies:
+
+        1. retry: a dependency completed since the failures began (strategy ``dependency_blocked``;
+           ``loki queue fail --depends-on`` records the dependency an attempt discovered)
+           -> pending with ``recovery_strategy: dependency_resolved``; or a new approach was
+           recorded (``propose``) -> pending with a fresh attempt budget. Entries that
+           require human review are never retried automatically;
+        2. abandon: 10+ total attempts; the same normalised error across 3 different
+           approaches; a dependency that will never complete (cancelled or abandoned);
+        3. escalate (once per entry): an escalation label (security, auth, secrets ...), or
+           strategy ``requires_human_review``; and 3+ remaining entries with the same root
+           cause get one escalation for the systemic issue;
+        4. leave it for the next review.
+        """
+        from loki.queue import Session
+
+        now_dt = self.store.clock.now()
+        now = format_ts(now_dt)
+        interval = float(self._setting("review_interval_hours"))
+        decisions: list[dict[str, Any]] = []
+        escalations_to_emit: list[dict[str, Any]] = []
+        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            doc = txn.read(layout.DEADLETTER)
+            last = doc["metadata"]["last_reviewed"]
+            if last is not None and not force:
+                age = (now_dt - parse_ts(last)).total_seconds()
+                if age < interval * 3600:
+                    return {"skipped": True, "last_reviewed": last, "entries": len(doc["tasks"]),
+                            "next_review_after": format_ts(add_seconds(parse_ts(last), interval * 3600)),
+                            "decisions": []}
+            session = Session(txn)
+            states = _TaskStates(session, txn)
+            remaining: list[dict[str, Any]] = []
+            for entry in list(doc["tasks"]):
+                decision = self._decide(entry, states)
+                if decision["action"] == "retry":
+                    doc["tasks"].remove(entry)
+                    self._requeue(session, entry, decision, now)
+                    doc["metadata"]["total_recovered"] += 1
+                elif decision["action"] == "abandon":
+                    doc["tasks"].remove(entry)
+                    abandon_entry(txn, entry, decision["reason"], now)
+                    doc["metadata"]["total_abandoned"] += 1
+                elif decision["action"] == "escalate":
+                    file_rel = self._escalate_entry(entry, decision["reason"], now)
+                    escalations_to_emit.append({"entries": [entry], "file": file_rel, "reason": decision["reason"]})
+                else:
+                    remaining.append(entry)
+                decisions.append(decision)
+            for group in self._systemic_groups(remaining):
+                reason = (f"systemic issue: {len(group)} tasks fail with the same root cause "
+                          f"({_root_cause(group[0])[:120]})")
+                file_rel = self._escalate_systemic(group, reason, now)
+                escalations_to_emit.append({"entries": group, "file": file_rel, "reason": reason})
+                for entry in group:
+                    decision = next(d for d in decisions if d["task_id"] == entry["task_id"])
+                    decision.update(action="escalate", reason=reason)
+            session.flush()
+            doc["metadata"]["last_reviewed"] = now
+            txn.write(layout.DEADLETTER, doc, changed=doc["tasks"])
+        for escalation in escalations_to_emit:
+            self._emit(escalation)
+        counts = {action: sum(1 for d in decisions if d["action"] == action)
+                  for action in ("retry", "abandon", "escalate", "leave")}
+        return {"skipped": False, "reviewed_at": now, "entries": len(decisions), "counts": counts,
+                "decisions": decisions, "metadata": doc["metadata"]}
+
+    def _decide(self, entry: dict[str, Any], states: _TaskStates) -> dict[str, Any]:
+        from loki.errorscan import normalise_error
+
+        task = entry["task_data"]
+        task_id = entry["task_id"]
+        attempts = entry["attempts"]
+        human = entry["recovery_strategy"] == "requires_human_review"
+
+        def decision(action: str, reason: str, **extra: Any) -> dict[str, Any]:
+            return {"task_id": task_id, "action": action, "reason": reason, **extra}
+
+        if not human:
+            deps = task.get("dependencies", [])
+            if entry["recovery_strategy"] == "dependency_blocked" and deps and all(
+                    states.state_of(d) == "completed" for d in deps):
+                # Only a dependency that completed after the trouble began counts as "now available":
+                # one that was complete all along was not what blocked the task.
+                fresh = [d for d in deps if (states.completed_at(d) or "") > entry["first_failure"]]
+                if fresh:
+                    return decision("retry", f"dependency now completed: {', '.join(fresh)}",
+                                    strategy="dependency_resolved")
+            approach = entry.get("new_approach")
+            tried = {a.get("approach", "") for a in attempts}
+            if approach and approach not in tried:
+                return decision("retry", f"new approach recorded: {approach}", strategy="new_approach",
+                                approach=approach)
+        limit = int(self._setting("abandon_after_attempts"))
+        if len(attempts) >= limit:
+            return decision("abandon", f"{len(attempts)} total attempts (>= {limit}): diminishing returns, likely "
+                                       "an architectural issue")
+        by_error: dict[str, set[str]] = {}
+        for attempt in attempts:
+            key = normalise_error(attempt.get("error_message", ""))
+            by_error.setdefault(key, set()).add(attempt.get("approach") or "(unspecified)")
+        needed = int(self._setting("same_error_approaches"))
+        for error, approaches in sorted(by_error.items()):
+            if len(approaches) >= needed:
+                return decision("abandon", f"same error across {len(approaches)} different approaches: "
+                                           f"{error[:160]}")
+        for dep in task.get("dependencies", []):
+            dep_state = states.state_of(dep)
+            if dep_state in ("cancelled", "abandoned", None):
+                why = "does not exist" if dep_state is None else f"was {dep_state}"
+                return decision("abandon", f"dependency {dep} will never complete ({why})")
+        if entry.get("escalated_at"):
+            return decision("leave", f"escalated at {entry['escalated_at']}; awaiting a human decision")
+        labels = sorted(set(task.get("labels", [])) & set(self._setting("escalation_labels")))
+        if labels:
+            return decision("escalate", f"security-critical task ({', '.join(labels)}) failed")
+        if human:
+            return decision("escalate", "recovery strategy requires_human_review")
+        return decision("leave", "no retry condition, abandon criterion or escalation trigger applies yet")
+
+    def _systemic_groups(self, entries: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        needed = int(self._setting("systemic_root_cause_count"))
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for entry in entries:
+            if not entry.get("escalated_at"):
+                groups.setdefault(_root_cause(entry), []).append(entry)
+        return [group for _, group in sorted(groups.items()) if len(group) >= needed]
+
+    def _requeue(self, session: Any, entry: dict[str, Any], decision: dict[str, Any], now: str) -> None:
+        task = entry["task_data"]
+        clear_claim(task)
+        task["available_at"] = now
+        task["updated_at"] = now
+        task["recovery_strategy"] = decision["strategy"]
+        if decision["strategy"] == "new_approach":
+            # "Reset failure_count": the history stays, the budget starts again.
+            task["max_attempts"] = min(len(task["attempts"]) + int(setting(self.store.config, "queue",
+                                                                           "max_attempts")), 1000)
+            add_note(task, f"dead-letter review: retry with a new approach: {decision['approach']}", now, "loki")
+        else:
+            add_note(task, f"dead-letter review: {decision['reason']}", now, "loki")
+        session.put("pending", task)
+
+    def _escalate_entry(self, entry: dict[str, Any], reason: str, now: str) -> str:
+        from loki.escalations import attempts_table, write_file
+
+        task = entry["task_data"]
+        values = {
+            "task_title": task.get("title", entry["task_id"]), "task_id": entry["task_id"],
+            "failure_count": str(entry["failure_count"]), "trigger": reason, "error_summary": entry["error_summary"],
+            "attempts_log": attempts_table(entry["attempts"]),
+            "agent_analysis": f"The dead-letter review found: {reason}. Its rule is to escalate rather than retry.",
+            "recommended_options": "1. Approve a retry with a clarified spec or new approach (loki approve "
+                                   f"{entry['task_id']} --decision approve --note ...).\n2. Cancel it "
+                                   f"(loki approve {entry['task_id']} --decision cancel): it is abandoned.",
+            "timestamp": now, "agent": "loki deadletter review",
+        }
+        rel = write_file(self.store, task_id=entry["task_id"], values=values, now=now)
+        entry["recovery_strategy"] = "requires_human_review"
+        entry["escalated_at"] = now
+        entry["escalation"] = rel.rsplit("/", 1)[-1]
+        return rel
+
+    def _escalate_systemic(self, group: list[dict[str, Any]], reason: str, now: str) -> str:
+        from loki.escalations import write_file
+
+        ids = [e["task_id"] for e in group]
+        values = {
+            "task_title": f"Systemic issue across {len(group)} tasks", "task_id": ", ".join(ids),
+            "failure_count": str(sum(e["failure_count"] for e in group)), "trigger": reason,
+            "error_summary": group[0]["error_summary"],
+            "attempts_log": "\n".join(f"- {e['task_id']} ({e['task_data'].get('title')}): {e['failure_count']} "
+                                      f"attempts, last {e['last_failure']}" for e in group),
+            "agent_analysis": "Several tasks fail with one root cause: fixing it once is likely to unblock all of "
+                              "them; retrying them one by one is not.",
+            "recommended_options": "1. Fix the root cause (architectural review), then approve each task.\n"
+                                   "2. Cancel the affected tasks if the feature is out of scope.",
+            "timestamp": now, "agent": "loki deadletter review",
+        }
+        digest_id = "systemic-" + hashlib.sha256(_root_cause(group[0]).encode()).hexdigest()[:12]
+        rel = write_file(self.store, task_id=digest_id, values=values, now=now)
+        for entry in group:
+            entry["recovery_strategy"] = "requires_human_review"
+            entry["escalated_at"] = now
+            entry["escalation"] = rel.rsplit("/", 1)[-1]
+        return rel
+
+    def _emit(self, escalation: dict[str, Any]) -> None:
+        from loki import signals, signaltypes
+
+        for entry in escalation["entries"]:
+            signals.emit(self.store, signaltypes.HUMAN_REVIEW_NEEDED,
+                         {"reason": escalation["reason"], "context": entry["error_summary"], "blocking": True,
+                          "escalation": escalation["file"].rsplit("/", 1)[-1]},
+                         task_id=entry["task_id"], severity="high", agent="loki deadletter review")
+
+
+def _root_cause(entry: dict[str, Any]) -> str:
+    """The normalised last error of an entry: what "the same root cause" compares."""
+    from loki.errorscan import normalise_error
+
+    attempts = entry.get("attempts") or []
+    return normalise_error(attempts[-1].get("error_message", "")) if attempts else entry["error_summary"].lower()
+
+
+def _entry(doc: dict[str, Any], task_id: str) -> dict[str, Any]:
+    check_id(task_id, "task id")
+    for entry in doc["tasks"]:
+        if entry["task_id"] == task_id:
+            found: dict[str, Any] = entry
+            return found
+    raise NotFound(f"{task_id!r} is not in the dead-letter queue", task_id=task_id)
+
+
+class _TaskStates:
+    """Where each task is, for the dependency checks of one review."""
+
+    def __init__(self, session: Any, txn: Transaction) -> None:
+        from loki.queue import HOT_STATES
+
+        self._state: dict[str, str] = {}
+        self._completed_at: dict[str, str | None] = {}
+        for state in HOT_STATES:
+            for task in session.tasks(state):
+                self._state[task["id"]] = state
+                if state == "completed":
+                    self._completed_at[task["id"]] = task.get("completed_at")
+        for entry in txn.read(layout.DEADLETTER)["tasks"]:
+            self._state[entry["task_id"]] = "dead-letter"
+        for entry in txn.read(layout.ABANDONED)["tasks"]:
+            self._state[entry["task_id"]] = "abandoned"
+        self._store = session.txn.store
+
+    def state_of(self, task_id: str) -> str | None:
+        if task_id not in self._state:
+            found = archive.find(self._store, task_id)
+            if found is not None:
+                self._state[task_id] = found[0]
+                self._completed_at[task_id] = found[1].get("completed_at")
+        return self._state.get(task_id)
+
+    def completed_at(self, task_id: str) -> str | None:
+        self.state_of(task_id)
+        return self._completed_at.get(task_id)

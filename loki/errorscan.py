@@ -966,6 +966,7 @@ _NORMALISERS: tuple[tuple[_Lazy, str], ...] = (
     (_Lazy(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<ts>"),
     (_Lazy(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<time>"),
     (_Lazy(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
+    (_Lazy(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"), "<ip>"),
     (_Lazy(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
     (_Lazy(r"(?:/tmp|/var/tmp|/private/var/folders|/var/folders|[A-Za-z]:\\[^\s]*\\Temp)[/\\][^\s'\":,)]*"),
      "<tmp>"),
@@ -983,9 +984,9 @@ _SPACES = _Lazy(r"\s+")
 def normalise_error(message: str) -> str:
     """A stable form of an error message for hashing and grouping.
 
-    Timestamps, addresses, hashes, temp paths, pids, line/column numbers, durations and long numbers are
-    replaced by placeholders, whitespace collapsed and the result lower-cased, so the same failure on
-    another run, machine or line groups together.
+    Timestamps, addresses, IPv4 addresses, hashes, temp paths, pids, line/column numbers, durations and long
+    numbers are replaced by placeholders, whitespace collapsed and the result lower-cased, so the same
+    failure on another run, machine or line groups together.
     """
     text = message[:_NORMALISE_INPUT_CHARS]
     for regex, replacement in _NORMALISERS:

@@ -29,6 +29,8 @@ ESCALATIONS_DIR = "escalations"
 ARCHIVE_DIR = "archive"
 LOGS_DIR = "logs"
 MEMORY_DIR = "memory"
+TEMPLATES_DIR = "templates"
+ESCALATION_TEMPLATE = f"{TEMPLATES_DIR}/escalation.md"
 
 DIRECTORIES = (
     "config",
@@ -40,6 +42,7 @@ DIRECTORIES = (
     MEMORY_DIR,
     LOGS_DIR,
     ARCHIVE_DIR,
+    TEMPLATES_DIR,
 )
 
 
@@ -163,6 +166,15 @@ def journal_for(lock: str) -> str:
     return f"{directory}/.journal.json" if lock.endswith("/.lock") else lock[: -len(".lock")] + ".journal.json"
 
 
+def _shipped_template() -> str:
+    import os
+
+    from loki.paths import resource_dir
+
+    with open(os.path.join(resource_dir("templates"), "escalation.md"), encoding="utf-8") as f:
+        return f.read()
+
+
 def initial_files() -> dict[str, Any]:
     """Every file ``loki init`` creates, with its initial content (text for non-JSON files)."""
     files: dict[str, Any] = {queue_file(state): _empty_queue() for state in QUEUE_STATES}
@@ -170,6 +182,7 @@ def initial_files() -> dict[str, Any]:
     files[ABANDONED] = _empty_queue()
     files[BREAKERS] = {}
     files[CONFIG] = {"version": 1}
+    files[ESCALATION_TEMPLATE] = _shipped_template()
     files[CONTINUITY] = (
         "# CONTINUITY\n\n"
         "Working memory shared by the agents on this repository. loki appends drift\n"

@@ -17,6 +17,17 @@ STATE_DIR_NAME = ".loki"
 ROOT_ENV = "LOKI_ROOT"
 
 
+def resource_dir(name: str) -> str:
+    """A data directory shipped with loki (``schemas``, ``templates``).
+
+    Inside an installed wheel it sits in the package; in a source checkout (editable
+    install) it is at the top of the repository.
+    """
+    here = os.path.dirname(os.path.abspath(__file__))
+    packaged = os.path.join(here, name)
+    return packaged if os.path.isdir(packaged) else os.path.join(os.path.dirname(here), name)
+
+
 def check_id(value: str, what: str = "id") -> str:
     """Return ``value`` if it is a safe id, else raise a clear :class:`InvalidInput`."""
     if not isinstance(value, str) or ID_PATTERN.fullmatch(value) is None:

@@ -17,6 +17,8 @@ Library use::
 
 from __future__ import annotations
 
+import re
+
 from loki import archive, deadletter, jsonio, layout
 from loki.clock import add_seconds, format_ts, parse_ts
 from loki.config import setting
@@ -453,24 +455,48 @@ class Queue:
         return task
 
     def fail(self, task_id: str, agent: str, *, error: str, error_type: str = "other", approach: str = "",
-             token: str | None = None, final: bool = False) -> dict[str, Any]:
+             token: str | None = None, final: bool = False, depends_on: Sequence[str] = ()) -> dict[str, Any]:
         """Record a failed attempt. Returns ``{"task", "state", "retry_at"}``.
 
         Below ``max_attempts`` the task goes back to pending with exponential backoff; at
         ``max_attempts`` it moves to the dead-letter queue; ``final`` moves it to failed.
+        ``depends_on``: tasks this attempt found it needs (a ``dependency`` failure); they join
+        the task's dependencies, so it is not ready again before they complete, and the
+        dead-letter review can retry it once they have.
         """
         if error_type not in ERROR_TYPES:
             raise InvalidInput(f"--error-type must be one of {', '.join(ERROR_TYPES)} (got {error_type!r})",
                                field="error_type")
+        for dep in depends_on:
+            check_id(dep, "dependency id")
         now_dt = self._now()
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
             session = Session(txn)
             task = self._held(session, task_id, agent, token)
+            new_deps = [d for d in depends_on if d not in task["dependencies"]]
+            if new_deps:
+                self._add_discovered_dependencies(session, task, new_deps, format_ts(now_dt), agent)
             attempt = make_attempt(task, now=format_ts(now_dt), agent_id=agent, approach=approach,
                                    error_type=error_type, error_message=error)
             outcome = self._record_failure(session, task, attempt, now_dt, final=final)
             session.flush()
         return outcome
+
+    def _add_discovered_dependencies(self, session: Session, task: dict[str, Any], deps: list[str], now: str,
+                                     agent: str) -> None:
+        known = self._known_ids(session)
+        for dep in deps:
+            if dep == task["id"]:
+                raise InvalidInput(f"task {task['id']!r} cannot depend on itself", field="depends_on")
+            if dep not in known and archive.find(self.store, dep) is None:
+                raise InvalidInput(f"--depends-on {dep!r}: no such task", field="depends_on", dependency=dep)
+        graph = {t["id"]: t["dependencies"] for state in ACTIVE_STATES for t in session.tasks(state)}
+        graph[task["id"]] = [*task["dependencies"], *deps]
+        cycle = _find_cycle(graph, task["id"])
+        if cycle:
+            raise InvalidInput(f"--depends-on would make a dependency cycle {' -> '.join(cycle)}", field="depends_on")
+        task["dependencies"].extend(deps)
+        add_note(task, f"attempt found it depends on {', '.join(deps)}", now, agent)
 
     def release(self, task_id: str, agent: str, *, token: str | None = None) -> dict[str, Any]:
         """Give a claimed task back, untouched and immediately claimable (no attempt is recorded)."""
@@ -607,9 +633,18 @@ class Queue:
             frontier = nxt
         return found
 
-    def retry(self, task_id: str) -> dict[str, Any]:
-        """Back to pending from failed, dead-letter or cancelled, keeping the attempt history."""
+    def retry(self, task_id: str, *, approach: str | None = None, reset_count: bool = False,
+              fix_commit: str | None = None) -> dict[str, Any]:
+        """Back to pending from failed, dead-letter or cancelled, keeping the attempt history.
+
+        ``approach`` documents the new approach; ``reset_count`` gives the task a fresh budget of
+        ``max_attempts`` failures (the history stays); ``fix_commit`` records the commit that fixed
+        the blocking bug. From dead-letter it counts as a recovery in the file's metadata.
+        """
         check_id(task_id, "task id")
+        if fix_commit is not None and re.fullmatch(r"[0-9a-fA-F]{4,64}", fix_commit) is None:
+            raise InvalidInput(f"--fix-commit {fix_commit!r} is not a commit hash (4-64 hex digits)",
+                               field="fix_commit")
         now = format_ts(self._now())
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
             session = Session(txn)
@@ -634,7 +669,21 @@ class Queue:
             task["available_at"] = now
             task["updated_at"] = now
             task["completed_at"] = None
-            add_note(task, f"retried from {source}", now)
+            note = f"retried from {source}"
+            if approach:
+                task["recovery_strategy"] = "new_approach"
+                note += f" with a new approach: {approach}"
+            if fix_commit:
+                task["recovery_strategy"] = "fix_committed"
+                task["fix_commit"] = fix_commit
+                note += f" after fix commit {fix_commit}"
+            if not approach and not fix_commit:
+                task["recovery_strategy"] = "manual_retry"
+            if reset_count:
+                base = int(self._setting("max_attempts"))
+                task["max_attempts"] = min(len(task["attempts"]) + base, 1000)
+                note += f" (attempt budget reset: {base} more)"
+            add_note(task, note, now)
             session.put(PENDING, task)
             session.flush()
         return {"task": task, "from": source}

@@ -47,9 +47,9 @@ _SUPPORTED = _ANNOTATIONS | frozenset(
 
 def schema_dir() -> str:
     """Where the schemas are: inside the installed wheel, or at the top of a source checkout."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    packaged = os.path.join(here, "schemas")
-    return packaged if os.path.isdir(packaged) else os.path.join(os.path.dirname(here), "schemas")
+    from loki.paths import resource_dir
+
+    return resource_dir("schemas")
 
 
 def pointer(path: Iterable[str]) -> str:

@@ -418,12 +418,12 @@ class Store:
         finally:
             os.close(fd)
 
-    def create_unique(self, rel_dir: str, name: str, data: bytes, *, suffix: str = "") -> str:
+    def create_unique(self, rel_dir: str, name: str, data: bytes, *, suffix: str = "", separator: str = "-") -> str:
         """Publish a new file ``rel_dir/name`` without ever overwriting one; return its relative path.
 
         Written to a temp file, fsynced, then hard-linked into place (``link`` fails if the
         name exists, where ``rename`` would overwrite), so a reader sees all of it or nothing.
-        A taken name gets ``-2``, ``-3``... before ``suffix``.
+        A taken name gets ``-2``, ``-3``... (``separator`` + number) before ``suffix``.
         """
         directory = self.ensure_dir(rel_dir)
         try:
@@ -432,7 +432,7 @@ class Store:
             raise _os_error(f"{rel_dir}/{name}{suffix}", exc, "write") from None
         try:
             for n in range(1, 10_000):
-                candidate = name if n == 1 else f"{name}-{n}"
+                candidate = name if n == 1 else f"{name}{separator}{n}"
                 target = os.path.join(directory, candidate + suffix)
                 try:
                     os.link(tmp, target)

@@ -588,6 +588,12 @@ def test_normalise_error_strips_ids_and_hashes() -> None:
     assert normalise_error(text) == "job <hash> failed for <uuid> id <n>"
 
 
+def test_normalise_error_strips_ip_addresses_and_ports() -> None:
+    first = normalise_error("ConnectionRefusedError: connect to 10.0.0.7:5432 failed")
+    second = normalise_error("ConnectionRefusedError: connect to 192.168.1.20:5433 failed")
+    assert first == second == "connectionrefusederror: connect to <ip>:<n> failed"
+
+
 # --- bounded cost ---
 
 FILLER_LINE = "INFO request handled path=/api/v1/items status=200 duration=3ms\n"

@@ -411,3 +411,28 @@ def test_list_filters_and_all_states(queue: Queue) -> None:
 def test_show_unknown_task(queue: Queue) -> None:
     with pytest.raises(NotFound):
         queue.show("nope")
+
+
+def test_fail_with_a_discovered_dependency_waits_for_it(queue: Queue, clock: ManualClock) -> None:
+    queue.add("migration", task_id="dep", type="db")
+    queue.add("feature", task_id="t1", type="eng")
+    queue.claim("a", types=["eng"])
+    outcome = queue.fail("t1", "a", error="no column email", error_type="dependency", depends_on=["dep"])
+    assert outcome["task"]["dependencies"] == ["dep"]
+    clock.advance(600)
+    with pytest.raises(NothingToDo, match="waiting on dependencies"):
+        queue.claim("a", types=["eng"])
+    queue.complete(queue.claim("a", types=["db"])["id"], "a")
+    assert queue.claim("a")["id"] == "t1"
+
+
+def test_fail_refuses_an_unknown_or_cyclic_discovered_dependency(queue: Queue) -> None:
+    queue.add("base", task_id="base")
+    queue.add("top", task_id="top", depends_on=["base"])
+    queue.claim("a")
+    before = queue.store.read(layout.queue_file("in-progress"))
+    with pytest.raises(InvalidInput, match="no such task"):
+        queue.fail("base", "a", error="e", depends_on=["ghost"])
+    with pytest.raises(InvalidInput, match="cycle base -> top -> base"):
+        queue.fail("base", "a", error="e", depends_on=["top"])
+    assert queue.store.read(layout.queue_file("in-progress")) == before

@@ -46,6 +46,19 @@ def _queue(app: typer.Typer) -> None:
     app.add_typer(queue.app, name="queue")
 
 
+def _deadletter(app: typer.Typer) -> None:
+    from loki.cli import deadletter
+
+    app.add_typer(deadletter.app, name="deadletter")
+    app.add_typer(deadletter.abandoned_app, name="abandoned")
+
+
+def _escalations(app: typer.Typer) -> None:
+    from loki.cli import escalations
+
+    escalations.register(app)
+
+
 def _breaker(app: typer.Typer) -> None:
     from loki.cli import breaker
 
@@ -64,6 +77,11 @@ REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "validate": _admin,
     "doctor": _admin,
     "queue": _queue,
+    "deadletter": _deadletter,
+    "abandoned": _deadletter,
+    "escalate": _escalations,
+    "approve": _escalations,
+    "escalations": _escalations,
     "breaker": _breaker,
     "run": _run,
 }

@@ -7,6 +7,7 @@ All printing lives in ``loki/cli``. Library code returns values and raises
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,9 @@ def console() -> Console:
     if _console is None:
         from rich.console import Console
 
-        _console = Console(highlight=False)
+        # Piped output (agents, logs) would otherwise be squeezed into 80 columns.
+        width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "160"))
+        _console = Console(highlight=False, width=width)
     return _console
 
 
@@ -61,7 +64,7 @@ def err_console() -> Console:
 
 def say(message: str) -> None:
     """One plain line for people (markup-free, so ids with brackets print as they are)."""
-    console().print(message, markup=False)
+    console().print(message, markup=False, soft_wrap=True)
 
 
 def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:

@@ -229,11 +229,13 @@ def fail(
     approach: str = typer.Option("", "--approach", help="What was tried (the next attempt should differ)."),
     token: str | None = typer.Option(None, "--token", help=TOKEN_HELP),
     final: bool = typer.Option(False, "--final", help="Do not retry: move the task to failed."),
+    depends_on: list[str] | None = typer.Option(None, "--depends-on",
+                                                help="A task this attempt found it needs (repeatable)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Record a failed attempt: retry with backoff, or dead-letter at max attempts, or failed with --final."""
     outcome = _queue(ctx).fail(task_id, agent, error=error, error_type=error_type, approach=approach, token=token,
-                               final=final)
+                               final=final, depends_on=depends_on or [])
     if json_output:
         print_json({"task": outcome["task"], "state": outcome["state"], "retry_at": outcome["retry_at"]})
         return

@@ -1,0 +1,88 @@
+"""``loki escalate``, ``loki approve`` and ``loki escalations list``: what waits for a human."""
+
+from __future__ import annotations
+
+import typer
+
+from loki.cli.common import JSON_HELP, print_json, say, store_from, table
+
+escalations_app = typer.Typer(help="Escalation files: what waits for a human.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("escalate")(escalate)
+    app.command("approve")(approve)
+    app.add_typer(escalations_app, name="escalations")
+
+
+def escalate(
+    ctx: typer.Context,
+    task_id: str = typer.Argument(..., help="The task id."),
+    trigger: str = typer.Option(..., "--trigger", help="Why a human is needed (e.g. security_decision)."),
+    analysis: str | None = typer.Option(None, "--analysis", help="What was tried and why it failed."),
+    option: list[str] | None = typer.Option(None, "--option", help="A recommended option with its trade-offs "
+                                                                  "(repeatable)."),
+    agent: str | None = typer.Option(None, "--agent", "-a", help="Who escalates."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Write an escalation file, move the task to blocked and emit HUMAN_REVIEW_NEEDED."""
+    from loki.escalations import escalate as run_escalate
+
+    result = run_escalate(store_from(ctx), task_id, trigger, analysis=analysis, options=option or [], agent=agent)
+    if json_output:
+        print_json(result)
+        return
+    say(f"escalated {task_id}: {result['file']}")
+    if result["state"] == "blocked":
+        say(f"{task_id} is blocked until a human decides (deadline {result['deadline']}); "
+            f"signal {result['signal']} emitted")
+    else:
+        say(f"{task_id} stays in the dead-letter queue marked requires_human_review; signal {result['signal']} "
+            "emitted")
+
+
+def approve(
+    ctx: typer.Context,
+    task_id: str = typer.Argument(..., help="The task id."),
+    decision: str = typer.Option(..., "--decision", help="approve, cancel or clarify."),
+    note: str | None = typer.Option(None, "--note", help="The decision's reason or the clarification."),
+    approver: str | None = typer.Option(None, "--approver", help="Who decides (default: $USER)."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Record a human decision on a blocked task: emits HUMAN_APPROVED for the watcher to apply."""
+    import os
+
+    from loki import signals, signaltypes
+    from loki.errors import InvalidInput
+    from loki.escalations import DECISIONS
+    from loki.paths import check_id
+
+    check_id(task_id, "task id")
+    if decision not in DECISIONS:
+        raise InvalidInput(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
+    who = approver or os.environ.get("USER") or "human"
+    fields = {"decision": decision, "approver": who, **({"note": note} if note else {})}
+    emitted = signals.emit(store_from(ctx), signaltypes.HUMAN_APPROVED, fields, task_id=task_id)
+    if json_output:
+        print_json({"signal": emitted["name"], "task_id": task_id, "decision": decision})
+    else:
+        say(f"{decision} for {task_id} recorded as signal {emitted['name']}; the watcher applies it "
+            "(loki watch, or loki watch --once)")
+
+
+@escalations_app.command("list")
+def list_(
+    ctx: typer.Context,
+    open_only: bool = typer.Option(False, "--open", help="Only escalations not yet resolved."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Escalation files, oldest first, and whether each is still open."""
+    from loki.escalations import list_escalations
+
+    rows = list_escalations(store_from(ctx), open_only=open_only)
+    if json_output:
+        print_json({"total": len(rows), "escalations": rows})
+        return
+    table(None, ["file", "task", "trigger", "open"],
+          [[r["file"], r["task_id"], r["trigger"], "yes" if r["open"] else "no"] for r in rows])
+    say(f"{len(rows)} escalation(s){' open' if open_only else ''}")

@@ -1,0 +1,308 @@
+"""Escalation files for humans (reference: 001 Troubleshooting, Escalation Format).
+
+``escalate`` renders ``templates/escalation.md`` into ``escalations/<UTC-ts>-<task_id>.md``
+(a name that never overwrites another: a second one in the same second gets ``-2``),
+moves the task to ``blocked`` (a dead-letter entry stays where it is, marked
+``requires_human_review``) and emits HUMAN_REVIEW_NEEDED. ``resolve`` applies a human's
+decision (what HUMAN_APPROVED carries) and appends it to the file.
+
+The template is a real file: ``loki init`` copies it to ``.loki/templates/escalation.md``,
+which wins over the shipped one. Placeholders are ``{name}``; an unknown one is an error
+that names it. Each escalation file starts with one machine-readable HTML comment
+(task, trigger, time) that Markdown viewers hide.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from loki import jsonio, layout, signals, signaltypes
+from loki.clock import add_seconds, format_ts
+from loki.config import setting
+from loki.deadletter import error_summary
+from loki.errors import Conflict, InvalidInput, NotFound, StateFileError
+from loki.paths import check_id, resource_dir
+from loki.tasks import add_note, clear_claim
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from loki.store import Store
+
+
+TEMPLATE_NAME = "escalation.md"
+USER_TEMPLATE = layout.ESCALATION_TEMPLATE
+PLACEHOLDERS = {
+    "task_title": "the task's title",
+    "task_id": "the task's id",
+    "failure_count": "how many attempts failed",
+    "trigger": "why it was escalated (--trigger)",
+    "error_summary": "the failure pattern in one line",
+    "attempts_log": "every attempt, as a Markdown table",
+    "agent_analysis": "what was tried and why it failed (--analysis)",
+    "recommended_options": "numbered options with their trade-offs (--option ...)",
+    "timestamp": "when the escalation was written (UTC)",
+    "agent": "who escalated",
+}
+DECISIONS = ("approve", "cancel", "clarify")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_HEADER = re.compile(r"^<!-- loki-escalation (\{.*\}) -->$")
+RESOLUTION_HEADING = "### Resolution"
+
+
+def template_path(store: Store) -> tuple[str, str]:
+    """(path to read, name to show): the tree's own template if it has one, else the shipped one."""
+    own = store.path(USER_TEMPLATE)
+    if os.path.isfile(own):
+        return own, f".loki/{USER_TEMPLATE}"
+    shipped = os.path.join(resource_dir("templates"), TEMPLATE_NAME)
+    return shipped, shipped
+
+
+def render(template: str, values: dict[str, str], template_name: str) -> str:
+    """Fill ``{placeholder}``s; an unknown placeholder is an error naming it and its line."""
+    for number, line in enumerate(template.splitlines(), start=1):
+        for match in _PLACEHOLDER.finditer(line):
+            if match.group(1) not in values:
+                raise InvalidInput(
+                    f"{template_name} line {number}: unknown placeholder {{{match.group(1)}}}; known: "
+                    + ", ".join("{" + k + "}" for k in PLACEHOLDERS),
+                    file=template_name, placeholder=match.group(1), line=number,
+                )
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+def attempts_table(attempts: list[dict[str, Any]]) -> str:
+    if not attempts:
+        return "(no failed attempts recorded)"
+    rows = ["| # | When | Agent | Approach | Error type | Error |", "|---|---|---|---|---|---|"]
+    for a in attempts:
+        message = " ".join(str(a.get("error_message", "")).split())
+        if len(message) > 300:
+            message = message[:297] + "..."
+        cells = [str(a.get("attempt_number")), a.get("timestamp", ""), a.get("agent_id", ""), a.get("approach", ""),
+                 a.get("error_type", ""), message]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)
+
+
+def _default_options(strategy: str | None) -> list[str]:
+    if strategy == "dependency_blocked":
+        return ["Resolve the blocking dependency, then approve: the task goes back to pending.",
+                "Cancel: the task is dropped, and whatever depends on it is reported."]
+    return ["Approve a retry with a simpler approach or a clarified spec (add it with --note).",
+            "Cancel the task: nothing more is spent on it; dependents are reported."]
+
+
+def write_file(store: Store, *, task_id: str, values: dict[str, str], now: str) -> str:
+    """Render the template and publish the escalation file; returns its path under ``.loki/``."""
+    path, name = template_path(store)
+    try:
+        with open(path, encoding="utf-8") as f:
+            template = f.read()
+    except OSError as exc:
+        raise StateFileError(name, f"cannot read the escalation template: {exc.strerror}") from None
+    body = render(template, values, name)
+    header = "<!-- loki-escalation " + jsonio.dumps_compact(
+        {"task_id": task_id, "trigger": values["trigger"], "created_at": now}) + " -->\n"
+    stamp = now.replace("-", "").replace(":", "")
+    return store.create_unique(layout.ESCALATIONS_DIR, f"{stamp}-{task_id}", (header + body).encode("utf-8"),
+                               suffix=".md")
+
+
+def escalate(
+    store: Store,
+    task_id: str,
+    trigger: str,
+    *,
+    analysis: str | None = None,
+    options: Sequence[str] = (),
+    agent: str | None = None,
+    severity: str = "high",
+) -> dict[str, Any]:
+    """Write the escalation file, park the task for a human, emit HUMAN_REVIEW_NEEDED."""
+    from loki.queue import DEAD_LETTER, Queue, Session
+
+    check_id(task_id, "task id")
+    if not trigger.strip():
+        raise InvalidInput("--trigger must say why (e.g. security_decision, 3+ failures)", field="trigger")
+    now_dt = store.clock.now()
+    now = format_ts(now_dt)
+    found = Queue(store).show(task_id)
+    task, state, entry = found["task"], found["state"], found.get("entry")
+    if state not in ("pending", "in-progress", "blocked", "failed", DEAD_LETTER):
+        raise Conflict(f"{task_id} is {state}; only pending, in-progress, blocked, failed or dead-letter tasks can be "
+                       "escalated", task_id=task_id, state=state)
+    attempts = (entry or task).get("attempts", [])
+    option_list = list(options) or _default_options(entry.get("recovery_strategy") if entry else None)
+    values = {
+        "task_title": task["title"],
+        "task_id": task_id,
+        "failure_count": str(len(attempts)),
+        "trigger": trigger,
+        "error_summary": entry["error_summary"] if entry else (error_summary(attempts) if attempts else
+                                                                 "No failed attempts; escalated before acting."),
+        "attempts_log": attempts_table(attempts),
+        "agent_analysis": analysis or _default_analysis(attempts),
+        "recommended_options": "\n".join(f"{n}. {text}" for n, text in enumerate(option_list, start=1)),
+        "timestamp": now,
+        "agent": agent or "loki",
+    }
+    rel = write_file(store, task_id=task_id, values=values, now=now)
+    file_name = rel.rsplit("/", 1)[-1]
+    hours = float(setting(store.config, "signals", "human_review_timeout_hours"))
+    deadline = format_ts(add_seconds(now_dt, hours * 3600))
+    with store.transaction(layout.QUEUE_LOCK) as txn:
+        session = Session(txn)
+        if state == DEAD_LETTER:
+            doc = txn.read(layout.DEADLETTER)
+            current = next(e for e in doc["tasks"] if e["task_id"] == task_id)
+            current["recovery_strategy"] = "requires_human_review"
+            current["escalated_at"] = now
+            current["escalation"] = file_name
+            txn.write(layout.DEADLETTER, doc, changed=[current])
+        else:
+            located = session.find(task_id)
+            if located is None:  # it moved between show() and the lock: say so rather than guess
+                raise Conflict(f"{task_id} changed state while escalating; try again", task_id=task_id)
+            source, current = located
+            session.remove(source, current)
+            clear_claim(current)
+            current["blocked"] = {"reason": trigger, "since": now, "deadline": deadline,
+                                  "signal": signaltypes.HUMAN_REVIEW_NEEDED, "escalation": file_name,
+                                  "previous_status": source}
+            current["updated_at"] = now
+            add_note(current, f"escalated ({trigger}): see escalations/{file_name}", now, agent)
+            session.put("blocked", current)
+            session.flush()
+    emitted = signals.emit(
+        store, signaltypes.HUMAN_REVIEW_NEEDED,
+        {"reason": trigger, "context": values["error_summary"], "blocking": True,
+         "alternatives_considered": option_list, "escalation": file_name},
+        task_id=task_id, severity=severity, agent=agent,
+    )
+    return {"file": rel, "task_id": task_id, "state": DEAD_LETTER if state == DEAD_LETTER else "blocked",
+            "deadline": None if state == DEAD_LETTER else deadline, "signal": emitted["name"]}
+
+
+def _default_analysis(attempts: list[dict[str, Any]]) -> str:
+    if not attempts:
+        return "The agent stopped before acting: the decision needs a human."
+    approaches = sorted({a.get("approach") or "(unspecified)" for a in attempts})
+    types = sorted({a.get("error_type", "other") for a in attempts})
+    return (f"{len(attempts)} attempt(s) with {len(approaches)} approach(es) ({'; '.join(approaches)}) all failed "
+            f"({', '.join(types)}). Repeating them is unlikely to succeed without a human decision.")
+
+
+def read_header(store: Store, rel: str) -> dict[str, Any]:
+    """The machine-readable first line of an escalation file, plus whether it is resolved."""
+    text = store.read_text(rel) or ""
+    first = text.split("\n", 1)[0]
+    match = _HEADER.match(first)
+    info: dict[str, Any] = {}
+    if match:
+        try:
+            parsed = jsonio.loads_strict(match.group(1))
+            if isinstance(parsed, dict):
+                info = parsed
+        except jsonio.JsonError:
+            pass
+    name = rel.rsplit("/", 1)[-1]
+    info.setdefault("task_id", None)
+    info.setdefault("trigger", None)
+    info.setdefault("created_at", None)
+    title = next((line[len("## Escalation: "):] for line in text.splitlines() if line.startswith("## Escalation: ")),
+                 None)
+    return {"file": name, **info, "title": title, "open": RESOLUTION_HEADING not in text}
+
+
+def list_escalations(store: Store, *, open_only: bool = False) -> list[dict[str, Any]]:
+    try:
+        names = sorted(n for n in os.listdir(store.path(layout.ESCALATIONS_DIR)) if n.endswith(".md"))
+    except FileNotFoundError:
+        return []
+    rows = [read_header(store, f"{layout.ESCALATIONS_DIR}/{n}") for n in names]
+    return [r for r in rows if r["open"] or not open_only]
+
+
+def _mark_resolved(store: Store, file_name: str | None, text: str) -> None:
+    if not file_name:
+        return
+    rel = f"{layout.ESCALATIONS_DIR}/{file_name}"
+    current = store.read_text(rel)
+    if current is None or RESOLUTION_HEADING in current:
+        return
+    store.write_text(rel, current.rstrip("\n") + f"\n\n{RESOLUTION_HEADING}\n{text}\n")
+
+
+def resolve(store: Store, task_id: str, decision: str, *, note: str | None = None,
+            approver: str | None = None) -> dict[str, Any]:
+    """Apply a human's decision on a task waiting for one (HUMAN_APPROVED's effect).
+
+    blocked: approve or clarify -> pending (the note kept); cancel -> cancelled.
+    dead-letter: approve or clarify -> pending (a recovery); cancel -> abandoned.
+    A task not waiting for a human is left alone (the outcome says so): applying the
+    same decision twice is harmless.
+    """
+    from loki.deadletter import abandon_entry
+    from loki.queue import Session
+
+    if decision not in DECISIONS:
+        raise InvalidInput(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
+    check_id(task_id, "task id")
+    now = store.now_ts()
+    who = approver or "human"
+    text = f"{decision} by {who} at {now}" + (f": {note}" if note else "")
+    escalation_file = None
+    with store.transaction(layout.QUEUE_LOCK) as txn:
+        session = Session(txn)
+        located = session.find(task_id, ("blocked",))
+        if located is not None:
+            task = located[1]
+            escalation_file = (task.get("blocked") or {}).get("escalation")
+            session.remove("blocked", task)
+            task.pop("blocked", None)
+            task["updated_at"] = now
+            add_note(task, f"human decision: {text}", now, who)
+            if decision == "cancel":
+                session.put("cancelled", task)
+                outcome = "cancelled"
+            else:
+                task["available_at"] = now
+                task["recovery_strategy"] = "human_approved"
+                session.put("pending", task)
+                outcome = "pending"
+            session.flush()
+        else:
+            doc = txn.read(layout.DEADLETTER)
+            entry = next((e for e in doc["tasks"] if e["task_id"] == task_id), None)
+            if entry is None:
+                if session.find(task_id) is None and not any(
+                        e["task_id"] == task_id for e in txn.read(layout.ABANDONED)["tasks"]):
+                    raise NotFound(f"no task {task_id!r}", task_id=task_id)
+                return {"task_id": task_id, "decision": decision, "outcome": "not waiting for a human",
+                        "applied": False}
+            escalation_file = entry.get("escalation")
+            doc["tasks"].remove(entry)
+            if decision == "cancel":
+                abandon_entry(txn, entry, f"human explicitly abandoned: {note or 'no reason given'}", now)
+                doc["metadata"]["total_abandoned"] += 1
+                outcome = "abandoned"
+            else:
+                task = entry["task_data"]
+                clear_claim(task)
+                task["available_at"] = now
+                task["updated_at"] = now
+                task["recovery_strategy"] = "human_approved"
+                add_note(task, f"human decision: {text}", now, who)
+                session.put("pending", task)
+                session.flush()
+                doc["metadata"]["total_recovered"] += 1
+                outcome = "pending"
+            txn.write(layout.DEADLETTER, doc, changed=[])
+    _mark_resolved(store, escalation_file, text)
+    return {"task_id": task_id, "decision": decision, "outcome": outcome, "applied": True,
+            "escalation": escalation_file}

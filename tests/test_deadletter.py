@@ -1,0 +1,400 @@
+"""The dead-letter queue, its session-start review, escalations and human decisions."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loki import layout
+from loki.clock import ManualClock
+from loki.deadletter import DeadLetter
+from loki.errors import InvalidInput, NotFound
+from loki.escalations import escalate, list_escalations, render, resolve
+from loki.queue import Queue
+from loki.store import Store
+from tests.helpers import cli, snapshot_bytes, tree_problems
+
+
+def dead_letter(store: Store, clock: ManualClock, task_id: str, *, errors: list[str], approaches: list[str],
+                error_types: list[str] | None = None, **add: Any) -> dict[str, Any]:
+    """Drive a task through len(errors) failures into the dead-letter queue, the real way."""
+    queue = Queue(store)
+    queue.add(add.pop("title", task_id), task_id=task_id, max_attempts=len(errors), **add)
+    types = error_types or ["test_failure"] * len(errors)
+    for error, approach, error_type in zip(errors, approaches, types, strict=True):
+        clock.advance(300)
+        queue.claim("agent", types=[queue.show(task_id)["task"]["type"]])
+        outcome = queue.fail(task_id, "agent", error=error, approach=approach, error_type=error_type)
+    assert outcome["state"] == "dead-letter"
+    return DeadLetter(store).show(task_id)
+
+
+def entries(store: Store) -> list[str]:
+    return [e["task_id"] for e in store.read(layout.DEADLETTER)["tasks"]]
+
+
+def abandoned(store: Store) -> dict[str, dict[str, Any]]:
+    return {e["task_id"]: e for e in store.read(layout.ABANDONED)["tasks"]}
+
+
+# -- cadence ------------------------------------------------------------------------------------
+
+
+def test_second_review_within_24h_changes_nothing_and_force_reviews(store: Store, clock: ManualClock) -> None:
+    dead_letter(store, clock, "t1", errors=["boom"], approaches=["a"])
+    first = DeadLetter(store).review()
+    assert first["skipped"] is False and first["entries"] == 1
+    before = snapshot_bytes(store.root)
+    clock.advance(23 * 3600)
+    second = DeadLetter(store).review()
+    assert second["skipped"] is True and second["decisions"] == []
+    assert snapshot_bytes(store.root) == before
+    forced = DeadLetter(store).review(force=True)
+    assert forced["skipped"] is False
+    assert store.read(layout.DEADLETTER)["metadata"]["last_reviewed"] == forced["reviewed_at"]
+    clock.advance(24 * 3600)
+    assert DeadLetter(store).review()["skipped"] is False
+
+
+def test_review_interval_is_configurable(store: Store, clock: ManualClock) -> None:
+    Path(store.path(layout.CONFIG)).write_text(json.dumps({"version": 1, "deadletter": {"review_interval_hours": 1}}))
+    fresh = Store(store.root, clock=clock)
+    DeadLetter(fresh).review()
+    clock.advance(3601)
+    assert DeadLetter(fresh).review()["skipped"] is False
+
+
+# -- retry conditions -------------------------------------------------------------------------------
+
+
+def test_retry_when_a_dependency_completed_since_the_failure(store: Store, clock: ManualClock) -> None:
+    queue = Queue(store)
+    queue.add("schema migration", task_id="dep", type="db")
+    queue.add("feature", task_id="t1", max_attempts=1, type="eng")
+    queue.claim("a", types=["eng"])
+    outcome = queue.fail("t1", "a", error="table users has no column email", error_type="dependency",
+                         depends_on=["dep"])
+    assert outcome["state"] == "dead-letter"
+    entry = DeadLetter(store).show("t1")
+    assert entry["recovery_strategy"] == "dependency_blocked" and entry["task_data"]["dependencies"] == ["dep"]
+    assert DeadLetter(store).review()["decisions"][0]["action"] == "leave"  # dep not done yet
+    clock.advance(60)
+    queue.complete(queue.claim("a", types=["db"])["id"], "a")
+    clock.advance(60)
+    result = DeadLetter(store).review(force=True)
+    assert result["decisions"] == [{"task_id": "t1", "action": "retry", "reason": "dependency now completed: dep",
+                                    "strategy": "dependency_resolved"}]
+    shown = queue.show("t1")
+    assert shown["state"] == "pending" and shown["task"]["recovery_strategy"] == "dependency_resolved"
+    assert len(shown["task"]["attempts"]) == 1  # nothing dropped
+    assert store.read(layout.DEADLETTER)["metadata"]["total_recovered"] == 1
+
+
+def test_a_dependency_complete_all_along_is_not_a_reason_to_retry(store: Store, clock: ManualClock) -> None:
+    queue = Queue(store)
+    queue.add("dependency", task_id="dep")
+    queue.complete(queue.claim("a")["id"], "a")
+    dead_letter(store, clock, "t1", errors=["external API down"], approaches=["a"], error_types=["dependency"],
+                depends_on=["dep"])
+    assert DeadLetter(store).review()["decisions"][0]["action"] == "leave"
+
+
+def test_retry_when_a_new_approach_was_recorded(store: Store, clock: ManualClock) -> None:
+    dead_letter(store, clock, "t1", errors=["e1", "e2"], approaches=["a", "b"])
+    DeadLetter(store).propose("t1", "use the vendored client instead")
+    result = DeadLetter(store).review()
+    assert result["decisions"][0]["action"] == "retry"
+    assert result["decisions"][0]["reason"] == "new approach recorded: use the vendored client instead"
+    task = Queue(store).show("t1")["task"]
+    assert task["recovery_strategy"] == "new_approach"
+    assert task["max_attempts"] == 2 + 5  # failure count reset: a fresh budget, history kept
+    assert len(task["attempts"]) == 2
+    assert "use the vendored client instead" in task["notes"][-1]["text"]
+
+
+def test_an_approach_already_tried_is_not_new(store: Store, clock: ManualClock) -> None:
+    dead_letter(store, clock, "t1", errors=["e1"], approaches=["a"])
+    DeadLetter(store).propose("t1", "a")
+    assert DeadLetter(store).review()["decisions"][0]["action"] == "leave"
+
+
+def test_human_review_entries_are_never_retried_automatically(store: Store, clock: ManualClock) -> None:
+    dead_letter(store, clock, "t1", errors=["schema mismatch"], approaches=["a"], error_types=["validation"])
+    DeadLetter(store).propose("t1", "something new")
+    decision = DeadLetter(store).review()["decisions"][0]
+    assert decision["action"] == "escalate" and "requires_human_review" in decision["reason"]
+
+
+# -- abandon criteria -------------------------------------------------------------------------------
+
+
+def test_abandon_after_10_total_attempts(store: Store, clock: ManualClock) -> None:
+    dead_letter(store, clock, "t1", errors=[f"error {n}" for n in range(10)], approaches=["same"] * 10)
+    result = DeadLetter(store).review()
+    assert result["decisions"][0]["action"] == "abandon"
+    record = abandoned(store)["t1"]
+    assert record["abandon_reason"].startswith("10 total attempts (>= 10)")
+    assert record["recovery_strategy"] == "permanent_abandon" and len(record["attempts"]) == 10
+    assert entries(store) == []
+
+
+def test_abandon_the_same_normalised_error_across_3_approaches(store: Store, clock: ManualClock) -> None:
+    errors = ["ConnectionRefusedError: [Errno 111] connect to 10.0.0.7:5432 failed (pid 4121)",
+              "ConnectionRefusedError: [Errno 111] connect to 10.0.0.9:5432 failed (pid 5230)",
+              "ConnectionRefusedError: [Errno 111] connect to 10.0.0.8:5432 failed (pid 77)"]
+    dead_letter(store, clock, "t1", errors=errors, approaches=["retry", "new pool", "other driver"])
+    DeadLetter(store).review()
+    reason = abandoned(store)["t1"]["abandon_reason"]
+    assert reason.startswith("same error across 3 different approaches: connectionrefusederror")
+
+
+def test_same_error_with_one_approach_is_not_abandoned(store: Store, clock: ManualClock) -> None:
+    dead_letter(store, clock, "t1", errors=["boom", "boom", "boom"], approaches=["x", "x", "x"])
+    assert DeadLetter(store).review()["decisions"][0]["action"] == "leave"
+
+
+def test_abandon_when_a_dependency_will_never_complete(store: Store, clock: ManualClock) -> None:
+    queue = Queue(store)
+    queue.add("dependency", task_id="dep", type="db")
+    queue.add("feature", task_id="t1", max_attempts=1, type="eng")
+    queue.claim("a", types=["eng"])
+    queue.fail("t1", "a", error="needs the migration", error_type="dependency", depends_on=["dep"])
+    queue.cancel("dep", reason="dropped")
+    DeadLetter(store).review()
+    assert abandoned(store)["t1"]["abandon_reason"] == "dependency dep will never complete (was cancelled)"
+
+
+def test_abandon_keeps_everything_and_the_counts_match(store: Store, clock: ManualClock) -> None:
+    entry = dead_letter(store, clock, "t1", errors=["e"] * 10, approaches=[str(n) for n in range(10)],
+                        labels=["payments"], description="the description")
+    DeadLetter(store).review()
+    record = abandoned(store)["t1"]
+    for key, value in entry.items():
+        if key != "recovery_strategy":
+            assert record[key] == value  # the whole entry, task_data and every attempt included
+    meta = store.read(layout.DEADLETTER)["metadata"]
+    assert meta["total_abandoned"] == len(abandoned(store)) == 1
+    assert tree_problems(store.root) == []
+
+
+# -- escalation -------------------------------------------------------------------------------------
+
+
+def test_security_label_escalates_once(store: Store, clock: ManualClock) -> None:
+    dead_letter(store, clock, "t1", errors=["401 Unauthorized"], approaches=["a"], labels=["auth"])
+    first = DeadLetter(store).review()
+    assert first["decisions"][0]["action"] == "escalate"
+    entry = DeadLetter(store).show("t1")
+    assert entry["recovery_strategy"] == "requires_human_review" and entry["escalation"]
+    assert os.path.exists(store.path(f"escalations/{entry['escalation']}"))
+    signal = json.loads(Path(store.path("signals/HUMAN_REVIEW_NEEDED")).read_text())
+    assert signal["task_id"] == "t1" and signal["blocking"] is True and signal["reason"].startswith("security")
+    again = DeadLetter(store).review(force=True)
+    assert again["decisions"][0]["action"] == "leave" and "awaiting a human" in again["decisions"][0]["reason"]
+    assert len(list_escalations(store)) == 1
+
+
+def test_three_entries_with_one_root_cause_get_one_systemic_escalation(store: Store, clock: ManualClock) -> None:
+    for n in range(3):
+        dead_letter(store, clock, f"t{n}", errors=[f"ImportError: cannot import name 'Client' (line {n})"],
+                    approaches=["a"], type="eng")
+    dead_letter(store, clock, "other", errors=["KeyError: 'user'"], approaches=["a"], type="eng")
+    result = DeadLetter(store).review()
+    actions = {d["task_id"]: d["action"] for d in result["decisions"]}
+    assert actions == {"t0": "escalate", "t1": "escalate", "t2": "escalate", "other": "leave"}
+    files = list_escalations(store)
+    assert len(files) == 1 and files[0]["task_id"].startswith("systemic-")
+    text = Path(store.path(f"escalations/{files[0]['file']}")).read_text()
+    assert all(f"t{n}" in text for n in range(3))
+    assert len([n for n in os.listdir(store.path("signals")) if n.startswith("HUMAN_REVIEW_NEEDED")]) == 3
+
+
+def test_review_table_explains_every_decision_through_the_cli(store: Store, clock: ManualClock) -> None:
+    dead_letter(store, clock, "t1", errors=["e"] * 10, approaches=["a"] * 10)
+    dead_letter(store, clock, "t2", errors=["e"], approaches=["a"], labels=["secrets"])
+    result = cli(["deadletter", "review"], root=store.root, env={"LOKI_NOW": "2026-02-01T00:00:00Z"})
+    assert result.code == 0, result.stderr
+    assert "t1" in result.stdout and "abandon" in result.stdout and "10 total attempts" in result.stdout
+    assert "t2" in result.stdout and "escalate" in result.stdout
+    assert "1 abandoned, 1 escalated" in result.stdout
+    skipped = cli(["deadletter", "review"], root=store.root, env={"LOKI_NOW": "2026-02-01T01:00:00Z"})
+    assert skipped.code == 0 and skipped.stdout.count("\n") == 1 and "not due" in skipped.stdout
+
+
+def test_corrupt_dead_letter_file_is_refused_and_unchanged(store: Store) -> None:
+    path = Path(store.path(layout.DEADLETTER))
+    path.write_text('{"tasks": [{"task_id": "t1"}], "metadata": {"last_reviewed": null, '
+                    '"total_abandoned": 0, "total_recovered": 0}}')
+    before = path.read_bytes()
+    for args in (["deadletter", "review", "--force"], ["deadletter", "list"], ["deadletter", "abandon", "t1",
+                                                                                "--reason", "x"]):
+        result = cli(args, root=store.root)
+        assert result.code == 1, args
+        assert "queue/dead-letter.json at /tasks/0" in result.stderr and "required" in result.stderr
+    assert path.read_bytes() == before
+
+
+# -- manual operations ------------------------------------------------------------------------------
+
+
+def test_retry_abandon_and_split_through_the_cli(store: Store, clock: ManualClock) -> None:
+    for task_id in ("r", "a", "s"):
+        dead_letter(store, clock, task_id, errors=["e1", "e2"], approaches=["x", "y"], priority="high")
+    retried = cli(["deadletter", "retry", "r", "--approach", "smaller diff", "--reset-count", "--fix-commit",
+                   "4f2a9c1", "--json"], root=store.root)
+    assert retried.code == 0, retried.stderr
+    task = retried.json()["task"]
+    assert task["recovery_strategy"] == "fix_committed" and task["fix_commit"] == "4f2a9c1"
+    assert task["max_attempts"] == 7 and len(task["attempts"]) == 2
+    gone = cli(["deadletter", "abandon", "a", "--reason", "product dropped the feature"], root=store.root)
+    assert gone.code == 0
+    assert abandoned(store)["a"]["abandon_reason"] == "human explicitly abandoned: product dropped the feature"
+    split = cli(["deadletter", "split", "s", "--title", "Just the parser", "--title", "Just the CLI", "--json"],
+                root=store.root)
+    assert split.code == 0, split.stderr
+    created = split.json()["created"]
+    assert [t["split_from"] for t in created] == ["s", "s"] and created[0]["priority"] == "high"
+    assert abandoned(store)["s"]["abandon_reason"].startswith("split into simpler task(s): ")
+    meta = store.read(layout.DEADLETTER)["metadata"]
+    assert meta == {"last_reviewed": None, "total_abandoned": 2, "total_recovered": 1}
+    listing = cli(["abandoned", "list", "--json"], root=store.root).json()
+    assert {e["task_id"] for e in listing["entries"]} == {"a", "s"}
+    assert tree_problems(store.root) == []
+
+
+def test_operations_on_a_task_not_in_dead_letter(store: Store) -> None:
+    Queue(store).add("x", task_id="t1")
+    for args in (["deadletter", "show", "t1"], ["deadletter", "retry", "t1"], ["deadletter", "abandon", "t1",
+                                                                               "--reason", "r"]):
+        result = cli(args, root=store.root)
+        assert result.code == 1 and "not in the dead-letter queue" in result.stderr
+    assert cli(["deadletter", "retry", "t1", "--fix-commit", "main"], root=store.root).code == 1
+
+
+# -- escalate / approve / escalations ---------------------------------------------------------------
+
+
+def test_escalate_writes_the_reference_format_blocks_the_task_and_emits_the_signal(store: Store) -> None:
+    Queue(store).add("Rotate production credentials", task_id="task-099")
+    Queue(store).claim("eng-001-infra")
+    result = cli(["escalate", "task-099", "--trigger", "security_decision", "--analysis", "needs prod creds",
+                  "--option", "A human rotates them (safe, slow)", "--option", "Grant a scoped role (fast)",
+                  "--agent", "eng-001-infra", "--json"], root=store.root, env={"LOKI_NOW": "2026-01-25T13:00:00Z"})
+    assert result.code == 0, result.stderr
+    out = result.json()
+    assert out["file"] == "escalations/20260125T130000Z-task-099.md" and out["state"] == "blocked"
+    text = Path(store.path(out["file"])).read_text()
+    for heading in ("## Escalation: Rotate production credentials", "**Task ID:** task-099", "**Failure Count:** 0",
+                    "**Trigger:** security_decision", "### Failure Summary", "### Attempts Log",
+                    "### Agent Analysis\nneeds prod creds", "### Recommended Options\n1. A human rotates them",
+                    "2. Grant a scoped role (fast)", "### Awaiting\nHuman decision on recovery path."):
+        assert heading in text
+    task = Queue(store).show("task-099")
+    assert task["state"] == "blocked" and task["task"]["claimed_by"] is None
+    assert task["task"]["blocked"]["deadline"] == "2026-01-26T13:00:00Z"
+    signal = json.loads(Path(store.path("signals/HUMAN_REVIEW_NEEDED")).read_text())
+    assert {"timestamp", "reason", "task_id", "context", "severity", "agent", "blocking",
+            "alternatives_considered"} <= set(signal)
+    assert signal["alternatives_considered"] == ["A human rotates them (safe, slow)", "Grant a scoped role (fast)"]
+    assert tree_problems(store.root) == []
+
+
+def test_two_escalations_of_one_task_in_the_same_second_do_not_overwrite(store: Store) -> None:
+    Queue(store).add("x", task_id="t1")
+    first = escalate(store, "t1", "first reason")
+    second = escalate(store, "t1", "second reason")
+    assert first["file"] != second["file"]
+    assert "first reason" in Path(store.path(first["file"])).read_text()
+    assert "second reason" in Path(store.path(second["file"])).read_text()
+    assert second["file"].endswith("-t1-2.md")
+
+
+def test_escalating_a_dead_letter_entry_keeps_it_there(store: Store, clock: ManualClock) -> None:
+    dead_letter(store, clock, "t1", errors=["e"], approaches=["a"])
+    result = escalate(store, "t1", "unclear spec")
+    assert result["state"] == "dead-letter"
+    entry = DeadLetter(store).show("t1")
+    assert entry["recovery_strategy"] == "requires_human_review"
+    assert "**Failure Count:** 1" in Path(store.path(result["file"])).read_text()
+
+
+def test_approve_emits_human_approved(store: Store) -> None:
+    Queue(store).add("x", task_id="t1")
+    escalate(store, "t1", "why")
+    result = cli(["approve", "t1", "--decision", "approve", "--note", "go ahead", "--approver", "alice", "--json"],
+                 root=store.root)
+    assert result.code == 0, result.stderr
+    signal = json.loads(Path(store.path(f"signals/{result.json()['signal']}")).read_text())
+    assert signal["task_id"] == "t1" and signal["decision"] == "approve" and signal["approver"] == "alice"
+    bad = cli(["approve", "t1", "--decision", "maybe"], root=store.root)
+    assert bad.code == 1 and "--decision must be one of approve, cancel, clarify" in bad.stderr
+
+
+@pytest.mark.parametrize(("decision", "state"), [("approve", "pending"), ("clarify", "pending"),
+                                                 ("cancel", "cancelled")])
+def test_resolve_a_blocked_task(store: Store, decision: str, state: str) -> None:
+    Queue(store).add("x", task_id="t1")
+    file_rel = escalate(store, "t1", "why")["file"]
+    outcome = resolve(store, "t1", decision, note="because", approver="alice")
+    assert outcome["applied"] is True and outcome["outcome"] == state
+    shown = Queue(store).show("t1")
+    assert shown["state"] == state and "blocked" not in shown["task"]
+    assert "because" in shown["task"]["notes"][-1]["text"]
+    assert f"{decision} by alice" in Path(store.path(file_rel)).read_text()
+    assert list_escalations(store, open_only=True) == []
+    again = resolve(store, "t1", decision)
+    assert again["applied"] is False  # applying twice is harmless
+
+
+def test_resolve_a_dead_letter_entry(store: Store, clock: ManualClock) -> None:
+    dead_letter(store, clock, "t1", errors=["e"], approaches=["a"])
+    dead_letter(store, clock, "t2", errors=["e"], approaches=["a"])
+    assert resolve(store, "t1", "approve")["outcome"] == "pending"
+    assert resolve(store, "t2", "cancel", note="not worth it")["outcome"] == "abandoned"
+    meta = store.read(layout.DEADLETTER)["metadata"]
+    assert meta["total_recovered"] == 1 and meta["total_abandoned"] == 1
+    assert abandoned(store)["t2"]["abandon_reason"] == "human explicitly abandoned: not worth it"
+
+
+def test_escalations_list_open(store: Store) -> None:
+    Queue(store).add("x", task_id="t1")
+    Queue(store).add("y", task_id="t2")
+    escalate(store, "t1", "why 1")
+    escalate(store, "t2", "why 2")
+    resolve(store, "t1", "approve")
+    result = cli(["escalations", "list", "--open", "--json"], root=store.root).json()
+    assert [e["task_id"] for e in result["escalations"]] == ["t2"]
+    assert cli(["escalations", "list", "--json"], root=store.root).json()["total"] == 2
+
+
+# -- the template --------------------------------------------------------------------------------------
+
+
+def test_init_copies_the_template_and_the_tree_copy_wins(store: Store) -> None:
+    own = Path(store.path(layout.ESCALATION_TEMPLATE))
+    assert own.is_file()
+    own.write_text("# {task_id} needs you: {trigger}\n")
+    Queue(store).add("x", task_id="t1")
+    result = escalate(store, "t1", "custom")
+    assert Path(store.path(result["file"])).read_text().endswith("# t1 needs you: custom\n")
+
+
+def test_unknown_placeholder_is_an_error_naming_it(store: Store) -> None:
+    Path(store.path(layout.ESCALATION_TEMPLATE)).write_text("## {task_title}\nowner: {owner}\n")
+    Queue(store).add("x", task_id="t1")
+    before = snapshot_bytes(store.root)
+    result = cli(["escalate", "t1", "--trigger", "why"], root=store.root)
+    assert result.code == 1
+    assert ".loki/templates/escalation.md line 2: unknown placeholder {owner}" in result.stderr
+    assert snapshot_bytes(store.root) == before
+    with pytest.raises(InvalidInput, match=r"unknown placeholder \{x\}"):
+        render("{x}", {}, "t.md")
+
+
+def test_escalating_an_unknown_task(store: Store) -> None:
+    with pytest.raises(NotFound):
+        escalate(store, "ghost", "why")
