@@ -15,8 +15,11 @@ TYPE_CHECKING = False  # typing itself costs ~8 ms of import; the hook path cann
 if TYPE_CHECKING:
     from typing import Any
 
+    from loki.breakers import Breakers
     from loki.clock import Clock, ManualClock, SystemClock
+    from loki.deadletter import DeadLetter
     from loki.errors import LokiError
+    from loki.queue import Queue
     from loki.store import Store
 
 # public name -> module that defines it
@@ -26,9 +29,13 @@ _EXPORTS = {
     "Clock": "loki.clock",
     "SystemClock": "loki.clock",
     "ManualClock": "loki.clock",
+    "Queue": "loki.queue",
+    "DeadLetter": "loki.deadletter",
+    "Breakers": "loki.breakers",
 }
 
-__all__ = ["Clock", "LokiError", "ManualClock", "Store", "SystemClock", "__version__"]
+__all__ = ["Breakers", "Clock", "DeadLetter", "LokiError", "ManualClock", "Queue", "Store", "SystemClock",
+           "__version__"]
 
 
 def __getattr__(name: str) -> Any:
