@@ -74,4 +74,25 @@ unset LOKI_NOW
 run $LOKI queue show task-044
 run $LOKI status
 
+bold "5. An API keeps failing: the breaker trips for every agent, then recovers one probe at a time"
+export LOKI_NOW=2030-01-01T00:10:00Z
+for agent in eng-001 eng-002 eng-003; do
+  run $LOKI breaker failure api/claude --error "HTTP 529 overloaded (seen by $agent)"
+done
+run $LOKI breaker check api/claude
+run $LOKI run --breaker api/claude --retries 0 -- echo "calling the API"
+export LOKI_NOW=2030-01-01T00:15:00Z
+echo "(five minutes later: the cooldown is over)"
+run $LOKI breaker check api/claude
+run $LOKI breaker check api/claude
+run $LOKI breaker success api/claude
+for t in 10 20; do
+  export LOKI_NOW=2030-01-01T00:15:${t}Z
+  run $LOKI breaker check api/claude
+  run $LOKI breaker success api/claude
+done
+run $LOKI breaker capacity api/claude --max 8
+unset LOKI_NOW
+run cat .loki/logs/circuit-recovery.log
+
 bold "Done. The tree lived in $WORK (removed on exit)."

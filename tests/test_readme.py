@@ -1,0 +1,94 @@
+"""The README stays true: every command and option it shows exists, its Python example runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from loki.cli import build_app
+from tests.helpers import cli
+
+REPO = Path(__file__).resolve().parent.parent
+README = (REPO / "README.md").read_text()
+
+
+def _readme_commands() -> list[str]:
+    """Every `loki ...` command in the README's tables."""
+    found = []
+    for line in README.splitlines():
+        if line.startswith("| `loki "):
+            cell = re.split(r"(?<!\\)\|", line)[1].replace("\\|", "|")
+            for command in re.findall(r"`(loki [^`]+)`", cell):
+                found.extend(_expand(command))
+    return found
+
+
+def _expand(command: str) -> list[str]:
+    """`loki queue heartbeat|complete ID` -> one command per alternative subcommand."""
+    words = command.split()
+    for index, word in enumerate(words):
+        if word.startswith("-") or word.startswith("["):
+            break
+        if "|" in word and re.fullmatch(r"[a-z-]+(\|[a-z-]+)+", word):
+            return [" ".join([*words[:index], alt, *words[index + 1:]]) for alt in word.split("|")]
+    return [command]
+
+
+def _path_and_options(command: str) -> tuple[list[str], list[str]]:
+    words = command.split()[1:]
+    path = []
+    for word in words:
+        if word.startswith("-") or word.startswith("[") or word.isupper() or "|" in word or word == "...":
+            break
+        path.append(word)
+    return path, re.findall(r"(--[a-z][a-z-]*)", command)
+
+
+COMMANDS = _readme_commands()
+
+
+def test_the_readme_lists_commands() -> None:
+    assert len(COMMANDS) > 30
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_readme_command_and_option_exists(command: str) -> None:
+    path, options = _path_and_options(command)
+    result = cli([*path, "--help"])
+    assert result.code == 0, f"{command}: {result.stderr}"
+    for option in options:
+        if option in ("--help", "--json", "--root"):
+            continue
+        assert option in result.stdout, f"{command}: {option} is not an option of `loki {' '.join(path)}`"
+
+
+def test_the_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    block = README.split("```python\n", 1)[1].split("```", 1)[0]
+    assert cli(["init", "--path", str(tmp_path)]).code == 0
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README.md", "exec"), {})
+    assert cli(["queue", "show", "--json", cli(["queue", "list", "--state", "completed", "--json"],
+                                               root=tmp_path / ".loki").json()["tasks"][0]["id"]],
+               root=tmp_path / ".loki").json()["task"]["result"] == {"commit": "4f2a9c1"}
+
+
+def _all_commands(group: object, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], object]]:
+    found = []
+    for info in getattr(group, "registered_commands", []):
+        name = info.name or info.callback.__name__.replace("_", "-")
+        found.append(((*prefix, name), info.callback))
+    for info in getattr(group, "registered_groups", []):
+        found.append(((*prefix, info.name), info.typer_instance))
+        found.extend(_all_commands(info.typer_instance, (*prefix, info.name)))
+    return found
+
+
+def test_every_command_has_help_text() -> None:
+    missing = []
+    for path, target in _all_commands(build_app()):
+        doc = getattr(target, "__doc__", None) if callable(target) else getattr(target.info, "help", None)
+        if not doc or not str(doc).strip():
+            missing.append(" ".join(path))
+    assert missing == []
