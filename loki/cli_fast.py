@@ -66,11 +66,18 @@ def emit_check(decision: Decision, json_output: bool) -> int:
 
 
 def write_error(exc: LokiError, json_output: bool) -> int:
-    """Exactly what :func:`loki.cli.run` prints for a LokiError."""
+    """Print a LokiError on stderr (one JSON document with ``--json``); return its exit code.
+
+    The one place that formats errors, for the typer app (:func:`loki.cli.run`) and the fast lanes.
+    """
+    from loki.errors import ExitCode
+
     if json_output:
         sys.stderr.write(json.dumps(exc.to_json(), ensure_ascii=False) + "\n")
     else:
-        sys.stderr.write(f"error: {exc.message}\n")
+        # "Nothing ready" (exit 3) is an answer, not a failure.
+        prefix = "" if exc.exit_code == ExitCode.NOTHING_TO_DO else "error: "
+        sys.stderr.write(f"{prefix}{exc.message}\n")
     return exc.exit_code
 
 

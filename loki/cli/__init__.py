@@ -8,7 +8,6 @@ unknown commands build everything.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -144,7 +143,8 @@ def hoist_root(args: list[str]) -> list[str]:
 
 def run(args: list[str]) -> int:
     """Run the app; map loki's exceptions to a message on stderr and their exit code."""
-    from loki.errors import ExitCode, LokiError
+    from loki.cli_fast import write_error
+    from loki.errors import LokiError
 
     try:
         args = hoist_root(args)
@@ -152,13 +152,7 @@ def run(args: list[str]) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except LokiError as exc:
-        if "--json" in args:
-            sys.stderr.write(json.dumps(exc.to_json(), ensure_ascii=False) + "\n")
-        else:
-            # "Nothing ready" (exit 3) is an answer, not a failure.
-            prefix = "" if exc.exit_code == ExitCode.NOTHING_TO_DO else "error: "
-            sys.stderr.write(f"{prefix}{exc.message}\n")
-        return exc.exit_code
+        return write_error(exc, "--json" in args)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
