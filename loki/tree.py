@@ -338,10 +338,11 @@ def status(store: Store) -> dict[str, Any]:
     deadletter = queue_docs[layout.DEADLETTER]
     counts["dead-letter"] = len(deadletter["tasks"])
     counts["abandoned"] = len(queue_docs[layout.ABANDONED]["tasks"])
-    breakers = store.read(layout.BREAKERS)
+    from loki.breakers import Breakers
+
     by_state = {"CLOSED": 0, "OPEN": 0, "HALF_OPEN": 0}
-    for entry in breakers.values():
-        by_state[entry["state"]] += 1
+    for breaker in Breakers(store).status():
+        by_state[breaker.state.value] += 1  # the effective state: an OPEN one past its cooldown is probing
     return {
         "root": store.root,
         "queue": counts,

@@ -179,3 +179,12 @@ def test_version_and_module_entry_point() -> None:
 def test_unknown_command_is_a_usage_error() -> None:
     result = loki_proc(["frobnicate"])
     assert result.code == 2
+
+
+def test_status_counts_breakers_by_their_effective_state(store: Store) -> None:
+    env = {"LOKI_NOW": "2026-01-25T10:00:00Z"}
+    for _ in range(3):
+        cli(["breaker", "failure", "api/x"], root=store.root, env=env)
+    assert cli(["status", "--json"], root=store.root, env=env).json()["breakers"]["OPEN"] == 1
+    later = cli(["status", "--json"], root=store.root, env={"LOKI_NOW": "2026-01-25T10:05:00Z"}).json()
+    assert later["breakers"] == {"CLOSED": 0, "OPEN": 0, "HALF_OPEN": 1}
