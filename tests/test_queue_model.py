@@ -1,0 +1,304 @@
+"""Model-based test of the queue (hypothesis stateful testing).
+
+Random sequences of add / claim / heartbeat / complete / fail / release / requeue-stale /
+cancel / retry / dead-letter review / time passing run against the real queue and against a
+small in-memory model written straight from the specification. After every step the
+``.loki/`` tree must equal the model (which file each task is in, its attempts, its holder)
+and every file must validate.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from loki import layout
+from loki.clock import ManualClock, add_seconds, format_ts, parse_ts
+from loki.deadletter import DeadLetter
+from loki.errors import Conflict, NothingToDo
+from loki.queue import Queue
+from loki.store import Store
+from loki.tree import init_tree, validate_tree
+
+AGENTS = ("a1", "a2", "a3")
+PRIORITIES = ("high", "medium", "low")
+RANK = {p: n for n, p in enumerate(PRIORITIES)}
+LEASE = 60
+MAX_ATTEMPTS = 3
+WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo")
+
+
+class ModelTask:
+    def __init__(self, task_id: str, priority: str, deps: list[str], created: str, serial: int) -> None:
+        self.id = task_id
+        self.priority = priority
+        self.deps = deps
+        self.created = created
+        self.serial = serial
+        self.state = "pending"
+        self.attempts = 0
+        self.holder: str | None = None
+        self.lease_until: str | None = None
+        self.available_at = created
+        self.max_attempts = MAX_ATTEMPTS
+
+
+class QueueMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp = tempfile.mkdtemp(prefix="loki-model-")
+        root = f"{self.tmp}/.loki"
+        init_tree(root)
+        self.clock = ManualClock("2026-01-25T10:00:00Z")
+        self.store = Store(root, clock=self.clock, validate_all=False)
+        self.queue = Queue(self.store)
+        self.tasks: dict[str, ModelTask] = {}
+        self.pending_order: list[str] = []  # the order of pending.json, which breaks FIFO ties
+        self.in_progress_order: list[str] = []  # expired leases are requeued in this order
+        self.counter = 0
+        self.word = 0
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # -- helpers -------------------------------------------------------------------------------------
+
+    def now(self) -> str:
+        return format_ts(self.clock.now())
+
+    def _leave_in_progress(self, task: ModelTask) -> None:
+        if task.state == "in-progress":
+            self.in_progress_order.remove(task.id)
+
+    def _to_pending(self, task: ModelTask, available_at: str) -> None:
+        task.state = "pending"
+        task.holder = None
+        task.lease_until = None
+        task.available_at = available_at
+        self.pending_order.append(task.id)
+
+    def _leave_pending(self, task: ModelTask) -> None:
+        self.pending_order.remove(task.id)
+
+    def _record_failure(self, task: ModelTask) -> None:
+        self._leave_in_progress(task)
+        task.state = "failing"
+        task.attempts += 1
+        task.holder = None
+        task.lease_until = None
+        if task.attempts >= task.max_attempts:
+            task.state = "dead-letter"
+        else:
+            delay = min(5 * 2 ** (task.attempts - 1), 300)
+            self._to_pending(task, format_ts(add_seconds(self.clock.now(), delay)))
+
+    def _expire_leases(self) -> None:
+        for task in [self.tasks[i] for i in self.in_progress_order]:
+            if task.lease_until is not None and parse_ts(task.lease_until) < self.clock.now():
+                self._record_failure(task)
+
+    def _ready(self, task: ModelTask) -> bool:
+        return (task.state == "pending" and parse_ts(task.available_at) <= self.clock.now()
+                and all(self.tasks[d].state == "completed" for d in task.deps))
+
+    def _error(self) -> str:
+        self.word += 1
+        return f"{WORDS[self.word % len(WORDS)]} failed in {WORDS[(self.word // len(WORDS)) % len(WORDS)]}"
+
+    # -- rules -----------------------------------------------------------------------------------------
+
+    @rule(priority=st.sampled_from(PRIORITIES), dep_picks=st.lists(st.integers(0, 50), max_size=2))
+    def add(self, priority: str, dep_picks: list[int]) -> None:
+        existing = sorted(self.tasks)
+        deps = sorted({existing[p % len(existing)] for p in dep_picks}) if existing else []
+        self.counter += 1
+        task_id = f"t{self.counter:03d}"
+        self.queue.add(f"task {self.counter}", task_id=task_id, priority=priority, depends_on=deps,
+                       max_attempts=MAX_ATTEMPTS)
+        self.tasks[task_id] = ModelTask(task_id, priority, deps, self.now(), self.counter)
+        self.pending_order.append(task_id)
+
+    @rule(agent=st.sampled_from(AGENTS))
+    def claim(self, agent: str) -> None:
+        self._expire_leases()
+        ready = [self.tasks[i] for i in self.pending_order if self._ready(self.tasks[i])]
+        expected = min(ready, key=lambda t: (RANK[t.priority], t.created, self.pending_order.index(t.id)),
+                       default=None)
+        try:
+            got = self.queue.claim(agent, lease_seconds=LEASE)
+        except NothingToDo:
+            assert expected is None
+            return
+        assert expected is not None and got["id"] == expected.id
+        self._leave_pending(expected)
+        self.in_progress_order.append(expected.id)
+        expected.state = "in-progress"
+        expected.holder = agent
+        expected.lease_until = format_ts(add_seconds(self.clock.now(), LEASE))
+
+    def _holder_call(self, pick: int, agent_pick: int, call: Any) -> ModelTask | None:
+        """Run ``call(task_id, agent)`` on some task; check that only its holder succeeds."""
+        if not self.tasks:
+            return None
+        task = self.tasks[sorted(self.tasks)[pick % len(self.tasks)]]
+        agent = AGENTS[agent_pick % len(AGENTS)]
+        is_holder = task.state == "in-progress" and task.holder == agent
+        try:
+            call(task.id, agent)
+        except Conflict:
+            assert not is_holder, f"{agent} holds {task.id} but was refused"
+            return None
+        assert is_holder, f"{agent} does not hold {task.id} ({task.state}, {task.holder}) but succeeded"
+        return task
+
+    @rule(pick=st.integers(0, 99), agent_pick=st.integers(0, 2))
+    def complete(self, pick: int, agent_pick: int) -> None:
+        task = self._holder_call(pick, agent_pick, lambda i, a: self.queue.complete(i, a))
+        if task is not None:
+            self._leave_in_progress(task)
+            task.state, task.holder, task.lease_until = "completed", None, None
+
+    @rule(pick=st.integers(0, 99), agent_pick=st.integers(0, 2))
+    def fail(self, pick: int, agent_pick: int) -> None:
+        error = self._error()
+        task = self._holder_call(pick, agent_pick, lambda i, a: self.queue.fail(
+            i, a, error=error, error_type="test_failure", approach=f"approach {self.word}"))
+        if task is not None:
+            self._record_failure(task)
+
+    @rule(pick=st.integers(0, 99), agent_pick=st.integers(0, 2))
+    def release(self, pick: int, agent_pick: int) -> None:
+        task = self._holder_call(pick, agent_pick, lambda i, a: self.queue.release(i, a))
+        if task is not None:
+            self._leave_in_progress(task)
+            self._to_pending(task, task.available_at)
+
+    @rule(pick=st.integers(0, 99), agent_pick=st.integers(0, 2))
+    def heartbeat(self, pick: int, agent_pick: int) -> None:
+        task = self._holder_call(pick, agent_pick, lambda i, a: self.queue.heartbeat(i, a, lease_seconds=LEASE))
+        if task is not None:
+            task.lease_until = format_ts(add_seconds(self.clock.now(), LEASE))
+
+    @rule(seconds=st.sampled_from([1, 5, 30, 61, 300]))
+    def time_passes(self, seconds: int) -> None:
+        self.clock.advance(seconds)
+
+    @rule()
+    def requeue_stale(self) -> None:
+        self.queue.requeue_stale()
+        self._expire_leases()
+
+    @rule(pick=st.integers(0, 99))
+    def cancel(self, pick: int) -> None:
+        if not self.tasks:
+            return
+        task = self.tasks[sorted(self.tasks)[pick % len(self.tasks)]]
+        try:
+            self.queue.cancel(task.id)
+        except Conflict:
+            assert task.state not in ("pending", "blocked", "in-progress", "failed")
+            return
+        assert task.state in ("pending", "blocked", "in-progress", "failed")
+        if task.state == "pending":
+            self._leave_pending(task)
+        self._leave_in_progress(task)
+        task.state, task.holder, task.lease_until = "cancelled", None, None
+
+    @rule(pick=st.integers(0, 99))
+    def retry(self, pick: int) -> None:
+        if not self.tasks:
+            return
+        task = self.tasks[sorted(self.tasks)[pick % len(self.tasks)]]
+        try:
+            self.queue.retry(task.id)
+        except Conflict:
+            assert task.state not in ("failed", "cancelled", "dead-letter")
+            return
+        assert task.state in ("failed", "cancelled", "dead-letter")
+        self._to_pending(task, self.now())
+
+    @precondition(lambda self: any(t.state == "dead-letter" for t in self.tasks.values()))
+    @rule()
+    def review(self) -> None:
+        DeadLetter(self.store).review(force=True)
+        # With distinct errors and approaches, no labels and no discovered dependencies, the only
+        # decision the protocol can take here is the attempts criterion.
+        for task in self.tasks.values():
+            if task.state == "dead-letter" and task.attempts >= 10:
+                task.state = "abandoned"
+
+    # -- the invariant -----------------------------------------------------------------------------------
+
+    @invariant()
+    def tree_equals_model(self) -> None:
+        store = self.store
+        where: dict[str, tuple[str, dict[str, Any]]] = {}
+        for state in layout.QUEUE_STATES:
+            for task in store.read(layout.queue_file(state))["tasks"]:
+                assert task["id"] not in where, f"{task['id']} is in two files"
+                assert task["status"] == state
+                where[task["id"]] = (state, task)
+        for state, rel in (("dead-letter", layout.DEADLETTER), ("abandoned", layout.ABANDONED)):
+            for entry in store.read(rel)["tasks"]:
+                assert entry["task_id"] not in where, f"{entry['task_id']} is in two files"
+                assert entry["failure_count"] == len(entry["attempts"])
+                where[entry["task_id"]] = (state, entry["task_data"])
+        assert set(where) == set(self.tasks), "a task was lost or invented"
+        for task_id, model in self.tasks.items():
+            state, task = where[task_id]
+            assert state == model.state, f"{task_id}: file says {state}, model says {model.state}"
+            assert len(task["attempts"]) == model.attempts, task_id
+            assert task["claimed_by"] == model.holder, task_id
+            assert task["lease_until"] == model.lease_until, task_id
+            if state == "pending":
+                assert task["available_at"] == model.available_at, task_id
+        pending = [t["id"] for t in store.read(layout.queue_file("pending"))["tasks"]]
+        assert pending == self.pending_order
+        in_progress = [t["id"] for t in store.read(layout.queue_file("in-progress"))["tasks"]]
+        assert in_progress == self.in_progress_order
+        for rel in [layout.queue_file(s) for s in layout.QUEUE_STATES] + [layout.DEADLETTER, layout.ABANDONED]:
+            data = store.read_bytes(rel)
+            assert data is not None
+            assert store.schemas.problems(layout.kind_for(rel).schema, store.parse(rel, data)) == []  # type: ignore[union-attr]
+
+    def check_whole_tree(self) -> None:
+        assert [str(p) for p in validate_tree(self.store)] == []
+
+
+QueueMachine.TestCase.settings = settings(
+    max_examples=int(os.environ.get("LOKI_MODEL_EXAMPLES", "60")), stateful_step_count=40, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestQueueModel = QueueMachine.TestCase
+
+
+def test_a_long_random_run_validates_with_the_reference_validator() -> None:
+    machine = QueueMachine()
+    try:
+        rng = __import__("random").Random(7)
+        for _ in range(300):
+            choice = rng.randrange(7)
+            if choice == 0 or not machine.tasks:
+                machine.add(rng.choice(PRIORITIES), [rng.randrange(50)] if rng.random() < 0.3 else [])
+            elif choice == 1:
+                machine.claim(rng.choice(AGENTS))
+            elif choice == 2:
+                machine.fail(rng.randrange(99), rng.randrange(3))
+            elif choice == 3:
+                machine.complete(rng.randrange(99), rng.randrange(3))
+            elif choice == 4:
+                machine.time_passes(rng.choice([1, 5, 30, 61, 300]))
+            elif choice == 5:
+                machine.retry(rng.randrange(99))
+            else:
+                machine.requeue_stale()
+            machine.tree_equals_model()
+        machine.check_whole_tree()
+    finally:
+        machine.teardown()
