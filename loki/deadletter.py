@@ -127,8 +127,9 @@ class DeadLetter:
     def retry(self, task_id: str, *, approach: str | None = None, reset_count: bool = False,
               fix_commit: str | None = None) -> dict[str, Any]:
         """Back to pending now (a recovery), documenting the new approach or the fixing commit."""
-        from loki.queue import Queue
+        from loki.queue import Queue, check_fix_commit
 
+        check_fix_commit(fix_commit)  # arguments first, then the state
         self.show(task_id)  # only dead-letter entries: a clear error otherwise
         return Queue(self.store).retry(task_id, approach=approach, reset_count=reset_count, fix_commit=fix_commit)
 

@@ -121,3 +121,17 @@ class CircuitOpen(LokiError):
         super().__init__(message, name=name, retry_after=retry_after, **details)
         self.name = name
         self.retry_after = retry_after
+
+
+def describe_os_error(exc: OSError) -> str:
+    """The reason an OS call failed, in words a user acts on (the same for every part of loki)."""
+    import errno
+
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        return "no space left on device"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"permission denied ({reason})"
+    if exc.errno == errno.EFBIG:
+        return "file too large for this system's limits"
+    return reason

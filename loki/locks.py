@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 
-from loki.errors import LockTimeout, StateFileError
+from loki.errors import LockTimeout, StateFileError, describe_os_error
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ class FileLock:
             if exc.errno == 40:  # ELOOP: a symlink
                 raise StateFileError(self.display_path, "the lock file is a symbolic link; refusing to follow it") \
                     from None
-            raise StateFileError(self.display_path, f"cannot open lock file: {exc.strerror}") from None
+            raise StateFileError(self.display_path, f"cannot open lock file: {describe_os_error(exc)}") from None
 
     def _timeout_error(self) -> LockTimeout:
         holder = read_lock_record(self.path).get("holder") or {}

@@ -642,9 +642,7 @@ class Queue:
         the blocking bug. From dead-letter it counts as a recovery in the file's metadata.
         """
         check_id(task_id, "task id")
-        if fix_commit is not None and re.fullmatch(r"[0-9a-fA-F]{4,64}", fix_commit) is None:
-            raise InvalidInput(f"--fix-commit {fix_commit!r} is not a commit hash (4-64 hex digits)",
-                               field="fix_commit")
+        check_fix_commit(fix_commit)
         now = format_ts(self._now())
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
             session = Session(txn)
@@ -741,6 +739,11 @@ class _DependencyIndex:
             if not self._archived[dep]:
                 return False
         return True
+
+
+def check_fix_commit(fix_commit: str | None) -> None:
+    if fix_commit is not None and re.fullmatch(r"[0-9a-fA-F]{4,64}", fix_commit) is None:
+        raise InvalidInput(f"--fix-commit {fix_commit!r} is not a commit hash (4-64 hex digits)", field="fix_commit")
 
 
 def _at(where: str) -> str:

@@ -35,7 +35,7 @@ import stat
 
 from loki import jsonio, layout
 from loki.clock import Clock, default_clock, format_ts
-from loki.errors import LokiError, SchemaViolation, StateFileError
+from loki.errors import LokiError, SchemaViolation, StateFileError, describe_os_error
 from loki.locks import DEFAULT_TIMEOUT, FileLock, read_lock_record
 from loki.paths import check_relpath
 from loki.schema import Registry, pointer, registry
@@ -112,14 +112,7 @@ def _unlink_quietly(path: str) -> None:
 
 
 def _os_error(rel: str, exc: OSError, action: str) -> LokiError:
-    reason = exc.strerror or str(exc)
-    if exc.errno == errno.ENOSPC:
-        reason = "no space left on device"
-    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        reason = f"permission denied ({reason})"
-    elif exc.errno == errno.EFBIG:
-        reason = "file too large for this system's limits"
-    return StateFileError(rel, f"cannot {action}: {reason}")
+    return StateFileError(rel, f"cannot {action}: {describe_os_error(exc)}")
 
 
 class Store:
@@ -269,6 +262,34 @@ class Store:
         finally:
             os.close(fd)
 
+    def read_from(self, rel: str, offset: int, limit: int = 1 << 20) -> tuple[bytes, int]:
+        """Up to ``limit`` bytes of an append-only log from ``offset``, and the log's current size.
+
+        Followers of a log (the watcher's DRIFT_DETECTED offset, a display tailing
+        ``logs/signals.jsonl``) read only what is new instead of the whole file. An absent
+        log is ``(b"", 0)``. Symlinks and non-regular files are refused as in :meth:`read_bytes`.
+        """
+        self._check_parent(rel)
+        try:
+            fd = os.open(self.path(rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return b"", 0
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise StateFileError(rel, "is a symbolic link; loki refuses to follow links out of .loki/") from None
+            raise _os_error(rel, exc, "read") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise StateFileError(rel, "is not a regular file")
+            if offset >= st.st_size:
+                return b"", st.st_size
+            return os.pread(fd, min(limit, st.st_size - offset), offset), st.st_size
+        except OSError as exc:
+            raise _os_error(rel, exc, "read") from None
+        finally:
+            os.close(fd)
+
     def parse(self, rel: str, data: bytes, *, trusted: bool = False) -> Any:
         """Bytes -> validated, normalised document of the kind ``rel`` names."""
         kind = layout.kind_for(rel)
@@ -336,6 +357,14 @@ class Store:
         finally:
             for txn in txns.values():
                 txn.abort()
+
+    def stat_key(self, rel: str) -> tuple[int, int, int, int] | None:
+        """(inode, size, mtime, ctime) of a state file, None if absent: equal keys, same content.
+
+        Every write replaces the file (a new inode) or appends (a new size), so a reader that
+        caches what it parsed (the live view, re-drawn every second) can tell when to re-read.
+        """
+        return self._stat_key(rel)
 
     def _stat_key(self, rel: str) -> tuple[int, int, int, int] | None:
         try:
