@@ -21,7 +21,7 @@ from loki.schema import pointer, registry
 from loki.store import TEMP_SUFFIX, Store, fsync_dir
 
 STALE_TEMP_SECONDS = 300
-_TEMP_NAME = re.compile(r"^\..+\.\d+\.[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + "$")
+_TEMP_NAME = re.compile(r"^\..+\.(\d+)\.[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + "$")
 QUEUE_FILES = [layout.queue_file(s) for s in layout.QUEUE_STATES]
 
 
@@ -283,8 +283,9 @@ class DoctorReport:
 def doctor(store: Store, repair: bool = False) -> DoctorReport:
     """Finish journals, report stale temp files and broken files; with ``repair``, clean up.
 
-    Repair never deletes data: temp files older than 5 minutes are partial writes that
-    were never published; a corrupt file is moved aside as ``<name>.corrupt.<ts>``.
+    Repair never deletes data: temp files older than 5 minutes, or whose writer process is
+    gone, are partial writes that were never published; a corrupt file is moved aside as
+    ``<name>.corrupt.<ts>``.
     """
     report = DoctorReport()
     for rel, st in list(_walk(store.root)):
@@ -296,9 +297,10 @@ def doctor(store: Store, repair: bool = False) -> DoctorReport:
     now = store.clock.now().timestamp()
     for rel, st in _walk(store.root):
         name = rel.rsplit("/", 1)[-1]
-        if stat.S_ISREG(st.st_mode) and _TEMP_NAME.match(name):
+        match = _TEMP_NAME.match(name)
+        if stat.S_ISREG(st.st_mode) and match:
             report.temp_files.append(rel)
-            if repair and now - st.st_mtime >= STALE_TEMP_SECONDS:
+            if repair and (now - st.st_mtime >= STALE_TEMP_SECONDS or not _writer_alive(int(match.group(1)))):
                 os.unlink(store.path(rel))
                 report.temp_removed.append(rel)
     report.problems = validate_tree(store)
@@ -313,6 +315,22 @@ def doctor(store: Store, repair: bool = False) -> DoctorReport:
         if broken:
             report.problems = validate_tree(store)
     return report
+
+
+def _writer_alive(pid: int) -> bool:
+    """Whether the process that named a temp file may still be writing it.
+
+    A temp file carries its writer's pid. If no such process exists on this machine the
+    write can never be published, so the file may go at once instead of after 5 minutes.
+    Unsure (pid reused, no permission to ask) counts as alive.
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _movable(store: Store, problem: Problem) -> bool:

@@ -124,8 +124,9 @@ def test_doctor_finishes_a_journal(store: Store) -> None:
 
 
 def test_doctor_sweeps_only_stale_temp_files_and_only_with_repair(store: Store) -> None:
-    stale = Path(store.path("queue/.pending.json.123.deadbeef.tmp"))
-    fresh = Path(store.path("queue/.pending.json.124.cafebabe.tmp"))
+    # Both writers are alive (this process): only age decides.
+    stale = Path(store.path(f"queue/.pending.json.{os.getpid()}.deadbeef.tmp"))
+    fresh = Path(store.path(f"queue/.pending.json.{os.getpid()}.cafebabe.tmp"))
     stale.write_text("partial")
     fresh.write_text("partial")
     now = store.clock.now().timestamp()
@@ -136,8 +137,20 @@ def test_doctor_sweeps_only_stale_temp_files_and_only_with_repair(store: Store) 
     assert sorted(report["temp_files"]) == sorted([str(p.relative_to(store.root)) for p in (stale, fresh)])
     assert stale.exists() and fresh.exists()
     report = cli(["doctor", "--repair", "--json"], root=store.root, env=env).json()
-    assert report["temp_removed"] == ["queue/.pending.json.123.deadbeef.tmp"]
+    assert report["temp_removed"] == [f"queue/.pending.json.{os.getpid()}.deadbeef.tmp"]
     assert not stale.exists() and fresh.exists()
+
+
+def test_doctor_sweeps_a_fresh_temp_file_whose_writer_died(store: Store) -> None:
+    import subprocess
+    import sys
+
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(child.stdout)  # that process has exited
+    orphan = Path(store.path(f"queue/.pending.json.{dead_pid}.0badf00d.tmp"))
+    orphan.write_text("partial")
+    report = cli(["doctor", "--repair", "--json"], root=store.root).json()
+    assert report["temp_removed"] == [str(orphan.relative_to(store.root))] and not orphan.exists()
 
 
 def test_doctor_repair_moves_a_corrupt_file_aside_and_never_deletes_it(store: Store) -> None:
