@@ -32,5 +32,8 @@ lint: $(STAMP_DEV)
 bench: $(STAMP_DEV)
 	$(PY) bench/run.py
 
+torture: $(STAMP_DEV)
+	$(PY) -m tests.torture.harness --rounds $(or $(ROUNDS),200) --workers $(or $(WORKERS),4)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,16 @@
+"""A reduced round of the crash harness in every test run (`make torture` runs the long one)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.torture.harness import run
+
+
+def test_crash_harness_finds_no_violation(tmp_path: Path) -> None:
+    rounds = int(os.environ.get("LOKI_TORTURE_ROUNDS", "15"))
+    result = run(rounds=rounds, workers=4, seed=20261122, root=str(tmp_path))
+    assert result["violations"] == 0, result["violation_details"]
+    assert result["rounds"] == rounds and result["kills"] >= rounds * 3
+    assert result["operations"] > rounds * 5

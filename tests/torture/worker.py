@@ -1,0 +1,101 @@
+"""One torture worker: random mixed operations on a shared .loki/ until it is killed.
+
+Every operation is written to the worker's op log twice, unbuffered: ``begin`` before it
+starts and ``end`` once it returned. A SIGKILL can land anywhere, so the checker treats a
+``begin`` without ``end`` as "may or may not have happened" and an ``end`` as "happened".
+
+usage: python -m tests.torture.worker ROOT SEED WORKER OPLOG
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import sys
+
+from loki.breakers import Breakers
+from loki.deadletter import DeadLetter
+from loki.errors import LokiError
+from loki.queue import Queue
+from loki.store import Store
+
+BREAKER = "api/torture"
+
+
+class Worker:
+    def __init__(self, root: str, seed: int, name: str, oplog: str) -> None:
+        self.rng = random.Random(seed)
+        self.name = name
+        self.store = Store(root, validate_all=False, lock_timeout=30)
+        self.queue = Queue(self.store)
+        self.log_fd = os.open(oplog, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.serial = 0
+        self.held: list[tuple[str, str]] = []
+
+    def log(self, *words: str) -> None:
+        os.write(self.log_fd, (" ".join(words) + "\n").encode())
+
+    def run(self) -> None:
+        ops = [(self.add, 5), (self.claim, 5), (self.finish, 6), (self.breaker, 4), (self.maintenance, 2)]
+        choices = [op for op, weight in ops for _ in range(weight)]
+        while True:
+            # Conflicts and nothing-to-do are part of the game; the checker looks at the files.
+            with contextlib.suppress(LokiError):
+                self.rng.choice(choices)()
+
+    def add(self) -> None:
+        self.serial += 1
+        task_id = f"{self.name}-{self.serial}"
+        self.log("begin", "add", task_id)
+        self.queue.add(f"torture task {task_id}", task_id=task_id, max_attempts=self.rng.choice([1, 2, 3]),
+                       priority=self.rng.choice(["high", "medium", "low"]))
+        self.log("end", "add", task_id)
+
+    def claim(self) -> None:
+        task = self.queue.claim(self.name, lease_seconds=self.rng.choice([1, 3600]))
+        self.held.append((task["id"], task["claim_token"]))
+
+    def finish(self) -> None:
+        if not self.held:
+            return
+        task_id, token = self.held.pop(self.rng.randrange(len(self.held)))
+        roll = self.rng.random()
+        if roll < 0.5:
+            self.queue.complete(task_id, self.name, token=token)
+        elif roll < 0.9:
+            self.queue.fail(task_id, self.name, token=token, error=f"error {self.rng.choice('abcdef')}",
+                            approach=f"approach {self.rng.randrange(5)}", error_type="test_failure")
+        else:
+            self.queue.release(task_id, self.name, token=token)
+
+    def breaker(self) -> None:
+        breakers = Breakers(self.store)
+        if self.rng.random() < 0.5:
+            self.log("begin", "breaker-failure", BREAKER)
+            breakers.record_failure(BREAKER, error="torture")
+            self.log("end", "breaker-failure", BREAKER)
+        else:
+            self.log("begin", "breaker-success", BREAKER)
+            breakers.record_success(BREAKER)
+            self.log("end", "breaker-success", BREAKER)
+
+    def maintenance(self) -> None:
+        roll = self.rng.random()
+        if roll < 0.3:
+            self.queue.requeue_stale()
+        elif roll < 0.5:
+            DeadLetter(self.store).review(force=True)
+        elif roll < 0.8:
+            pending = self.queue.list_tasks("dead-letter", limit=5)["tasks"]
+            if pending:
+                self.queue.retry(self.rng.choice(pending)["id"])
+        else:
+            pending = self.queue.list_tasks("pending", limit=5)["tasks"]
+            if pending:
+                self.queue.cancel(self.rng.choice(pending)["id"], reason="torture")
+
+
+if __name__ == "__main__":
+    root, seed, name, oplog = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    Worker(root, seed, name, oplog).run()
