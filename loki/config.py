@@ -36,7 +36,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "signals": {"human_review_timeout_hours": 24, "drift_accumulated_threshold": 3, "legacy_strict_mode": False},
     "watch": {"rescan_seconds": 1.0, "tick_seconds": 5.0},
-    "strikes": {"warn_at": 2, "stop_at": 3, "stop_decision": "deny", "input_hash_chars": 200, "history": 50},
+    # The "adr" preset's values; loki/tiers.py resolves preset + explicit keys (docs/hooks.md).
+    "strikes": {"preset": "adr", "warn_at": 2, "stop_at": 3, "stop_decision": "deny", "escalate": True,
+                "input_hash_chars": 200, "history": 50},
     "memory": {"max_records": 100_000, "inject_max_chars": 300},
 }
 
