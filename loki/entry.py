@@ -22,6 +22,10 @@ def _fast_lane(args: list[str]) -> int | None:
         from loki.cli_fast import breaker_check
 
         return breaker_check(args)
+    if "hook" in args:  # Claude Code's hooks: every tool call of every agent (loki/hookio.py)
+        from loki.hookio import main as hook_main
+
+        return hook_main(args)
     return None
 
 
