@@ -70,6 +70,18 @@ def _run(app: typer.Typer) -> None:
     app.command("run", context_settings=run_command.CONTEXT)(run_command.run)
 
 
+def _hooks(app: typer.Typer) -> None:
+    from loki.cli import hooks
+
+    hooks.register(app)
+
+
+def _errors(app: typer.Typer) -> None:
+    from loki.cli import errors
+
+    app.add_typer(errors.app, name="errors")
+
+
 REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "init": _admin,
     "status": _admin,
@@ -83,6 +95,9 @@ REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "escalations": _escalations,
     "breaker": _breaker,
     "run": _run,
+    "hook": _hooks,
+    "hooks": _hooks,
+    "errors": _errors,
 }
 
 

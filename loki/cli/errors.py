@@ -1,0 +1,130 @@
+"""``loki errors ...``: what agents keep failing at.
+
+Today the group holds the 3-strike protocol's state (``list``, ``show``, ``reset``, over
+:class:`loki.strikes.Strikes`, one branch at a time). Error memory (issue 8: ``search``, ``stats``,
+``reindex``, ``compact``) registers its commands on the same ``app``: every command here takes
+its own options, and nothing in the group callback assumes strikes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from loki.cli.common import JSON_HELP, print_json, say, store_from, table
+
+app = typer.Typer(
+    help="Errors agents hit: the 3-strike protocol's state per branch (list, show, reset).",
+    no_args_is_help=True,
+)
+
+BRANCH_HELP = "The git branch (default: the one checked out in the current directory; 'no-git' outside a repository)."
+KEY_HELP = "A strike key (Bash:1a2b...), its input hash, or a unique prefix of either."
+
+
+def _strikes(ctx: typer.Context, branch: str | None) -> Any:
+    from loki.strikes import Strikes
+
+    return Strikes(store_from(ctx), branch=branch)
+
+
+def _call(entry: dict[str, Any]) -> str:
+    call = entry.get("call")
+    return call if isinstance(call, str) and call else f"{entry['tool']} {entry.get('input_preview', '')[:80]}"
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    branch: str | None = typer.Option(None, "--branch", help=BRANCH_HELP),
+    all_branches: bool = typer.Option(False, "--all-branches", help="Every branch that has strike state."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Calls with strikes on a branch: how many, the tier, the last error."""
+    from loki.strikes import Strikes
+
+    store = store_from(ctx)
+    branches: list[str | None] = [row["branch"] for row in Strikes.branches(store)] if all_branches else [branch]
+    report: list[dict[str, Any]] = []
+    for name in branches:
+        strikes = Strikes(store, branch=name)
+        tiers = strikes.tiers
+        report.append({"branch": strikes.branch, "tiers": tiers.to_json(),
+                       "strikes": [dict(e, tier=tiers.tier(e["strike_count"])) for e in strikes.active()]})
+    if json_output:
+        print_json(report[0] if not all_branches else {"branches": report})
+        return
+    rows = [[r["branch"], e["key"], e["strike_count"], e["tier"], e["last_at"], _call(e), e.get("last_error", "")]
+            for r in report for e in r["strikes"]]
+    if rows:
+        table(None, ["branch", "key", "strikes", "tier", "last failure", "call", "last error"], rows)
+    where = "any branch" if all_branches else f"branch {report[0]['branch']}"
+    say(f"{len(rows)} failing call(s) on {where}")
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context,
+    key: str | None = typer.Argument(None, help=KEY_HELP + " Omit it for the whole branch."),
+    branch: str | None = typer.Option(None, "--branch", help=BRANCH_HELP),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """One call's streak with its attempts, or the branch's whole strike state."""
+    strikes = _strikes(ctx, branch)
+    state = strikes.state()
+    if key is None:
+        if json_output:
+            print_json(state)
+            return
+        say(f"branch {strikes.branch}: highest strike {state['strike_count']}, {len(state['keys'])} failing call(s), "
+            f"{len(state['attempts'])} recent attempt(s)")
+        _attempts(state["attempts"])
+        return
+    found = strikes.find_key(key)
+    entry = state["keys"][found]
+    attempts = [a for a in state["attempts"] if a["tool"] == entry["tool"] and a["input_hash"] == entry["input_hash"]]
+    tier = strikes.tiers.tier(entry["strike_count"])
+    if json_output:
+        print_json({"branch": strikes.branch, "key": found, "tier": tier, "entry": entry, "attempts": attempts})
+        return
+    say(f"{found} on branch {strikes.branch}: {entry['strike_count']} strike(s), tier {tier}")
+    say(f"call: {_call(entry)}; compared as: {entry.get('input_preview', '')}")
+    say(f"since {entry['first_at']}, last {entry['last_at']}; sessions: {', '.join(entry.get('sessions', [])) or '-'}")
+    say(f"last error ({entry.get('error_class')}): {entry.get('last_error', '')}")
+    say(f"suggestion: {entry.get('suggestion') or '-'}")
+    if entry.get("escalation"):
+        say(f"escalated {entry['escalated_at']}: escalations/{entry['escalation']}")
+    _attempts(attempts)
+
+
+def _attempts(attempts: list[dict[str, Any]]) -> None:
+    if attempts:
+        table(None, ["when", "tool", "input hash", "strike", "status", "session", "error"],
+              [[a["timestamp"], a["tool"], a["input_hash"], a.get("strike", ""), a["status"], a.get("session") or "",
+                a["error"]] for a in attempts[-20:]])
+
+
+@app.command("reset")
+def reset(
+    ctx: typer.Context,
+    key: str | None = typer.Argument(None, help=KEY_HELP),
+    all_keys: bool = typer.Option(False, "--all", help="Clear every strike on the branch."),
+    branch: str | None = typer.Option(None, "--branch", help=BRANCH_HELP),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Clear a call's strikes once its cause is fixed (its attempts are kept, marked 'reset')."""
+    from loki.errors import UsageError
+
+    if (key is None) == (not all_keys):
+        raise UsageError("name a strike to reset (see `loki errors list`), or pass --all")
+    strikes = _strikes(ctx, branch)
+    cleared = strikes.reset(key, all_keys=all_keys)
+    if json_output:
+        print_json({"branch": strikes.branch, "reset": [{"key": e["key"], "strike_count": e["strike_count"]}
+                                                         for e in cleared]})
+        return
+    for entry in cleared:
+        say(f"reset {entry['key']} ({entry['strike_count']} strike(s): {_call(entry)}) on branch {strikes.branch}")
+    if not cleared:
+        say(f"nothing to reset on branch {strikes.branch}")
