@@ -35,7 +35,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "recovery_step_seconds": 60,
     },
     "signals": {"human_review_timeout_hours": 24, "drift_accumulated_threshold": 3, "legacy_strict_mode": False},
-    "watch": {"rescan_seconds": 1.0, "tick_seconds": 5.0},
+    "watch": {"rescan_seconds": 1.0, "tick_seconds": 5.0, "settle_seconds": 2.0, "observer": "auto"},
     # The "adr" preset's values; loki/tiers.py resolves preset + explicit keys (docs/hooks.md).
     "strikes": {"preset": "adr", "warn_at": 2, "stop_at": 3, "stop_decision": "deny", "escalate": True,
                 "input_hash_chars": 200, "history": 50},

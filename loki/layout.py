@@ -21,6 +21,8 @@ DEADLETTER = "queue/dead-letter.json"
 ABANDONED = "queue/abandoned.json"
 BREAKERS = "state/circuit-breakers.json"
 WATCH_STATE = "state/watch.json"
+FRICTION_MAP = "state/friction-map.json"
+KNOWLEDGE = "institutional-knowledge.md"
 CONFIG = "config/loki.json"
 CONTINUITY = "CONTINUITY.md"
 STRIKES_DIR = "state/errors"
@@ -121,6 +123,7 @@ BREAKERS_KIND = FileKind("circuit-breakers", "circuit-breakers-file.json", dict,
                          records_are_values=True)
 STRIKES_KIND = FileKind("strikes", "strikes-file.json", lambda: None)
 WATCH_KIND = FileKind("watch-state", "watch-state.json", lambda: {"version": 1})
+FRICTION_KIND = FileKind("friction-map", "friction-map.json", lambda: {"version": 1, "frictions": []}, "frictions")
 CONFIG_KIND = FileKind("config", "config.json", lambda: {"version": 1})
 
 
@@ -137,6 +140,8 @@ def kind_for(rel: str) -> FileKind | None:
         return BREAKERS_KIND
     if rel == WATCH_STATE:
         return WATCH_KIND
+    if rel == FRICTION_MAP:
+        return FRICTION_KIND
     if rel == CONFIG:
         return CONFIG_KIND
     if rel.startswith(STRIKES_DIR + "/") and rel.endswith(".json") and rel.count("/") == 2:

@@ -447,16 +447,21 @@ class Store:
         finally:
             os.close(fd)
 
-    def create_unique(self, rel_dir: str, name: str, data: bytes, *, suffix: str = "", separator: str = "-") -> str:
+    def create_unique(self, rel_dir: str, name: str, data: bytes, *, suffix: str = "", separator: str = "-",
+                      mtime_ns: int | None = None) -> str:
         """Publish a new file ``rel_dir/name`` without ever overwriting one; return its relative path.
 
         Written to a temp file, fsynced, then hard-linked into place (``link`` fails if the
         name exists, where ``rename`` would overwrite), so a reader sees all of it or nothing.
         A taken name gets ``-2``, ``-3``... (``separator`` + number) before ``suffix``.
+        ``mtime_ns``: the file's modification time, set before it is published (the kernel's
+        own is only as fine as a clock tick; signals are consumed in mtime order).
         """
         directory = self.ensure_dir(rel_dir)
         try:
             tmp = write_temp(os.path.join(directory, name + suffix), data)
+            if mtime_ns is not None:
+                os.utime(tmp, ns=(mtime_ns, mtime_ns))
         except OSError as exc:
             raise _os_error(f"{rel_dir}/{name}{suffix}", exc, "write") from None
         try:

@@ -23,6 +23,8 @@ from loki.store import TEMP_SUFFIX, Store, fsync_dir
 STALE_TEMP_SECONDS = 300
 _TEMP_NAME = re.compile(r"^\..+\.(\d+)\.[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + "$")
 QUEUE_FILES = [layout.queue_file(s) for s in layout.QUEUE_STATES]
+_QUARANTINE = f"{layout.SIGNALS_DIR}/.quarantine/"
+_OUTCOME_LOG = f"{layout.LOGS_DIR}/signals.jsonl"
 
 
 @dataclass
@@ -141,6 +143,8 @@ def validate_tree(store: Store) -> list[Problem]:
         return None if found else doc
 
     for rel, st in _walk(store.root):
+        if rel.startswith(_QUARANTINE):
+            continue  # known bad and isolated by the watcher; why is in logs/signals.jsonl
         if stat.S_ISLNK(st.st_mode):
             problems.append(Problem(rel, "", "is a symbolic link; loki refuses to follow links in .loki/"))
             continue
@@ -167,6 +171,8 @@ def validate_tree(store: Store) -> list[Problem]:
             _check_jsonl(store, rel, problems, reference, "memory-record.json")
         elif rel.startswith(layout.ARCHIVE_DIR + "/") and rel.endswith(".jsonl"):
             _check_jsonl(store, rel, problems, reference, "task.json")
+        elif rel == _OUTCOME_LOG:
+            _check_jsonl(store, rel, problems, reference, "signal-outcome.json")
         elif rel.startswith(layout.LOGS_DIR + "/") and rel.endswith(".jsonl"):
             _check_jsonl(store, rel, problems, reference, None)
     problems.extend(_cross_file_problems(docs))
@@ -368,7 +374,18 @@ def status(store: Store) -> dict[str, Any]:
         "signals_waiting": count_signals(store),
         "dead_letter": {"size": counts["dead-letter"], "last_reviewed": deadletter["metadata"]["last_reviewed"]},
         "escalations": _count_files(store, layout.ESCALATIONS_DIR, ".md"),
+        "watcher": _watcher(store),
     }
+
+
+def _watcher(store: Store) -> dict[str, Any]:
+    """Whether a ``loki watch`` consumes signals now (and which), and how far it got."""
+    from loki.consumer import consumer_status
+
+    holder = consumer_status(store)
+    state = store.read(layout.WATCH_STATE)
+    return {"consuming": holder is not None, "holder": holder, "last_tick": state.get("last_tick"),
+            "signals_processed": state.get("signals_processed", 0)}
 
 
 def count_signals(store: Store) -> int:

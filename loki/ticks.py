@@ -1,0 +1,133 @@
+"""The watcher's periodic tick: what must happen because time passed, not because a signal came.
+
+* expired leases are requeued (``Queue.requeue_stale``: a ``timeout`` attempt each);
+* blocked tasks whose human-review deadline passed move to the dead-letter queue
+  (reference, HUMAN_REVIEW_NEEDED: "timeout: 24 hours -> move task to dead letter queue");
+* OPEN breakers whose cooldown is over are reported as HALF_OPEN (the breakers module
+  writes that transition lazily, on the next check; the tick only says so, once);
+* the dead-letter review runs when it is due (``deadletter.review_interval_hours``).
+
+Each step first looks without a lock and takes the queue lock only when there is
+something to do, so a tick every few seconds costs agents nothing. Every action is
+appended to ``logs/events.jsonl``. ``now`` is the store's clock: tests move it by hand.
+"""
+
+from __future__ import annotations
+
+from loki import deadletter, layout
+from loki.clock import format_ts, parse_ts
+from loki.config import setting
+from loki.tasks import add_note
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Any
+
+    from loki.store import Store
+
+EVENTS_LOG = f"{layout.LOGS_DIR}/events.jsonl"
+SOURCE = "loki watch"
+
+
+def _event(action: str, detail: str, **extra: Any) -> dict[str, Any]:
+    return {"event": "tick", "action": action, "detail": detail, **extra}
+
+
+class Tick:
+    """One watcher's periodic maintenance (it remembers which breaker changes it already reported)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._reported: set[tuple[str, str]] = set()
+
+    def run(self) -> list[dict[str, Any]]:
+        now = self.store.clock.now()
+        events = [*self.requeue_expired(now), *self.review_timeouts(now), *self.breaker_cooldowns(),
+                  *self.deadletter_review(now)]
+        if events:
+            stamp = format_ts(now)
+            self.store.append_lines(EVENTS_LOG, [{"timestamp": stamp, "source": SOURCE,
+                                                  **{k: v for k, v in e.items() if k != "event"}} for e in events])
+        return events
+
+    def requeue_expired(self, now: datetime) -> list[dict[str, Any]]:
+        from loki.queue import Queue, ts_before
+
+        stamp = format_ts(now)
+        tasks = self.store.read(layout.queue_file("in-progress"))["tasks"]
+        if not any(t.get("lease_until") and ts_before(t["lease_until"], stamp) for t in tasks):
+            return []
+        moved = Queue(self.store).requeue_stale()
+        return ([_event("lease_expired", f"{task_id}: lease expired, back to pending (a timeout attempt)",
+                        task_id=task_id) for task_id in moved["requeued"]]
+                + [_event("lease_expired", f"{task_id}: lease expired on its last attempt -> dead-letter",
+                          task_id=task_id) for task_id in moved["dead_lettered"]])
+
+    def review_timeouts(self, now: datetime) -> list[dict[str, Any]]:
+        """Blocked tasks past their human-review deadline -> dead-letter, marked requires_human_review."""
+        from loki.queue import Session
+
+        if not any(_overdue(t, now) for t in self.store.read(layout.queue_file("blocked"))["tasks"]):
+            return []
+        stamp = format_ts(now)
+        events = []
+        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            session = Session(txn)
+            doc = txn.read(layout.DEADLETTER)
+            added = []
+            for task in [t for t in session.tasks("blocked") if _overdue(t, now)]:
+                blocked = task.pop("blocked")
+                session.remove("blocked", task)
+                add_note(task, f"no human decision by {blocked['deadline']} ({blocked.get('reason', '')}): moved "
+                               "to the dead-letter queue", stamp, SOURCE)
+                task["updated_at"] = stamp
+                previous = blocked.get("previous_status")
+                entry = deadletter.make_entry(task, previous if previous in ("pending", "in-progress") else "pending")
+                entry["recovery_strategy"] = "requires_human_review"
+                if blocked.get("escalation"):
+                    # A human already has an escalation file: the review must not write a second one.
+                    entry["escalated_at"] = blocked["since"]
+                    entry["escalation"] = blocked["escalation"]
+                doc["tasks"].append(entry)
+                added.append(entry)
+                events.append(_event("review_timeout", f"{task['id']}: no human decision by {blocked['deadline']}"
+                                                       " -> dead-letter (requires_human_review)", task_id=task["id"]))
+            if added:
+                session.flush()
+                txn.write(layout.DEADLETTER, doc, changed=added)
+        return events
+
+    def breaker_cooldowns(self) -> list[dict[str, Any]]:
+        from loki.breakers import Breakers, State
+
+        events = []
+        for status in Breakers(self.store).status():
+            if status.stored_state == State.OPEN.value and status.state is State.HALF_OPEN:
+                key = (status.name, str(status.entry.get("last_state_change")))
+                if key not in self._reported:
+                    self._reported.add(key)
+                    events.append(_event("breaker_half_open",
+                                         f"{status.name}: cooldown over, HALF_OPEN (one probe per "
+                                         f"{status.settings.half_open_interval:g}s)", breaker=status.name))
+        return events
+
+    def deadletter_review(self, now: datetime) -> list[dict[str, Any]]:
+        doc = self.store.read(layout.DEADLETTER)
+        if not doc["tasks"]:
+            return []
+        last = doc["metadata"]["last_reviewed"]
+        hours = float(setting(self.store.config, "deadletter", "review_interval_hours"))
+        if last is not None and (now - parse_ts(last)).total_seconds() < hours * 3600:
+            return []
+        result = deadletter.DeadLetter(self.store).review()
+        if result.get("skipped"):
+            return []
+        counts = result["counts"]
+        return [_event("deadletter_review", f"dead-letter review of {result['entries']} entries: "
+                                            + ", ".join(f"{v} {k}" for k, v in counts.items() if v), counts=counts)]
+
+
+def _overdue(task: dict[str, Any], now: datetime) -> bool:
+    deadline = (task.get("blocked") or {}).get("deadline")
+    return isinstance(deadline, str) and parse_ts(deadline) <= now

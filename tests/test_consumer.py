@@ -1,0 +1,320 @@
+"""The delivery protocol (loki/consumer.py): claim, apply, log, delete; recovery; quarantine; the drift log."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loki import layout, outcomes, signals
+from loki.clock import ManualClock
+from loki.consumer import CONSUMER_LOCK, Consumer, ConsumerLock, consume_pending, consumer_status
+from loki.escalations import list_escalations
+from loki.locks import FileLock
+from loki.queue import Queue
+from loki.store import Store
+from tests.helpers import tree_problems
+
+
+def log(root: Path) -> list[dict[str, Any]]:
+    path = root / "logs" / "signals.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def left(root: Path, place: str = "") -> list[str]:
+    directory = root / "signals" / place
+    if not directory.exists():
+        return []
+    return sorted(n for n in os.listdir(directory) if (signals.is_signal_entry(n) if not place else n[0] != "."))
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def old(path: Path) -> None:
+    """Make a hand-written file look settled (written long ago)."""
+    os.utime(path, (1, 1), follow_symlinks=False)
+
+
+# -- the protocol -----------------------------------------------------------------------------------
+
+
+def test_a_signal_is_claimed_applied_logged_and_deleted(store: Store, root: Path) -> None:
+    Queue(store).add("login", task_id="t1")
+    Queue(store).claim("eng-1")
+    signals.emit(store, "TESTS_PASSED_auth", {"passed": 3}, task_id="t1", agent="qa")
+    events: list[dict[str, Any]] = []
+    done = Consumer(store, on_event=events.append).run_pass()
+    [record] = log(root)
+    assert done == [record] and events == [{"event": "signal", **record}]
+    assert record["id"].startswith("TESTS_PASSED_auth.20260125T100000Z-") and record["name"] == "TESTS_PASSED_auth"
+    assert record["type"] == "TESTS_PASSED_auth" and record["rule"] == "complete_task"
+    assert record["outcome"] == "applied" and record["task_id"] == "t1" and record["signal"]["passed"] == 3
+    assert left(root) == [] and left(root, ".processing") == []
+    assert Queue(store).show("t1")["state"] == "completed"
+    assert tree_problems(root) == []
+
+
+def test_signals_are_consumed_oldest_first_and_each_gets_a_unique_id(store: Store, root: Path) -> None:
+    for n in range(3):
+        signals.emit(store, "DOCS_NEEDED", {"message": f"m{n}"})
+        os.utime(root / "signals" / ("DOCS_NEEDED" if n == 0 else f"DOCS_NEEDED.{n + 1}"), (n + 10, n + 10))
+    Consumer(store).run_pass()
+    signals.emit(store, "DOCS_NEEDED", {"message": "m3"})  # the plain name again, after consumption
+    Consumer(store).run_pass()
+    records = log(root)
+    assert [r["signal"]["message"] for r in records] == ["m0", "m1", "m2", "m3"]
+    assert len({r["id"] for r in records}) == 4
+
+
+def test_a_claimed_but_unlogged_signal_is_applied_once_by_the_next_consumer(store: Store, root: Path) -> None:
+    Queue(store).add("flaky", task_id="t1")
+    Queue(store).claim("eng-1")
+    signals.emit(store, "TESTS_FAILED_api", {"error": "boom"}, task_id="t1")
+    crashed = Consumer(store)
+    entry = crashed.claim("TESTS_FAILED_api")  # ...and the process died here
+    assert entry is not None and left(root, ".processing") == [entry]
+    [record] = Consumer(store).recover()
+    assert record["id"] == entry and record["recovered"] is True and record["outcome"] == "applied"
+    assert left(root, ".processing") == [] and len(Queue(store).show("t1")["task"]["attempts"]) == 1
+
+
+def test_a_signal_applied_but_not_logged_is_logged_once_and_not_applied_again(store: Store, root: Path) -> None:
+    Queue(store).add("flaky", task_id="t1")
+    Queue(store).claim("eng-1")
+    signals.emit(store, "TESTS_FAILED_api", {"error": "boom"}, task_id="t1")
+    crashed = Consumer(store)
+    entry = crashed.claim("TESTS_FAILED_api")
+    assert entry is not None
+    from loki import rules
+
+    body = json.loads((root / "signals" / ".processing" / entry).read_text())
+    rules.apply(store, rules.Signal(entry, "TESTS_FAILED_api", body))  # applied, then killed before logging
+    [record] = Consumer(store).recover()
+    assert record["outcome"] == "already_applied"
+    assert len(Queue(store).show("t1")["task"]["attempts"]) == 1
+    assert [r["id"] for r in log(root)] == [entry]
+
+
+def test_a_signal_logged_but_not_deleted_is_only_deleted(store: Store, root: Path) -> None:
+    signals.emit(store, "DEPLOY_FINISHED", {"env": "prod"})
+    entry = Consumer(store).claim("DEPLOY_FINISHED")
+    assert entry is not None
+    outcomes.append(store, [{"timestamp": "2026-01-25T10:00:00Z", "id": entry, "name": "DEPLOY_FINISHED",
+                             "rule": "archive", "outcome": "archived", "detail": "archived"}])
+    assert Consumer(store).recover() == []
+    assert [r["id"] for r in log(root)] == [entry]
+    assert left(root, ".processing") == [] and left(root, ".archive") == [entry]
+
+
+def test_unknown_types_are_logged_and_archived_never_lost(store: Store, root: Path) -> None:
+    signals.emit(store, "DEPLOY_FINISHED", {"env": "prod"})
+    [record] = Consumer(store).run_pass()
+    assert record["outcome"] == "archived" and record["signal"]["env"] == "prod"
+    [kept] = left(root, ".archive")
+    assert json.loads((root / "signals" / ".archive" / kept).read_text())["env"] == "prod"
+
+
+# -- malformed files -----------------------------------------------------------------------------------
+
+
+def make_bad(root: Path) -> dict[str, str]:
+    """Every kind of malformed signal file, with a word its quarantine reason must contain."""
+    directory = root / "signals"
+    (directory / "BAD_JSON").write_text('{"timestamp": ')
+    (directory / "NOT_OBJECT").write_text("[1, 2]")
+    (directory / "HUMAN_APPROVED").write_text(json.dumps({"timestamp": "2026-01-25T10:00:00Z", "task_id": "t1",
+                                                          "decision": "perhaps"}))
+    (directory / "DUPLICATE").write_text('{"timestamp": "2026-01-25T10:00:00Z", "a": 1, "a": 2}')
+    (directory / "LINKED").symlink_to("/etc/hostname")
+    (directory / "A_DIRECTORY").mkdir()
+    (directory / "A_DIRECTORY" / "inside").write_text("x")
+    (directory / "lower_case").write_text("{}")
+    (directory / "HUGE").write_bytes(b" " * (signals.MAX_SIGNAL_BYTES + 1))
+    (directory / "DRIFT_DETECTED.old").write_text("{}")
+    for name in os.listdir(directory):
+        old(directory / name)
+    return {"BAD_JSON": "not valid JSON", "NOT_OBJECT": "not a JSON object", "HUMAN_APPROVED": "decision",
+            "DUPLICATE": "duplicate key", "LINKED": "symbolic link", "A_DIRECTORY": "directory",
+            "lower_case": "not a signal name", "HUGE": "over the", "DRIFT_DETECTED.old": "append-only log"}
+
+
+def test_malformed_files_are_quarantined_with_the_reason_and_the_rest_is_processed(store: Store,
+                                                                                    root: Path) -> None:
+    expected = make_bad(root)
+    signals.emit(store, "DOCS_NEEDED", {"message": "still processed"})
+    done = Consumer(store).run_pass()
+    by_name = {r["name"]: r for r in done}
+    assert set(by_name) == {*expected, "DOCS_NEEDED"}
+    for name, word in expected.items():
+        record = by_name[name]
+        assert record["outcome"] == "quarantined" and word in record["reason"], record
+        assert (root / record["moved_to"]).exists() or (root / record["moved_to"]).is_symlink()
+    assert by_name["DOCS_NEEDED"]["outcome"] == "logged"
+    assert left(root) == [] and left(root, ".processing") == []
+    assert len(left(root, ".quarantine")) == len(expected)
+    assert Path("/etc/hostname").exists()  # the link was moved, never followed
+    assert tree_problems(root) == []  # quarantined files are known bad and do not fail `loki validate`
+
+
+def test_a_young_half_written_file_waits_and_is_quarantined_only_once_settled(store: Store, root: Path) -> None:
+    wall = [1_000_000_000.0]
+    path = root / "signals" / "HUMAN_REVIEW_NEEDED"
+    path.write_text('{"timestamp": "2026-01-25T10:00:00Z", ')  # `cat > ...` still writing
+    os.utime(path, (wall[0], wall[0]))
+    consumer = Consumer(store, wall=lambda: wall[0])
+    assert consumer.run_pass() == [] and left(root) == ["HUMAN_REVIEW_NEEDED"]
+    path.write_text('{"timestamp": "2026-01-25T10:00:00Z", "reason": "r"}')  # the writer finished
+    os.utime(path, (wall[0], wall[0]))
+    assert [r["outcome"] for r in consumer.run_pass()] == ["logged"]
+    path.write_text("{ never finished")
+    os.utime(path, (wall[0], wall[0]))
+    assert consumer.run_pass() == []
+    wall[0] += consumer.settle_seconds
+    assert [r["outcome"] for r in consumer.run_pass()] == ["quarantined"]
+
+
+# -- trouble applying: kept and retried -------------------------------------------------------------------
+
+
+def test_a_signal_whose_rule_cannot_run_now_is_kept_and_retried(store: Store, root: Path) -> None:
+    Queue(store).add("t", task_id="t1")
+    signals.emit(store, "HUMAN_REVIEW_NEEDED", {"reason": "r"}, task_id="t1")
+    timer = Timer()
+    events: list[dict[str, Any]] = []
+    consumer = Consumer(Store(root, clock=store.clock, lock_timeout=0.05), on_event=events.append, timer=timer)
+    with FileLock(str(root / "queue" / ".lock"), timeout=1):  # an agent holds the queue lock too long
+        assert consumer.run_pass() == []
+    assert [e["event"] for e in events] == ["error"] and "retry in 1s" in events[0]["detail"]
+    assert len(left(root, ".processing")) == 1 and log(root) == [] and consumer.deferred == 1
+    assert consumer.run_pass() == []  # not due yet
+    timer.now += 1
+    [record] = consumer.run_pass()
+    assert record["outcome"] == "applied" and record["recovered"] is True and consumer.deferred == 0
+    assert Queue(store).show("t1")["state"] == "blocked"
+
+
+# -- the drift log -------------------------------------------------------------------------------------------
+
+
+def drift_line(task_id: str, text: str, severity: str = "low") -> bytes:
+    return json.dumps({"timestamp": "2026-01-25T10:00:00Z", "task_id": task_id, "severity": severity,
+                       "detected_drift": text}).encode() + b"\n"
+
+
+def test_drift_lines_are_applied_once_each_and_a_torn_line_waits(store: Store, root: Path) -> None:
+    drift = root / "signals" / "DRIFT_DETECTED"
+    drift.write_bytes(drift_line("t1", "a") + drift_line("t2", "b"))
+    consumer = Consumer(store)
+    size = len(drift_line("t1", "a"))
+    assert [r["id"] for r in consumer.run_pass()] == ["DRIFT_DETECTED@0", f"DRIFT_DETECTED@{size}"]
+    whole = drift_line("t3", "c")
+    with open(drift, "ab") as f:
+        f.write(whole[:20])  # an agent's `cat >>` half way
+    assert consumer.run_pass() == []
+    assert store.read(layout.WATCH_STATE)["drift_offset"] == 2 * len(drift_line("t1", "a"))
+    with open(drift, "ab") as f:
+        f.write(whole[20:])
+    [third] = Consumer(store).run_pass()  # a new consumer starts from the saved offset
+    assert third["signal"]["task_id"] == "t3" and "consolidated into CONTINUITY.md" in third["detail"]
+    assert Consumer(store).run_pass() == []
+    state = store.read(layout.WATCH_STATE)
+    assert state["drift_offset"] == drift.stat().st_size and state["drift_total"] == 3
+    size = len(drift_line("t1", "a"))
+    assert [r["id"] for r in log(root)] == ["DRIFT_DETECTED@0", f"DRIFT_DETECTED@{size}", f"DRIFT_DETECTED@{2 * size}"]
+
+
+def test_a_malformed_drift_line_is_rejected_and_the_next_one_applied(store: Store, root: Path) -> None:
+    drift = root / "signals" / "DRIFT_DETECTED"
+    drift.write_bytes(b'{"task_id": "t1"\n' + b'{"timestamp": "x"}\n' + drift_line("t1", "ok"))
+    records = Consumer(store).run_pass()
+    assert [r["outcome"] for r in records] == ["rejected", "rejected", "logged"]
+    assert "not valid JSON" in records[0]["reason"] and "required" in records[1]["reason"]
+    assert store.read(layout.WATCH_STATE)["drift_counts"] == {"t1": 1}
+    assert drift.read_bytes().startswith(b'{"task_id": "t1"\n')  # the log itself is never rewritten
+
+
+def test_drift_lines_replayed_after_a_crash_are_neither_applied_nor_logged_twice(store: Store, root: Path,
+                                                                                 clock: ManualClock) -> None:
+    Queue(store).add("t", task_id="t1")
+    for n in range(3):
+        signals.emit(store, "DRIFT_DETECTED", {"detected_drift": f"d{n}"}, task_id="t1", severity="medium")
+    saved = (root / "state" / "watch.json").read_bytes() if (root / "state" / "watch.json").exists() else None
+    first = Consumer(store).run_pass()
+    assert [r["drift_count"] for r in first] == [1, 2, 3]
+    after = {p.name: p.read_bytes() for p in (root / "escalations").iterdir()}
+    # The consumer died after logging but before saving its offset: back to the old watch.json.
+    if saved is None:
+        (root / "state" / "watch.json").unlink()
+    else:
+        (root / "state" / "watch.json").write_bytes(saved)
+    again = Consumer(store)
+    replayed = again.recover() + again.run_pass()
+    assert [r["name"] for r in replayed] == ["HUMAN_REVIEW_NEEDED"]  # emitted by the escalation; not a replay
+    assert [r["id"] for r in log(root) if r["name"] == "DRIFT_DETECTED"] == [r["id"] for r in first]
+    assert {p.name: p.read_bytes() for p in (root / "escalations").iterdir()} == after
+    assert len(list_escalations(store)) == 1
+    assert (root / "CONTINUITY.md").read_text().count("## Drift consolidation") == 1
+    assert store.read(layout.WATCH_STATE)["drift_counts"] == {"t1": 3}
+
+
+# -- one consumer at a time ----------------------------------------------------------------------------------
+
+
+def test_only_one_consumer_holds_the_lock_and_status_says_who(store: Store, root: Path) -> None:
+    assert consumer_status(store) is None
+    first = ConsumerLock(store)
+    assert first.try_acquire()
+    holder = consumer_status(store)
+    assert holder is not None and holder["pid"] == os.getpid()
+    second = ConsumerLock(store)
+    assert not second.try_acquire()
+    signals.emit(store, "DOCS_NEEDED")
+    result = consume_pending(store)
+    assert result["consumed"] is False and result["consumer"]["pid"] == os.getpid()
+    assert left(root) == ["DOCS_NEEDED"]
+    first.release()
+    assert consumer_status(store) is None
+    result = consume_pending(store)
+    assert result["consumed"] is True and [r["name"] for r in result["outcomes"]] == ["DOCS_NEEDED"]
+    assert (root / CONSUMER_LOCK).exists()
+
+
+def test_consume_pending_applies_a_human_decision_at_once(store: Store, root: Path) -> None:
+    from loki.escalations import escalate
+
+    Queue(store).add("t", task_id="t1")
+    escalate(store, "t1", "security_decision")
+    signals.emit(store, "HUMAN_APPROVED", {"decision": "approve"}, task_id="t1")
+    result = consume_pending(store)
+    assert {r["name"]: r["outcome"] for r in result["outcomes"]} == {"HUMAN_REVIEW_NEEDED": "skipped",
+                                                                   "HUMAN_APPROVED": "applied"}
+    assert Queue(store).show("t1")["state"] == "pending"
+    assert store.read(layout.WATCH_STATE)["signals_processed"] == 2
+
+
+@pytest.mark.parametrize("place", [".processing", ".quarantine", ".archive"])
+def test_loki_directories_inside_signals_are_never_consumed(store: Store, root: Path, place: str) -> None:
+    (root / "signals" / place).mkdir()
+    assert Consumer(store).waiting() == []
+
+
+def test_signals_emitted_within_one_clock_tick_are_consumed_in_emission_order(store: Store, root: Path) -> None:
+    # HUMAN_APPROVED sorts before HUMAN_REVIEW_NEEDED by name: only a fine mtime keeps the answer after the question.
+    queue = Queue(store)
+    queue.add_many([{"title": f"t{n}", "id": f"t{n}"} for n in range(20)])
+    for n in range(20):
+        signals.emit(store, "HUMAN_REVIEW_NEEDED", {"reason": "r"}, task_id=f"t{n}")
+        signals.emit(store, "HUMAN_APPROVED", {"decision": "approve"}, task_id=f"t{n}")
+    records = Consumer(store).run_pass()
+    assert [r["type"] for r in records] == ["HUMAN_REVIEW_NEEDED", "HUMAN_APPROVED"] * 20
+    assert {r["outcome"] for r in records} == {"applied"}
+    assert all(queue.show(f"t{n}")["state"] == "pending" for n in range(20))
