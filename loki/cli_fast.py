@@ -108,3 +108,92 @@ def breaker_check(args: list[str]) -> int | None:
             raise
         sys.stderr.write(f"internal error: {type(exc).__name__}: {exc} (set LOKI_DEBUG=1 for the traceback)\n")
         return 1
+
+
+# -- loki signal emit ------------------------------------------------------------------------------
+
+_EMIT_OPTIONS = {"--subject": "subject", "--task": "task_id", "--severity": "severity", "--agent": "agent",
+                 "-a": "agent", "--data": "data"}
+
+
+def parse_signal_emit(args: list[str]) -> dict[str, object] | None:
+    """The parts of ``[--root R] signal emit TYPE [options] [key=value ...] [--json]``, or None.
+
+    Options may come anywhere after ``emit`` (``--task T``, ``--task=T``); anything this does
+    not know (``--help``, ``--``, an unknown option, a missing value) is left to typer.
+    """
+    parsed: dict[str, object] = {"root": None, "json": False, "fields": []}
+    words: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            return None
+        name, eq, inline = arg.partition("=")
+        if name == "--root" or (len(words) >= 2 and name in _EMIT_OPTIONS):
+            key = "root" if name == "--root" else _EMIT_OPTIONS[name]
+            if eq:
+                value = inline
+            elif index + 1 < len(args):
+                index += 1
+                value = args[index]
+            else:
+                return None
+            if key != "root" and key in parsed:
+                return None  # given twice: typer says how it resolves that
+            parsed[key] = value
+        elif arg == "--json" and len(words) >= 2:
+            parsed["json"] = True
+        elif arg.startswith("-"):
+            return None
+        else:
+            words.append(arg)
+        index += 1
+    if words[:2] != ["signal", "emit"] or len(words) < 3:
+        return None
+    parsed["type"] = words[2]
+    parsed["fields"] = words[3:]
+    return parsed
+
+
+def print_emitted(result: dict[str, object], json_output: bool) -> None:
+    """What ``loki signal emit`` prints (typer command and fast lane alike)."""
+    if json_output:
+        sys.stdout.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")
+    elif "offset" in result:
+        sys.stdout.write(f"appended to {result['file']} at byte {result['offset']}\n")
+    else:
+        sys.stdout.write(f"emitted {result['name']} ({result['file']})\n")
+
+
+def signal_emit(args: list[str]) -> int | None:
+    """Run ``loki signal emit`` if ``args`` is one; None means "not mine, ask typer"."""
+    parsed = parse_signal_emit(args)
+    if parsed is None:
+        return None
+    json_output = bool(parsed["json"])
+    from loki.errors import LokiError
+
+    try:
+        from loki.signals import emit, fields_from
+        from loki.store import Store
+
+        def text(key: str) -> str | None:
+            value = parsed.get(key)
+            return value if isinstance(value, str) else None
+
+        fields = fields_from(text("data"), [str(f) for f in parsed["fields"]])  # type: ignore[attr-defined]
+        result = emit(Store.open(text("root")), str(parsed["type"]), fields, subject=text("subject"),
+                      task_id=text("task_id"), severity=text("severity"), agent=text("agent"))
+        print_emitted(result, json_output)
+        return 0
+    except LokiError as exc:
+        return write_error(exc, json_output)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except Exception as exc:  # a bug: the same plain message as the typer path
+        if os.environ.get("LOKI_DEBUG"):
+            raise
+        sys.stderr.write(f"internal error: {type(exc).__name__}: {exc} (set LOKI_DEBUG=1 for the traceback)\n")
+        return 1

@@ -22,6 +22,10 @@ def _fast_lane(args: list[str]) -> int | None:
         from loki.cli_fast import breaker_check
 
         return breaker_check(args)
+    if "signal" in args and "emit" in args:  # agents emit signals constantly (loki/cli_fast.py)
+        from loki.cli_fast import signal_emit
+
+        return signal_emit(args)
     if "hook" in args:  # Claude Code's hooks: every tool call of every agent (loki/hookio.py)
         from loki.hookio import main as hook_main
 

@@ -64,6 +64,18 @@ def _breaker(app: typer.Typer) -> None:
     app.add_typer(breaker.app, name="breaker")
 
 
+def _signal(app: typer.Typer) -> None:
+    from loki.cli import signal
+
+    app.add_typer(signal.app, name="signal")
+
+
+def _watch(app: typer.Typer) -> None:
+    from loki.cli import watch
+
+    app.command("watch")(watch.watch)
+
+
 def _run(app: typer.Typer) -> None:
     from loki.cli import run_command
 
@@ -94,6 +106,8 @@ REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "approve": _escalations,
     "escalations": _escalations,
     "breaker": _breaker,
+    "signal": _signal,
+    "watch": _watch,
     "run": _run,
     "hook": _hooks,
     "hooks": _hooks,

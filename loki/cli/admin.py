@@ -52,6 +52,13 @@ def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json",
     say(f"signals waiting: {report['signals_waiting']}   escalations: {report['escalations']}")
     reviewed = report["dead_letter"]["last_reviewed"] or "never"
     say(f"dead-letter: {report['dead_letter']['size']} entries, last reviewed {reviewed}")
+    watcher = report["watcher"]
+    if watcher["consuming"]:
+        holder = watcher["holder"] or {}
+        say(f"watcher: consuming (pid {holder.get('pid')} on {holder.get('host')} since {holder.get('since')}), "
+            f"last tick {watcher['last_tick'] or 'not yet'}")
+    else:
+        say("watcher: none consuming (signals wait; run `loki watch` or `loki watch --once`)")
 
 
 def validate(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:

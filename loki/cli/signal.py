@@ -1,0 +1,129 @@
+"""``loki signal emit|list|show|log|rules``: a thin layer over :mod:`loki.signals` and :mod:`loki.rules`.
+
+``loki signal emit`` is normally answered by the fast lane (loki/cli_fast.py) before typer
+loads -- agents run it constantly; this command is the same code for every other spelling
+(``--help``, ``--``) and prints the same thing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from loki.cli.common import JSON_HELP, print_json, say, store_from, table
+
+app = typer.Typer(help="Signals: files one agent drops in .loki/signals/ and the watcher consumes (loki watch).",
+                  no_args_is_help=True)
+
+
+@app.command("emit")
+def emit(
+    ctx: typer.Context,
+    signal_type: str = typer.Argument(..., metavar="TYPE",
+                                      help="HUMAN_REVIEW_NEEDED, TESTS_PASSED_auth, DRIFT_DETECTED, any UPPER_CASE "
+                                           "custom type... (loki signal rules lists them)."),
+    fields: list[str] | None = typer.Argument(None, metavar="[KEY=VALUE | KEY:=JSON]...",
+                                              help="Fields: key=value is a string, key:=JSON any JSON value "
+                                                   "(passed:=42, blocking:=true)."),
+    subject: str | None = typer.Option(None, "--subject", help="The subject of FEATURE_READY, TESTS_PASSED, "
+                                                               "TESTS_FAILED, MERGE_REQUESTED (-> TYPE_subject)."),
+    task_id: str | None = typer.Option(None, "--task", help="The task the signal is about (task_id)."),
+    severity: str | None = typer.Option(None, "--severity", help="low, medium, high or critical."),
+    agent: str | None = typer.Option(None, "--agent", "-a", help="Who emits it."),
+    data: str | None = typer.Option(None, "--data", help="A JSON object of fields."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Validate a signal against its type's schema and publish it (never overwriting an unconsumed one)."""
+    from loki.cli_fast import print_emitted
+    from loki.signals import emit as emit_signal
+    from loki.signals import fields_from
+
+    result = emit_signal(store_from(ctx), signal_type, fields_from(data, fields or []), subject=subject,
+                         task_id=task_id, severity=severity, agent=agent)
+    print_emitted(result, json_output)
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    archived: bool = typer.Option(False, "--archived", help="Also the signals of unknown types kept in .archive/."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Signals waiting, being processed and quarantined, oldest first, and the drift log's backlog."""
+    from loki.signals import list_signals
+
+    places = ("waiting", "processing", "quarantined", *(("archived",) if archived else ()))
+    result = list_signals(store_from(ctx), places=places)
+    if json_output:
+        print_json(result)
+        return
+    if result["signals"]:
+        table(None, ["place", "file", "type", "bytes"],
+              [[r["place"], r["id"], r["type"], r["bytes"] if r["kind"] == "file" else r["kind"]]
+               for r in result["signals"]])
+    counts = {place: sum(1 for r in result["signals"] if r["place"] == place) for place in places}
+    say(", ".join(f"{n} {place}" for place, n in counts.items()))
+    drift = result["drift"]
+    say(f"drift log: {drift['bytes']} bytes, {drift['pending_bytes']} not yet applied")
+
+
+@app.command("show")
+def show(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="A file name in signals/ (HUMAN_REVIEW_NEEDED.2) or an id from the log."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """One signal: where it is, its content, and what consuming it did."""
+    from loki import jsonio
+    from loki.signals import show as show_signal
+
+    result = show_signal(store_from(ctx), name)
+    if json_output:
+        print_json(result)
+        return
+    say(f"{result['name']} ({result['type']}): {result['place']}" + (f", {result['file']}" if "file" in result
+                                                                      else ""))
+    if "error" in result:
+        say(f"cannot be read: {result['error']}")
+    if "signal" in result:
+        say(jsonio.dumps_compact(result["signal"]))
+    for record in result["outcomes"]:
+        say(f"{record.get('timestamp')} {record.get('outcome')} ({record.get('rule')}): {record.get('detail')}")
+
+
+@app.command("log")
+def log(
+    ctx: typer.Context,
+    limit: int = typer.Option(20, "--limit", "-n", help="How many of the latest outcomes."),
+    type_prefix: str | None = typer.Option(None, "--type", help="Only types starting with this (FEATURE_READY)."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """What the latest consumed signals did (logs/signals.jsonl), newest last."""
+    from loki.outcomes import recent
+
+    records = recent(store_from(ctx), limit, type_prefix=type_prefix)
+    if json_output:
+        print_json({"total": len(records), "outcomes": records})
+        return
+    for record in records:
+        say(outcome_line(record))
+    say(f"{len(records)} outcome(s)")
+
+
+def outcome_line(record: dict[str, Any]) -> str:
+    """One outcome for people: ``10:00:01 TESTS_PASSED_auth applied: t1: in-progress -> completed``."""
+    stamp = str(record.get("timestamp", ""))[11:19]
+    return f"{stamp} {record.get('name')} {record.get('outcome')}: {record.get('detail')}"
+
+
+@app.command("rules")
+def rules_(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
+    """The rule table: what the watcher does with each signal type."""
+    from loki.rules import table as rule_table
+
+    rows = rule_table()
+    if json_output:
+        print_json({"rules": rows})
+        return
+    table(None, ["signal", "rule", "effect"], [[r["signal"], r["rule"], r["effect"]] for r in rows])

@@ -1,0 +1,150 @@
+"""``loki signal ...`` and ``loki watch`` through the CLI; the fast lane of ``signal emit`` against typer."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from loki.cli_fast import parse_signal_emit, signal_emit
+from loki.consumer import ConsumerLock
+from loki.store import Store
+from tests.helpers import Result, cli, loki_proc
+
+ENV = {"LOKI_NOW": "2026-01-25T10:00:00Z"}
+
+
+def fast(args: list[str], root: Path) -> Result:
+    """The fast lane in this process, as loki.entry calls it."""
+    out, err = io.StringIO(), io.StringIO()
+    saved = dict(os.environ)
+    os.environ.update(ENV)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = signal_emit(["--root", str(root), *args])
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert code is not None, "the fast lane declined"
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+EMIT_CASES = [
+    ["signal", "emit", "DOCS_NEEDED"],
+    ["signal", "emit", "DOCS_NEEDED", "--json"],
+    ["signal", "emit", "TESTS_PASSED", "--subject", "auth", "--task", "t1", "summary=42 passed", "passed:=42"],
+    ["signal", "emit", "HUMAN_REVIEW_NEEDED", "reason=security_decision", "--severity=critical", "--agent", "a1",
+     "--data", '{"blocking": true}', "--json"],
+    ["signal", "emit", "DRIFT_DETECTED", "--task", "t1", "--severity", "low", "detected_drift=x"],
+    ["signal", "emit", "HUMAN_REVIEW_NEEDED"],                        # schema violation: exit 1
+    ["signal", "emit", "HUMAN_REVIEW_NEEDED", "--json"],
+    ["signal", "emit", "hello"],                                      # bad type
+    ["signal", "emit", "DOCS_NEEDED", "oops"],                        # bad field
+    ["signal", "emit", "DOCS_NEEDED", "--data", "[1]"],
+]
+
+
+@pytest.mark.parametrize("args", EMIT_CASES, ids=[" ".join(a[2:]) for a in EMIT_CASES])
+def test_the_fast_lane_and_typer_emit_the_same(tmp_path: Path, args: list[str]) -> None:
+    roots = []
+    for name in ("typer", "fast"):
+        root = tmp_path / name / ".loki"
+        assert cli(["init", "--path", str(tmp_path / name)]).code == 0
+        roots.append(root)
+    by_typer = cli(args, root=roots[0], env=ENV)
+    by_fast = fast(args, roots[1])
+    assert (by_fast.code, by_fast.stdout, by_fast.stderr) == (by_typer.code, by_typer.stdout, by_typer.stderr)
+    assert sorted(os.listdir(roots[0] / "signals")) == sorted(os.listdir(roots[1] / "signals"))
+    if by_typer.code == 0 and "--json" in args:
+        assert by_typer.json()["signal"]["timestamp"] == ENV["LOKI_NOW"]
+
+
+def test_emit_errors_have_exit_codes_and_name_the_problem(root: Path) -> None:
+    result = cli(["signal", "emit", "HUMAN_REVIEW_NEEDED"], root=root)
+    assert result.code == 1 and "'reason' is a required property" in result.stderr
+    result = cli(["signal", "emit", "HUMAN_APPROVED", "--task", "t1", "decision=maybe", "--json"], root=root)
+    assert result.code == 1 and json.loads(result.stderr)["pointer"] == "/decision"
+    assert cli(["signal", "emit"], root=root).code == 2
+
+
+@pytest.mark.parametrize("args", [
+    ["signal", "emit", "--help"], ["signal", "emit", "X", "--"], ["signal", "list"], ["signal", "emit"],
+    ["signal", "emit", "X", "--task"], ["signal", "emit", "X", "--bogus"], ["signal", "emit", "X", "--task", "a",
+                                                                          "--task", "b"],
+])
+def test_the_fast_lane_leaves_anything_unusual_to_typer(args: list[str]) -> None:
+    assert parse_signal_emit(args) is None
+
+
+def test_the_fast_lane_parses_options_anywhere() -> None:
+    parsed = parse_signal_emit(["--root", "/r", "signal", "emit", "--json", "TESTS_PASSED_a", "k=v", "--task=t1"])
+    assert parsed == {"root": "/r", "json": True, "fields": ["k=v"], "type": "TESTS_PASSED_a", "task_id": "t1"}
+
+
+def test_emit_as_a_real_process_goes_through_the_fast_lane(root: Path) -> None:
+    result = loki_proc(["signal", "emit", "FEATURE_READY_auth", "--json"], root=root, env=ENV)
+    assert result.code == 0, result.stderr
+    assert result.json()["file"] == "signals/FEATURE_READY_auth"
+
+
+def test_list_show_log_and_rules(root: Path) -> None:
+    assert cli(["signal", "emit", "DOCS_NEEDED", "message=write it"], root=root).code == 0
+    listing = cli(["signal", "list", "--json"], root=root).json()
+    assert [s["name"] for s in listing["signals"]] == ["DOCS_NEEDED"]
+    assert "1 waiting" in cli(["signal", "list"], root=root).stdout
+    shown = cli(["signal", "show", "DOCS_NEEDED", "--json"], root=root).json()
+    assert shown["place"] == "waiting" and shown["signal"]["message"] == "write it"
+    assert cli(["watch", "--once"], root=root).code == 0
+    shown = cli(["signal", "show", "DOCS_NEEDED", "--json"], root=root).json()
+    assert shown["place"] == "consumed" and shown["outcomes"][0]["outcome"] == "logged"
+    log = cli(["signal", "log", "--json"], root=root).json()
+    assert [r["name"] for r in log["outcomes"]] == ["DOCS_NEEDED"]
+    assert "DOCS_NEEDED logged" in cli(["signal", "log"], root=root).stdout
+    rules = cli(["signal", "rules", "--json"], root=root).json()["rules"]
+    assert {"signal": "TESTS_PASSED_x", "rule": "complete_task"}.items() <= rules[3].items()
+    assert cli(["signal", "show", "NOPE"], root=root).code == 1
+
+
+def test_watch_once_prints_one_line_per_event_and_a_summary(root: Path) -> None:
+    cli(["queue", "add", "login", "--id", "t1"], root=root)
+    cli(["queue", "claim", "--agent", "eng-1"], root=root)
+    cli(["signal", "emit", "TESTS_PASSED_auth", "--task", "t1"], root=root)
+    result = cli(["watch", "--once", "--no-tui"], root=root, env=ENV)
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("10:00:00 started: consuming signals in ")
+    assert "TESTS_PASSED_auth applied: t1: in-progress -> completed (held by eng-1)" in lines[1]
+    assert lines[-1] == "1 signal(s) handled: 1 applied"
+
+
+def test_watch_once_json_is_one_document(root: Path) -> None:
+    cli(["signal", "emit", "DOCS_NEEDED"], root=root)
+    result = cli(["watch", "--once", "--json"], root=root)
+    doc = result.json()
+    assert doc["consuming"] is True and doc["signals"] == 1 and doc["outcomes"] == {"logged": 1}
+
+
+def test_watch_once_while_another_watcher_consumes_does_nothing(root: Path) -> None:
+    cli(["signal", "emit", "DOCS_NEEDED"], root=root)
+    lock = ConsumerLock(Store(root))
+    assert lock.try_acquire()
+    try:
+        result = cli(["watch", "--once"], root=root)
+        assert result.code == 3 and "another watcher is consuming" in result.stderr
+        assert "display-only" in result.stdout
+        status = cli(["status", "--json"], root=root).json()
+        assert status["watcher"]["consuming"] is True and status["watcher"]["holder"]["pid"] == os.getpid()
+        assert "watcher: consuming (pid" in cli(["status"], root=root).stdout
+    finally:
+        lock.release()
+    assert os.listdir(root / "signals").count("DOCS_NEEDED") == 1
+    assert cli(["status", "--json"], root=root).json()["watcher"]["consuming"] is False
+
+
+def test_watch_refuses_an_unknown_observer(root: Path) -> None:
+    result = cli(["watch", "--once", "--observer", "magic"], root=root)
+    assert result.code == 1 and "--observer" in result.stderr

@@ -1,0 +1,166 @@
+"""The watcher loop (loki/watcher.py), driven in-process: cycles, ticks, one consumer, stopping, the observer."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loki import layout, signals
+from loki.clock import ManualClock
+from loki.consumer import Consumer
+from loki.queue import Queue
+from loki.store import Store
+from loki.watcher import Watcher
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def configure(root: Path, **watch: Any) -> None:
+    (root / "config" / "loki.json").write_text(json.dumps({"version": 1, "watch": watch}))
+
+
+def logged(root: Path) -> list[dict[str, Any]]:
+    path = root / "logs" / "signals.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def wait_for(condition: Any, timeout: float = 10.0) -> None:
+    """Poll an observable condition with a deadline (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.005)
+
+
+def test_a_cycle_consumes_and_ticks_when_the_tick_is_due(store: Store, clock: ManualClock) -> None:
+    queue = Queue(store)
+    queue.add("t", task_id="t1")
+    queue.claim("eng-1", lease_seconds=10)
+    timer = Timer()
+    events: list[dict[str, Any]] = []
+    watcher = Watcher(store, on_event=events.append, observer="polling", timer=timer)
+    assert watcher.start() is True
+    signals.emit(store, "DOCS_NEEDED")
+    assert watcher.step() == 1
+    state = store.read(layout.WATCH_STATE)
+    assert state["last_tick"] == "2026-01-25T10:00:00Z" and state["consumer"]["pid"] > 0
+    clock.advance(60)  # the lease expired, but the next tick is 5 s of watcher time away
+    assert watcher.step() == 0 and queue.show("t1")["state"] == "in-progress"
+    timer.now += watcher.tick_seconds
+    watcher.step()
+    assert queue.show("t1")["state"] == "pending"
+    assert [e["action"] for e in events if e["event"] == "tick"] == ["lease_expired"]
+    watcher.close()
+    assert store.read(layout.WATCH_STATE)["consumer"] is None
+    assert events[0]["event"] == "started" and events[-1]["event"] == "stopped"
+
+
+def test_start_finishes_what_a_crashed_consumer_left(store: Store, root: Path) -> None:
+    signals.emit(store, "DOCS_NEEDED")
+    entry = Consumer(store).claim("DOCS_NEEDED")
+    watcher = Watcher(store, observer="polling")
+    watcher.start()
+    watcher.close()
+    assert [r["id"] for r in logged(root)] == [entry] and logged(root)[0]["recovered"] is True
+
+
+def test_a_second_watcher_is_display_only_then_takes_over(store: Store, root: Path) -> None:
+    first = Watcher(store, observer="polling")
+    assert first.start()
+    timer = Timer()
+    seen: list[dict[str, Any]] = []
+    second = Watcher(Store(root, clock=store.clock), on_event=seen.append, observer="polling", timer=timer)
+    assert second.start() is False
+    assert seen[0]["consuming"] is False and "display-only" in seen[0]["detail"]
+    assert second.holder is not None and second.holder["pid"] > 0
+    signals.emit(store, "DOCS_NEEDED")
+    assert second.step() == 0 and signals.entries(store) != []  # display-only never consumes
+    first.step()
+    second.step()
+    assert [(e["name"], e["observed"]) for e in seen if e["event"] == "signal"] == [("DOCS_NEEDED", True)]
+    first.close()
+    signals.emit(store, "PLAN_APPROVED")
+    timer.now += second.rescan_seconds
+    second.step()
+    assert second.consuming and [e["event"] for e in seen].count("started") == 2
+    assert signals.entries(store) == [] and [r["name"] for r in logged(root)] == ["DOCS_NEEDED", "PLAN_APPROVED"]
+    second.close()
+
+
+def test_stop_finishes_the_signal_in_hand_and_leaves_the_rest_waiting(store: Store, root: Path) -> None:
+    for _ in range(5):
+        signals.emit(store, "DOCS_NEEDED")
+    watcher = Watcher(store, observer="polling")
+
+    def stop_after_the_first(event: dict[str, Any]) -> None:
+        if event["event"] == "signal":
+            watcher.stop()
+
+    watcher.on_event = stop_after_the_first
+    watcher.start()
+    assert watcher.step() == 1
+    watcher.close()
+    assert len(logged(root)) == 1
+    assert len(signals.entries(store, "waiting")) == 4 and signals.entries(store, "processing") == []
+
+
+def test_run_once_summarises_what_it_did(store: Store) -> None:
+    signals.emit(store, "DOCS_NEEDED")
+    signals.emit(store, "DEPLOY_DONE")
+    result = Watcher(store).run_once()
+    assert result["consuming"] is True and result["signals"] == 2
+    assert result["outcomes"] == {"logged": 1, "archived": 1}
+    assert result["events"][0]["event"] == "started"
+
+
+def test_the_native_observer_wakes_the_loop_long_before_the_rescan(root: Path) -> None:
+    configure(root, rescan_seconds=60, tick_seconds=60)
+    store = Store(root)
+    watcher = Watcher(store, observer="native")
+    loop = threading.Thread(target=watcher.run)
+    loop.start()
+    try:
+        wait_for(lambda: watcher.consuming)
+        assert watcher.observer == "native"
+        started = time.monotonic()
+        signals.emit(store, "DOCS_NEEDED")
+        wait_for(lambda: len(logged(root)) == 1, timeout=10)
+        assert time.monotonic() - started < 30  # the rescan alone would take 60 s
+    finally:
+        watcher.stop()
+        loop.join(timeout=10)
+    assert not loop.is_alive()
+
+
+def test_without_an_observer_the_rescan_still_finds_signals(root: Path) -> None:
+    configure(root, rescan_seconds=0.05, tick_seconds=60)
+    store = Store(root)
+    watcher = Watcher(store, observer="polling")
+    loop = threading.Thread(target=watcher.run)
+    loop.start()
+    try:
+        wait_for(lambda: watcher.consuming)
+        assert watcher.observer == "polling"
+        signals.emit(store, "DOCS_NEEDED")
+        wait_for(lambda: len(logged(root)) == 1)
+    finally:
+        watcher.stop()
+        loop.join(timeout=10)
+
+
+def test_an_unknown_observer_mode_is_refused(store: Store) -> None:
+    from loki.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="--observer"):
+        Watcher(store, observer="kqueue")

@@ -1,0 +1,95 @@
+"""The live view: a dashboard snapshot (loki/dashboard.py) drawn by loki/cli/watchview.py on a recording console."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from loki import layout, signals
+from loki.breakers import Breakers
+from loki.cli.watchview import lease_left, render
+from loki.clock import ManualClock
+from loki.consumer import Consumer
+from loki.dashboard import Dashboard
+from loki.escalations import escalate
+from loki.store import Store
+from loki.tasks import make_task
+
+NOW = "2026-01-25T10:00:00Z"
+
+
+def draw(snapshot: dict[str, object], message: str | None = None) -> str:
+    console = Console(record=True, width=160, color_system=None)
+    console.print(render(snapshot, message))
+    return console.export_text()
+
+
+@pytest.fixture
+def busy(store: Store, clock: ManualClock) -> Store:
+    """10,000 tasks: 9,000 pending, 1,000 in progress with leases ending every second."""
+    pending = [make_task(task_id=f"p{i:05d}", title=f"pending work {i}", now=NOW) for i in range(9000)]
+    held = []
+    for i in range(1000):
+        task = make_task(task_id=f"w{i:04d}", title=f"feature {i}", now=NOW, status="in-progress")
+        task.update(claimed_by=f"eng-{i % 7:03d}", claimed_at=NOW, claim_token="t",
+                    lease_until=f"2026-01-25T{10 + (i + 1) // 3600:02d}:{(i + 1) // 60 % 60:02d}:{(i + 1) % 60:02d}Z")
+        held.append(task)
+    with store.transaction(layout.QUEUE_LOCK) as txn:
+        txn.write(layout.queue_file("pending"), {"version": 1, "tasks": pending}, changed=[])
+        txn.write(layout.queue_file("in-progress"), {"version": 1, "tasks": held}, changed=[])
+    return store
+
+
+def test_the_view_shows_counts_holders_leases_breakers_signals_and_escalations(busy: Store, clock: ManualClock,
+                                                                                root: Path) -> None:
+    Breakers(busy).trip("api/claude")
+    escalate(busy, "p00001", "security_decision")
+    signals.emit(busy, "TESTS_PASSED_auth", task_id="w0500")
+    signals.emit(busy, "DOCS_NEEDED")
+    Consumer(busy).run_pass()  # consumes the HUMAN_REVIEW_NEEDED, TESTS_PASSED_auth and DOCS_NEEDED
+    signals.emit(busy, "PLAN_APPROVED")  # one left waiting
+    clock.advance(2)
+    snapshot = Dashboard(busy).snapshot(consuming=True)
+    text = draw(snapshot, "10:00:02 tick lease_expired: w0000: lease expired")
+    assert "loki watch consuming" in text and "1 waiting, 0 processing, 0 quarantined" in text
+    assert snapshot["queue"] == {"pending": 8999, "in-progress": 999, "blocked": 1, "completed": 1, "failed": 0,
+                                 "cancelled": 0, "dead-letter": 0, "abandoned": 0}
+    assert "8999" in text and "999" in text
+    assert "in progress (999, soonest 12 leases)" in text
+    assert "w0000" in text and "eng-000" in text and "EXPIRED 1s ago" in text and "w0002" in text and "1s" in text
+    assert "api/claude" in text and "OPEN" in text and "298s left" in text
+    assert "TESTS_PASSED_auth" in text and "applied" in text and "w0500: in-progress -> completed" in text
+    assert "open escalations (1)" in text and "p00001" in text and "security_decision" in text
+    assert "lease_expired" in text
+
+
+def test_display_only_says_who_consumes(store: Store) -> None:
+    text = draw(Dashboard(store).snapshot(consuming=False, holder={"pid": 4242}))
+    assert "display-only (pid 4242 consumes)" in text
+
+
+def test_a_snapshot_rereads_only_files_that_changed(busy: Store) -> None:
+    dashboard = Dashboard(busy)
+    first = dashboard.snapshot()
+    reads: list[str] = []
+    original = busy.read
+
+    def counting(rel: str, digests: object = None) -> object:
+        reads.append(rel)
+        return original(rel)
+
+    busy.read = counting  # type: ignore[method-assign]
+    dashboard.snapshot()
+    assert not [r for r in reads if r.startswith("queue/")]
+    signals.emit(busy, "DOCS_NEEDED")
+    Consumer(busy).run_pass()
+    busy.read = original  # type: ignore[method-assign]
+    assert dashboard.snapshot()["queue"] == first["queue"]
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(None, "-"), (0, "0s"), (59, "59s"), (61, "1m01s"),
+                                               (3600, "1h00m"), (-40, "EXPIRED 40s ago")])
+def test_lease_left_reads_like_a_clock(seconds: int | None, text: str) -> None:
+    assert lease_left(seconds) == text
