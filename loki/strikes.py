@@ -320,7 +320,8 @@ def _message(error: str, result: ScanResult) -> str:
     text = result.message if result.is_error and result.message else ""
     if not text:
         text = next((line for line in (error or "").splitlines() if line.strip()), "") or "the call failed"
-    return redact(clip(text, MAX_MESSAGE_CHARS))
+    # Redact before clipping: a cut through a token would leave a piece no rule recognises.
+    return clip(redact(text[: MAX_MESSAGE_CHARS + strikekey.REDACT_MARGIN]), MAX_MESSAGE_CHARS)
 
 
 def _error_hash(message: str) -> str:
@@ -332,7 +333,7 @@ def _error_hash(message: str) -> str:
 def _session(session: str | None) -> str | None:
     if not isinstance(session, str) or not session.strip():
         return None
-    return redact(clip(session, 128))
+    return clip(redact(session[:1024]), 128)
 
 
 def _forget_quiet_keys(doc: dict[str, Any], *, keep: str) -> None:

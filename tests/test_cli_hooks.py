@@ -177,3 +177,10 @@ def test_the_default_command(root: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 ])
 def test_which_commands_are_lokis(command: object, event: str | None) -> None:
     assert claudesettings.loki_event(command) == event
+
+
+def test_every_hook_command_has_help() -> None:
+    for command in (["hook"], ["hooks", "install"], ["hooks", "uninstall"]):
+        result = cli([*command, "--help"])
+        assert result.code == 0 and len(result.stdout) > 200, command
+    assert "post-tool-use-failure" in cli(["hook", "--help"]).stdout

@@ -153,6 +153,28 @@ def test_two_sessions_on_one_branch_share_the_count(project: Path) -> None:
     assert denied.json()["hookSpecificOutput"]["permissionDecision"] == "deny"
 
 
+def test_concurrent_sessions_count_every_failure_and_escalate_once(project: Path) -> None:
+    """Six agents fail the same call at the same moment: six strikes, one escalation, one signal."""
+    args = [sys.executable, "-m", "loki", "hook", "post-tool-use-failure"]
+    env = {**os.environ, "LOKI_NOW": NOW}
+    procs = []
+    for n in range(6):
+        proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=project, env=env)
+        procs.append((proc, json.dumps(payload("post_tool_use_failure_bash", project, session_id=f"s{n}")).encode()))
+    for proc, data in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(data)
+        proc.stdin.close()
+    for proc, _ in procs:
+        assert proc.wait(timeout=60) == 0
+    (entry,) = strikes_of(project).active()
+    assert entry["strike_count"] == 6 and sorted(entry["sessions"]) == [f"s{n}" for n in range(6)]
+    assert len(os.listdir(project / ".loki" / "escalations")) == 1
+    assert os.listdir(project / ".loki" / "signals") == ["HUMAN_REVIEW_NEEDED"]
+    assert tree_problems(project / ".loki") == []
+
+
 def test_each_branch_has_its_own_state(project: Path) -> None:
     for _ in range(3):
         fail_cargo(project)

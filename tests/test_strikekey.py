@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from loki.strikekey import call_label, input_preview, normalised_input, strike_key
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loki.strikekey import REDACT_MARGIN, call_label, input_preview, normalised_input, strike_key
+
+WHITESPACE_HEAVY = st.text(alphabet="ab \n\t\u00a0", max_size=200)
+INPUTS = st.dictionaries(st.sampled_from(["command", "description", "path", "x"]),
+                         st.one_of(WHITESPACE_HEAVY, st.lists(WHITESPACE_HEAVY, max_size=4), st.integers()), max_size=4)
 
 
 def test_the_description_label_is_not_part_of_the_call() -> None:
@@ -49,3 +59,20 @@ def test_call_labels_name_the_subject() -> None:
     assert call_label("Edit", {"file_path": "/r/app.py", "old_string": "a", "new_string": "b"}) == "Edit `/r/app.py`"
     assert call_label("mcp__db__query", {"sql": "select 1"}) == 'mcp__db__query `{"sql":"select 1"}`'
     assert call_label("Bash", {"command": "x" * 500}).endswith("...`")
+
+
+@given(INPUTS, st.integers(min_value=1, max_value=300))
+def test_computing_only_the_prefix_gives_the_prefix_of_the_whole(value: dict[str, Any], limit: int) -> None:
+    assert normalised_input(value, limit) == normalised_input(value)[:limit]
+
+
+def test_a_huge_input_is_only_looked_at_up_to_the_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    import loki.redact
+
+    seen: list[int] = []
+    real = loki.redact.redact
+    monkeypatch.setattr(loki.redact, "redact", lambda text: seen.append(len(text)) or real(text))
+    huge = {"file_path": "/app.py", "content": "def f(x):\n    return x + 1\n" * 50_000}  # ~1.3 MB
+    _, _, preview = strike_key("Write", huge)
+    assert seen == [200 + REDACT_MARGIN]  # not 1.3 MB
+    assert preview.startswith('{"content":"def f(x): return x + 1 def f(x):') and len(preview) == 200

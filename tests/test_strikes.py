@@ -236,3 +236,11 @@ def test_secrets_never_reach_the_disk(store: Store, root: Path) -> None:
     assert b"REDACTED" in everything
     for secret in secrets:
         assert secret.encode() not in everything, secret
+
+
+def test_a_secret_across_the_message_cut_is_redacted_whole(store: Store, root: Path) -> None:
+    token = "ghp_" + "Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8"
+    error = "remote: " + "x" * 280 + " " + token + " rejected"  # the token straddles the 300-character cut
+    Strikes(store, branch="main").record_failure("Bash", {"command": "git push"}, error)
+    everything = b"".join(snapshot_bytes(root).values())
+    assert token[:8].encode() not in everything
