@@ -306,3 +306,10 @@ def test_drift_on_an_unknown_task_only_counts(store: Store) -> None:
     second = rules.apply_drift(store, drift(10, "ghost"), state)
     assert "no such task" in second["detail"] and state["drift_counts"] == {"ghost": 2}
 
+
+def test_the_rule_table_in_docs_signals_md_is_the_one_in_the_code() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "signals.md").read_text()
+    table = text.split("| signal | rule | effect |\n|---|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    documented = table.splitlines()
+    expected = [f"| `{r['signal']}` | {r['rule']} | {r['effect']} |" for r in rules.table()]
+    assert documented == expected
