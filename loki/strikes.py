@@ -227,6 +227,8 @@ class Strikes:
         if key not in self.state()["keys"]:  # the common case, without the lock
             return None
         cleared = self._clear([key], "resolved")
+        for entry in cleared:
+            self._close_escalation(entry, "the same call succeeded; the strikes were cleared")
         return cleared[0] if cleared else None
 
     def reset(self, key: str | None = None, *, all_keys: bool = False) -> list[dict[str, Any]]:
@@ -234,7 +236,10 @@ class Strikes:
         if all_keys == (key is not None):
             raise InvalidInput("name one strike to reset, or ask for all of them", field="key")
         keys = list(self.state()["keys"]) if all_keys else [self.find_key(str(key))]
-        return self._clear(keys, "reset") if keys else []
+        cleared = self._clear(keys, "reset") if keys else []
+        for entry in cleared:
+            self._close_escalation(entry, "the strikes were reset by hand (`loki errors reset`)")
+        return cleared
 
     def _clear(self, keys: list[str], status: str) -> list[dict[str, Any]]:
         cleared = []
@@ -259,6 +264,20 @@ class Strikes:
         return doc if doc is not None else empty_state(self.branch)
 
     # -- escalation ----------------------------------------------------------------------------
+
+    def _close_escalation(self, entry: dict[str, Any], why: str) -> None:
+        """Mark a cleared streak's escalation resolved, so briefings stop listing it as waiting."""
+        from loki.escalations import RESOLUTION_HEADING
+
+        name = entry.get("escalation")
+        if not isinstance(name, str) or not name:
+            return
+        rel = f"{layout.ESCALATIONS_DIR}/{name}"
+        text = self.store.read_text(rel)
+        if text is None or RESOLUTION_HEADING in text:  # gone, or a human already answered it
+            return
+        note = f"{why} at {self.store.now_ts()} (key {entry['key']}, branch {self.branch})."
+        self.store.write_text(rel, text.rstrip("\n") + f"\n\n{RESOLUTION_HEADING}\n{note}\n")
 
     def _escalate(self, doc: dict[str, Any], key: str, entry: dict[str, Any], label: str, tiers: Tiers,
                   session: str | None, now: str) -> tuple[str, str]:

@@ -97,7 +97,7 @@ def _previous_errors(entry: dict[str, Any]) -> str:
     if not errors:
         return ""
     if len(set(errors)) == 1:
-        times = "" if len(errors) == 1 else f" (the same all {len(errors)} times)"
+        times = {1: "", 2: " (the same both times)"}.get(len(errors), f" (the same all {len(errors)} times)")
         return f" Previous error{times}: {clip(errors[0])}."
     listed = "; ".join(f"({n}) {clip(e)}" for n, e in enumerate(errors, start=1))
     return f" Previous errors: {listed}."

@@ -244,3 +244,23 @@ def test_a_secret_across_the_message_cut_is_redacted_whole(store: Store, root: P
     Strikes(store, branch="main").record_failure("Bash", {"command": "git push"}, error)
     everything = b"".join(snapshot_bytes(root).values())
     assert token[:8].encode() not in everything
+
+
+def test_clearing_a_streak_resolves_its_escalation(store: Store, root: Path, clock: ManualClock) -> None:
+    from loki.escalations import list_escalations
+
+    strikes = Strikes(store, branch="main")
+    for _ in range(3):
+        strikes.record_failure("Bash", CARGO, NOT_FOUND)
+    assert len(list_escalations(store, open_only=True)) == 1
+    strikes.record_success("Bash", CARGO)
+    assert list_escalations(store, open_only=True) == []
+    text = (root / layout.ESCALATIONS_DIR / escalation_files(root)[0]).read_text()
+    assert text.rstrip().endswith(f"(key {strikes.key_for('Bash', CARGO)[0]}, branch main).")
+    clock.advance(60)
+    for _ in range(3):
+        strikes.record_failure("Bash", CARGO, NOT_FOUND)
+    assert len(list_escalations(store, open_only=True)) == 1  # a new streak, a new escalation
+    strikes.reset(all_keys=True)
+    assert list_escalations(store, open_only=True) == []
+    assert "reset by hand" in (root / layout.ESCALATIONS_DIR / escalation_files(root)[1]).read_text()
