@@ -53,6 +53,8 @@ DRIFT_CHUNK = 1 << 20
 DRIFT_SAVE_EVERY = 50
 """Drift lines applied between two saves of the offset (a crash re-reads at most this many)."""
 MAX_RETRY_SECONDS = 60.0
+MAX_LOGGED_BODY = 16 * 1024
+"""A signal's content is copied into its outcome line up to this size; a bigger one is kept in .archive/."""
 
 
 # -- the one-consumer lock ------------------------------------------------------------------------
@@ -274,7 +276,7 @@ class Consumer:
         name = signals.original_name(entry)
         known = self._logged.pop(entry, None)
         if known is not None:
-            self._finish(entry, str(known.get("outcome")))
+            self._finish(entry, known)
             self._retry_at.pop(entry, None)
             return None
         try:
@@ -295,7 +297,7 @@ class Consumer:
             self._defer(entry, exc)
             return None
         crashpoint("signal-logged")
-        self._finish(entry, record["outcome"])
+        self._finish(entry, record)
         self._retry_at.pop(entry, None)
         self._failures.pop(entry, None)
         self._count()
@@ -310,8 +312,16 @@ class Consumer:
         record.update(result)
         if recovered:
             record["recovered"] = True
+        if result.get("outcome") == "archived":
+            record["moved_to"] = f"{signals.ARCHIVE_DIR}/{entry}"
         if body is not None:
-            record["signal"] = body
+            size = len(jsonio.dumps_compact(body))
+            if size <= MAX_LOGGED_BODY:
+                record["signal"] = body
+            else:
+                # The log stays made of small lines (recovery reads its tail); the file itself is kept.
+                record["signal_bytes"] = size
+                record.setdefault("moved_to", f"{signals.ARCHIVE_DIR}/{entry}")
         return record
 
     def _read(self, entry: str, name: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -335,7 +345,7 @@ class Consumer:
         try:
             body = jsonio.loads_strict(self.store.read_bytes(rel) or b"")
         except jsonio.JsonError as exc:
-            return None, f"not valid JSON: {exc.reason}"
+            return None, f"not valid JSON: {exc.reason.removeprefix('invalid JSON: ')}"
         except LokiError as exc:
             return None, exc.message
         if not isinstance(body, dict):
@@ -350,7 +360,7 @@ class Consumer:
     def _quarantine(self, entry: str, name: str, reason: str, body: Any, recovered: bool) -> dict[str, Any] | None:
         signal_type = signaltypes.type_of_file(name)
         moved_to = f"{signals.QUARANTINE_DIR}/{entry}"
-        result = {"rule": "quarantine", "outcome": "quarantined", "detail": f"quarantined: {reason}",
+        result = {"rule": "quarantine", "outcome": "quarantined", "detail": f"{reason} (kept in {moved_to})",
                   "reason": reason, "moved_to": moved_to}
         record = self._record(entry, name, signal_type if signaltypes.is_signal_name(signal_type) else None,
                               result, body, recovered)
@@ -360,16 +370,18 @@ class Consumer:
             self._defer(entry, exc)
             return None
         crashpoint("signal-logged")
-        self._finish(entry, "quarantined")
+        self._finish(entry, record)
         self._retry_at.pop(entry, None)
         self._count()
         self.on_event({"event": "signal", **record})
         return record
 
-    def _finish(self, entry: str, kind: str) -> None:
-        """Step 4: delete the claimed file, or move it where its outcome says."""
+    def _finish(self, entry: str, record: dict[str, Any]) -> None:
+        """Step 4: delete the claimed file, or move it where its logged outcome says (``moved_to``)."""
         path = self.store.path(f"{signals.PROCESSING_DIR}/{entry}")
-        target_dir = {"quarantined": signals.QUARANTINE_DIR, "archived": signals.ARCHIVE_DIR}.get(kind)
+        moved_to = str(record.get("moved_to") or "")
+        target_dir = next((d for d in (signals.QUARANTINE_DIR, signals.ARCHIVE_DIR) if moved_to.startswith(d + "/")),
+                          None)
         try:
             if target_dir is None:
                 os.unlink(path)
@@ -440,7 +452,7 @@ class Consumer:
             found = self.store.schemas.problems(signaltypes.schema_for(signaltypes.DRIFT), body) \
                 if isinstance(body, dict) else [("", "not a JSON object")]
         except jsonio.JsonError as exc:
-            body, found = None, [("", f"not valid JSON: {exc.reason}")]
+            body, found = None, [("", f"not valid JSON: {exc.reason.removeprefix('invalid JSON: ')}")]
         if found:
             where, why = found[0]
             reason = why + (f" at {where}" if where else "")

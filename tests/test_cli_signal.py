@@ -148,3 +148,17 @@ def test_watch_once_while_another_watcher_consumes_does_nothing(root: Path) -> N
 def test_watch_refuses_an_unknown_observer(root: Path) -> None:
     result = cli(["watch", "--once", "--observer", "magic"], root=root)
     assert result.code == 1 and "--observer" in result.stderr
+
+
+def test_watch_once_exits_1_when_a_signal_cannot_be_applied_now(root: Path) -> None:
+    from loki.locks import FileLock
+
+    cli(["queue", "add", "t", "--id", "t1"], root=root)
+    cli(["signal", "emit", "HUMAN_REVIEW_NEEDED", "reason=r", "--task", "t1"], root=root)
+    with FileLock(str(root / "queue" / ".lock"), timeout=1):
+        result = cli(["watch", "--once"], root=root, env={"LOKI_LOCK_TIMEOUT": "0.05"})
+    assert result.code == 1 and "timed out" in result.stderr and "kept in signals/.processing/" in result.stderr
+    assert len(os.listdir(root / "signals" / ".processing")) == 1
+    assert cli(["watch", "--once"], root=root).code == 0
+    assert os.listdir(root / "signals" / ".processing") == []
+    assert cli(["queue", "show", "t1", "--json"], root=root).json()["state"] == "blocked"

@@ -109,7 +109,8 @@ def test_a_signal_logged_but_not_deleted_is_only_deleted(store: Store, root: Pat
     entry = Consumer(store).claim("DEPLOY_FINISHED")
     assert entry is not None
     outcomes.append(store, [{"timestamp": "2026-01-25T10:00:00Z", "id": entry, "name": "DEPLOY_FINISHED",
-                             "rule": "archive", "outcome": "archived", "detail": "archived"}])
+                             "rule": "archive", "outcome": "archived", "detail": "archived",
+                             "moved_to": f"signals/.archive/{entry}"}])
     assert Consumer(store).recover() == []
     assert [r["id"] for r in log(root)] == [entry]
     assert left(root, ".processing") == [] and left(root, ".archive") == [entry]
@@ -121,6 +122,14 @@ def test_unknown_types_are_logged_and_archived_never_lost(store: Store, root: Pa
     assert record["outcome"] == "archived" and record["signal"]["env"] == "prod"
     [kept] = left(root, ".archive")
     assert json.loads((root / "signals" / ".archive" / kept).read_text())["env"] == "prod"
+
+
+def test_a_big_signal_is_logged_without_its_content_and_kept(store: Store, root: Path) -> None:
+    signals.emit(store, "DOCS_NEEDED", {"message": "x" * 20_000})
+    [record] = Consumer(store).run_pass()
+    assert record["outcome"] == "logged" and "signal" not in record and record["signal_bytes"] > 20_000
+    assert json.loads((root / record["moved_to"]).read_text())["message"] == "x" * 20_000
+    assert len((root / "logs" / "signals.jsonl").read_bytes()) < 2000
 
 
 # -- malformed files -----------------------------------------------------------------------------------

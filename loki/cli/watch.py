@@ -50,7 +50,7 @@ def watch(
 
 
 def _once(watcher: Any, json_output: bool) -> None:
-    from loki.errors import NothingToDo
+    from loki.errors import LokiError, NothingToDo
 
     result = watcher.run_once()
     if json_output:
@@ -60,6 +60,9 @@ def _once(watcher: Any, json_output: bool) -> None:
     if not json_output:
         counts = ", ".join(f"{n} {kind}" for kind, n in result["outcomes"].items())
         _say(f"{result['signals']} signal(s) handled" + (f": {counts}" if counts else ""))
+    errors = [e for e in result["events"] if e.get("event") == "error"]
+    if errors:  # cron must notice: the signals are kept in .processing/ and the next run retries them
+        raise LokiError(f"{len(errors)} error(s): {errors[0]['detail']}", errors=errors)
 
 
 def _live(watcher: Any, refresh: float) -> None:
