@@ -228,7 +228,8 @@ def list_escalations(store: Store, *, open_only: bool = False) -> list[dict[str,
     return [r for r in rows if r["open"] or not open_only]
 
 
-def _mark_resolved(store: Store, file_name: str | None, text: str) -> None:
+def mark_resolved(store: Store, file_name: str | None, text: str) -> None:
+    """Append the Resolution section to an escalation file (once: a file already answered is left alone)."""
     if not file_name:
         return
     rel = f"{layout.ESCALATIONS_DIR}/{file_name}"
@@ -303,6 +304,6 @@ def resolve(store: Store, task_id: str, decision: str, *, note: str | None = Non
                 doc["metadata"]["total_recovered"] += 1
                 outcome = "pending"
             txn.write(layout.DEADLETTER, doc, changed=[])
-    _mark_resolved(store, escalation_file, text)
+    mark_resolved(store, escalation_file, text)
     return {"task_id": task_id, "decision": decision, "outcome": outcome, "applied": True,
             "escalation": escalation_file}

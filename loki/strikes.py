@@ -267,17 +267,12 @@ class Strikes:
 
     def _close_escalation(self, entry: dict[str, Any], why: str) -> None:
         """Mark a cleared streak's escalation resolved, so briefings stop listing it as waiting."""
-        from loki.escalations import RESOLUTION_HEADING
+        from loki.escalations import mark_resolved
 
         name = entry.get("escalation")
-        if not isinstance(name, str) or not name:
-            return
-        rel = f"{layout.ESCALATIONS_DIR}/{name}"
-        text = self.store.read_text(rel)
-        if text is None or RESOLUTION_HEADING in text:  # gone, or a human already answered it
-            return
-        note = f"{why} at {self.store.now_ts()} (key {entry['key']}, branch {self.branch})."
-        self.store.write_text(rel, text.rstrip("\n") + f"\n\n{RESOLUTION_HEADING}\n{note}\n")
+        if isinstance(name, str) and name:
+            note = f"{why} at {self.store.now_ts()} (key {entry['key']}, branch {self.branch})."
+            mark_resolved(self.store, name, note)
 
     def _escalate(self, doc: dict[str, Any], key: str, entry: dict[str, Any], label: str, tiers: Tiers,
                   session: str | None, now: str) -> tuple[str, str]:
