@@ -332,6 +332,8 @@ def test_approve_emits_human_approved(store: Store) -> None:
     assert signal["task_id"] == "t1" and signal["decision"] == "approve" and signal["approver"] == "alice"
     bad = cli(["approve", "t1", "--decision", "maybe"], root=store.root)
     assert bad.code == 1 and "--decision must be one of approve, cancel, clarify" in bad.stderr
+    strike = cli(["approve", "strike-0123abcd", "--decision", "approve"], root=store.root)
+    assert strike.code == 1 and "loki errors reset" in strike.stderr
 
 
 @pytest.mark.parametrize(("decision", "state"), [("approve", "pending"), ("clarify", "pending"),

@@ -56,8 +56,12 @@ def approve(
     from loki.errors import InvalidInput
     from loki.escalations import DECISIONS
     from loki.paths import check_id
+    from loki.strikes import ESCALATION_PREFIX
 
     check_id(task_id, "task id")
+    if task_id.startswith(ESCALATION_PREFIX):
+        raise InvalidInput(f"{task_id} is a strike escalation (a tool call that kept failing), not a task: once the "
+                           "cause is fixed, clear it with `loki errors reset`", field="task_id")
     if decision not in DECISIONS:
         raise InvalidInput(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
     who = approver or os.environ.get("USER") or "human"
