@@ -1,6 +1,8 @@
 """The crash harness: workers run random mixed operations while a killer SIGKILLs them.
 
-After each round it runs ``loki doctor --repair`` and an invariant checker:
+Workers cover the queue, the dead-letter review, breakers and strikes (whose third failure writes
+an escalation and emits a signal). After each round it runs ``loki doctor --repair`` and an
+invariant checker:
 
 * every task id is in exactly one state file, and every task whose ``add`` returned exists;
   no task exists that nobody tried to add;

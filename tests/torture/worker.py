@@ -19,6 +19,7 @@ from loki.deadletter import DeadLetter
 from loki.errors import LokiError
 from loki.queue import Queue
 from loki.store import Store
+from loki.strikes import Strikes
 
 BREAKER = "api/torture"
 
@@ -37,7 +38,8 @@ class Worker:
         os.write(self.log_fd, (" ".join(words) + "\n").encode())
 
     def run(self) -> None:
-        ops = [(self.add, 5), (self.claim, 5), (self.finish, 6), (self.breaker, 4), (self.maintenance, 2)]
+        ops = [(self.add, 5), (self.claim, 5), (self.finish, 6), (self.breaker, 4), (self.maintenance, 2),
+               (self.strike, 3)]
         choices = [op for op, weight in ops for _ in range(weight)]
         while True:
             # Conflicts and nothing-to-do are part of the game; the checker looks at the files.
@@ -79,6 +81,16 @@ class Worker:
             self.log("begin", "breaker-success", BREAKER)
             breakers.record_success(BREAKER)
             self.log("end", "breaker-success", BREAKER)
+
+    def strike(self) -> None:
+        """A tool call failing, or succeeding, on a shared branch (strikes, escalations, signals)."""
+        strikes = Strikes(self.store, branch="torture")
+        command = {"command": f"make build-{self.rng.randrange(3)}"}
+        if self.rng.random() < 0.75:
+            strikes.record_failure("Bash", command, f"make: *** [build] Error {self.rng.randrange(1, 3)}",
+                                   session=self.name)
+        else:
+            strikes.record_success("Bash", command)
 
     def maintenance(self) -> None:
         roll = self.rng.random()
