@@ -450,7 +450,7 @@ class Queue:
             task["completed_at"] = now
             task["updated_at"] = now
             session.put(COMPLETED, task)
-            self._rotate(txn, session, COMPLETED)
+            self.rotate_hot(txn, session, COMPLETED)
             session.flush()
         return task
 
@@ -478,7 +478,7 @@ class Queue:
                 self._add_discovered_dependencies(session, task, new_deps, format_ts(now_dt), agent)
             attempt = make_attempt(task, now=format_ts(now_dt), agent_id=agent, approach=approach,
                                    error_type=error_type, error_message=error)
-            outcome = self._record_failure(session, task, attempt, now_dt, final=final)
+            outcome = self.record_failure(session, task, attempt, now_dt, final=final)
             session.flush()
         return outcome
 
@@ -518,7 +518,7 @@ class Queue:
         _check_agent(agent)
         found = session.find(task_id, (IN_PROGRESS,))
         if found is None:
-            elsewhere = session.find(task_id) or self._find_outside(session, task_id)
+            elsewhere = session.find(task_id) or self.find_outside(session, task_id)
             if elsewhere is None:
                 raise NotFound(f"no task {task_id!r}", task_id=task_id)
             state, task = elsewhere
@@ -536,15 +536,20 @@ class Queue:
                            "nothing changed", task_id=task_id)
         return task
 
-    def _find_outside(self, session: Session, task_id: str) -> tuple[str, dict[str, Any]] | None:
+    # -- building blocks for changes that span the queue and something else ------------------------
+    # (the signal rules apply a signal's effect and record its id in the same transaction)
+
+    def find_outside(self, session: Session, task_id: str) -> tuple[str, dict[str, Any]] | None:
+        """A task outside the hot files: in the dead-letter queue, abandoned, or archived."""
         for state, rel in ((DEAD_LETTER, layout.DEADLETTER), (ABANDONED, layout.ABANDONED)):
             for entry in session.txn.read(rel)["tasks"]:
                 if entry["task_id"] == task_id:
                     return state, entry["task_data"]
         return archive.find(self.store, task_id)
 
-    def _record_failure(self, session: Session, task: dict[str, Any], attempt: dict[str, Any], now_dt: datetime,
-                        *, final: bool) -> dict[str, Any]:
+    def record_failure(self, session: Session, task: dict[str, Any], attempt: dict[str, Any], now_dt: datetime,
+                       *, final: bool) -> dict[str, Any]:
+        """Within ``session``: the in-progress ``task`` failed ``attempt``; back off, dead-letter or fail it."""
         now = format_ts(now_dt)
         session.remove(IN_PROGRESS, task)
         clear_claim(task)
@@ -588,7 +593,7 @@ class Queue:
             holder = task.get("claimed_by") or "unknown"
             attempt = make_attempt(task, now=now, agent_id=holder, approach="(lease expired)", error_type="timeout",
                                    error_message=f"lease expired at {lease_until} while held by {holder}")
-            outcome = self._record_failure(session, task, attempt, now_dt, final=False)
+            outcome = self.record_failure(session, task, attempt, now_dt, final=False)
             (dead if outcome["state"] == DEAD_LETTER else requeued).append(task["id"])
         return {"requeued": requeued, "dead_lettered": dead}
 
@@ -600,7 +605,7 @@ class Queue:
             session = Session(txn)
             found = session.find(task_id, (PENDING, BLOCKED, IN_PROGRESS, FAILED))
             if found is None:
-                elsewhere = session.find(task_id) or self._find_outside(session, task_id)
+                elsewhere = session.find(task_id) or self.find_outside(session, task_id)
                 if elsewhere is None:
                     raise NotFound(f"no task {task_id!r}", task_id=task_id)
                 raise Conflict(f"{task_id} is {elsewhere[0]}; only pending, blocked, in-progress or failed tasks "
@@ -617,7 +622,7 @@ class Queue:
                          f"cancelled with {task_id} (--cascade): {why}", now)
                 session.put(CANCELLED, task)
                 cancelled.append(task["id"])
-            self._rotate(txn, session, CANCELLED)
+            self.rotate_hot(txn, session, CANCELLED)
             session.flush()
         return {"cancelled": cancelled, "dependents": dependents, "cascade": cascade}
 
@@ -654,7 +659,7 @@ class Queue:
                 doc = txn.read(layout.DEADLETTER)
                 entry = next((e for e in doc["tasks"] if e["task_id"] == task_id), None)
                 if entry is None:
-                    elsewhere = session.find(task_id) or self._find_outside(session, task_id)
+                    elsewhere = session.find(task_id) or self.find_outside(session, task_id)
                     if elsewhere is None:
                         raise NotFound(f"no task {task_id!r}", task_id=task_id)
                     raise Conflict(f"{task_id} is {elsewhere[0]}; only failed, dead-letter or cancelled tasks can "
@@ -686,7 +691,8 @@ class Queue:
             session.flush()
         return {"task": task, "from": source}
 
-    def _rotate(self, txn: Transaction, session: Session, state: str) -> None:
+    def rotate_hot(self, txn: Transaction, session: Session, state: str) -> None:
+        """Within ``session``: move the oldest completed/cancelled tasks beyond the bound to the archive."""
         doc = session.doc(state)
         kept = archive.rotate(txn, state, doc["tasks"], int(self._setting("completed_hot_limit")))
         if kept is not doc["tasks"]:

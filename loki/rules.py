@@ -108,7 +108,7 @@ def _locate(store: Store, session: Session, task_id: str) -> tuple[str, dict[str
     """Where a task is: the hot queue files first, then dead-letter, abandoned and the archive."""
     from loki.queue import Queue
 
-    return session.find(task_id) or Queue(store)._find_outside(session, task_id)
+    return session.find(task_id) or Queue(store).find_outside(session, task_id)
 
 
 def _queue_change(store: Store, task_id: str | None, change: Callable[[Session, str, dict[str, Any]],
@@ -236,7 +236,7 @@ def complete_task(store: Store, sig: Signal) -> dict[str, Any]:
         held = f" (held by {holder})" if holder else ""
         add_note(task, f"completed by {sig.type}{held} {sig.marker}", now, sig.agent)
         session.put("completed", task)
-        Queue(store)._rotate(session.txn, session, "completed")
+        Queue(store).rotate_hot(session.txn, session, "completed")
         return outcome("applied", f"{task['id']}: {state} -> completed{held}",
                        state_change={"from": state, "to": "completed"})
 
@@ -265,7 +265,7 @@ def fail_task(store: Store, sig: Signal) -> dict[str, Any]:
         attempt = make_attempt(task, now=now, agent_id=sig.agent or holder, approach=approach,
                                error_type="test_failure", error_message=_text(error, 2000))
         add_note(task, f"tests failed ({sig.type}) {sig.marker}", now, sig.agent)
-        result = Queue(store)._record_failure(session, task, attempt, now_dt, final=False)
+        result = Queue(store).record_failure(session, task, attempt, now_dt, final=False)
         where = f"retry at {result['retry_at']}" if result["state"] == "pending" else result["state"]
         return outcome("applied", f"{task['id']}: attempt {attempt['attempt_number']} failed -> {where}",
                        state_change={"from": state, "to": result["state"]})

@@ -322,14 +322,18 @@ def test_escalating_a_dead_letter_entry_keeps_it_there(store: Store, clock: Manu
     assert "**Failure Count:** 1" in Path(store.path(result["file"])).read_text()
 
 
-def test_approve_emits_human_approved(store: Store) -> None:
+def test_approve_emits_human_approved_and_applies_it_when_no_watcher_runs(store: Store) -> None:
     Queue(store).add("x", task_id="t1")
     escalate(store, "t1", "why")
     result = cli(["approve", "t1", "--decision", "approve", "--note", "go ahead", "--approver", "alice", "--json"],
                  root=store.root)
     assert result.code == 0, result.stderr
-    signal = json.loads(Path(store.path(f"signals/{result.json()['signal']}")).read_text())
-    assert signal["task_id"] == "t1" and signal["decision"] == "approve" and signal["approver"] == "alice"
+    out = result.json()
+    assert out["applied_now"] is True and out["outcome"]["outcome"] == "applied"
+    assert out["outcome"]["signal"] == {"timestamp": out["outcome"]["signal"]["timestamp"], "task_id": "t1",
+                                        "decision": "approve", "approver": "alice", "note": "go ahead"}
+    assert Queue(store).show("t1")["state"] == "pending"
+    assert not [n for n in os.listdir(store.path("signals")) if n.startswith("HUMAN_APPROVED")]
     bad = cli(["approve", "t1", "--decision", "maybe"], root=store.root)
     assert bad.code == 1 and "--decision must be one of approve, cancel, clarify" in bad.stderr
     strike = cli(["approve", "strike-0123abcd", "--decision", "approve"], root=store.root)

@@ -53,6 +53,7 @@ def approve(
     import os
 
     from loki import signals, signaltypes
+    from loki.consumer import consume_pending
     from loki.errors import InvalidInput
     from loki.escalations import DECISIONS
     from loki.paths import check_id
@@ -66,12 +67,18 @@ def approve(
         raise InvalidInput(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
     who = approver or os.environ.get("USER") or "human"
     fields = {"decision": decision, "approver": who, **({"note": note} if note else {})}
-    emitted = signals.emit(store_from(ctx), signaltypes.HUMAN_APPROVED, fields, task_id=task_id)
+    store = store_from(ctx)
+    emitted = signals.emit(store, signaltypes.HUMAN_APPROVED, fields, task_id=task_id)
+    # With no watcher running, apply it now (the same exactly-once consumer); else the watcher does.
+    done = consume_pending(store)
+    mine = next((o for o in done["outcomes"] if o.get("name") == emitted["name"]), None)
     if json_output:
-        print_json({"signal": emitted["name"], "task_id": task_id, "decision": decision})
+        print_json({"signal": emitted["name"], "task_id": task_id, "decision": decision,
+                    "applied_now": done["consumed"], "outcome": mine})
+    elif done["consumed"] and mine is not None:
+        say(f"{decision} for {task_id}: {mine['outcome']}: {mine.get('detail', '')}")
     else:
-        say(f"{decision} for {task_id} recorded as signal {emitted['name']}; the watcher applies it "
-            "(loki watch, or loki watch --once)")
+        say(f"{decision} for {task_id} recorded as signal {emitted['name']}; the running watcher applies it")
 
 
 @escalations_app.command("list")
