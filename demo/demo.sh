@@ -95,4 +95,21 @@ run $LOKI breaker capacity api/claude --max 8
 unset LOKI_NOW
 run cat .loki/logs/circuit-recovery.log
 
+bold "6. Signals: agents drop them in .loki/signals/, one watcher applies each exactly once"
+run $LOKI queue add "Add the login rate limit" --id task-201 --type feature
+run $LOKI queue add "Rotate the production keys" --id task-202 --type feature
+run $LOKI queue claim --agent eng-007 --type feature
+run $LOKI signal emit TESTS_PASSED --subject auth --task task-201 summary="42 passed" passed:=42 --agent qa-001
+run $LOKI signal emit HUMAN_REVIEW_NEEDED --task task-202 reason=security_decision --severity critical \
+    context="Requires AWS production credentials"
+run $LOKI signal emit HUMAN_REVIEW_NEEDED reason="a second one never overwrites the first"
+run $LOKI signal emit FRICTION_DETECTED friction_id=friction-042 location=src/billing/invoice.py:234 \
+    behavior="Sleep 2s before committing"
+printf '{"timestamp": ' > .loki/signals/BROKEN
+python3 -c 'import os; os.utime(".loki/signals/BROKEN", (0, 0))'   # a hand-written file, never finished
+run $LOKI signal list
+run $LOKI watch --once --no-tui
+run $LOKI approve task-202 --decision approve --note "use the staging keys"
+run $LOKI signal log -n 6
+
 bold "Done. The tree lived in $WORK (removed on exit)."
