@@ -1,15 +1,18 @@
 """The crash harness: workers run random mixed operations while a killer SIGKILLs them.
 
-Workers cover the queue, the dead-letter review, breakers and strikes (whose third failure writes
-an escalation and emits a signal). After each round it runs ``loki doctor --repair`` and an
-invariant checker:
+Workers cover the queue, the dead-letter review, breakers, strikes (whose third failure writes
+an escalation and emits a signal) and signals, while a ``loki watch`` consumes them; all of them
+are killed. After each round it runs ``loki doctor --repair``, one ``loki watch --once`` (which
+finishes whatever the killed watcher had in hand) and an invariant checker:
 
 * every task id is in exactly one state file, and every task whose ``add`` returned exists;
   no task exists that nobody tried to add;
 * every file validates (jsonschema, strict parsing, cross-file checks);
 * no journal and no temp file is left after doctor;
 * breaker counters never exceed what was recorded (``total_failures`` <= failures attempted,
-  >= failures confirmed; the same for successes).
+  >= failures confirmed; the same for successes);
+* every emitted signal is either still waiting or in the outcome log exactly once (one whose
+  emit did not return may be absent, never twice).
 
 usage: python -m tests.torture.harness [--rounds N] [--workers N] [--seed S] [--root DIR]
 Prints rounds, kills, operations and violations (must be 0); exits 1 on any violation.
@@ -51,12 +54,13 @@ class Harness:
         self.violations: list[str] = []
 
     def spawn(self, round_number: int) -> list[subprocess.Popen[bytes]]:
-        procs = []
+        procs = [subprocess.Popen([sys.executable, "-m", "loki", "--root", self.root, "watch", "--no-tui"],
+                                  cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)]
         for n in range(self.workers):
             oplog = self.logs / f"w{n}.log"
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "tests.torture.worker", self.root, str(self.seed * 1000 + round_number * 10 + n),
-                 f"w{n}", str(oplog)],
+                 f"r{round_number}w{n}", str(oplog)],
                 cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}))
         return procs
@@ -112,6 +116,10 @@ class Harness:
                      if p.name.endswith(".tmp") or p.name.endswith(".journal.json")]
         if leftovers:
             self.violation(round_number, f"left after doctor: {leftovers}")
+        once = subprocess.run([sys.executable, "-m", "loki", "--root", self.root, "watch", "--once", "--json"],
+                              cwd=REPO, capture_output=True, text=True)
+        if once.returncode != 0:
+            self.violation(round_number, f"watch --once failed ({once.returncode}): {once.stderr[-500:]}")
         store = Store(self.root)
         problems = [str(p) for p in validate_tree(store)]
         if problems:
@@ -131,12 +139,40 @@ class Harness:
         for (op, task_id), _ in ended.items():
             if op == "add" and task_id not in seen:
                 self.violation(round_number, f"task {task_id} was added and is gone")
+        self._check_signals(round_number, begun, ended)
         entry = store.read(layout.BREAKERS).get(BREAKER)
         for kind, field in (("breaker-failure", "total_failures"), ("breaker-success", "total_successes")):
             recorded = int((entry or {}).get(field, 0))
             if not ended[(kind, BREAKER)] <= recorded <= begun[(kind, BREAKER)]:
                 self.violation(round_number, f"{field} {recorded} outside [{ended[(kind, BREAKER)]}, "
                                              f"{begun[(kind, BREAKER)]}]")
+
+
+    def _check_signals(self, round_number: int, begun: Counter[tuple[str, str]],
+                       ended: Counter[tuple[str, str]]) -> None:
+        logged: Counter[str] = Counter()
+        log = Path(self.root) / "logs" / "signals.jsonl"
+        for line in (log.read_text().splitlines() if log.exists() else []):
+            record = json.loads(line)
+            message = (record.get("signal") or {}).get("message")
+            if isinstance(message, str):
+                logged[message] += 1
+        waiting: Counter[str] = Counter()
+        for path in (Path(self.root) / "signals").rglob("*"):
+            if path.is_file() and ".archive" not in path.parts and ".quarantine" not in path.parts:
+                text = path.read_text(errors="replace")
+                for (op, nonce), _ in begun.items():
+                    if op == "signal" and f'"{nonce}"' in text:
+                        waiting[nonce] += 1
+        for (op, nonce), _ in begun.items():
+            if op != "signal":
+                continue
+            total = logged[nonce] + waiting[nonce]
+            if total > 1:
+                self.violation(round_number, f"signal {nonce} seen {total} times (log {logged[nonce]}, "
+                                             f"waiting {waiting[nonce]})")
+            if ended[(op, nonce)] and total == 0:
+                self.violation(round_number, f"signal {nonce} was emitted and is gone")
 
 
 def run(rounds: int, workers: int, seed: int, root: str | None = None) -> dict[str, Any]:

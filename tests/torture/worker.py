@@ -14,6 +14,7 @@ import os
 import random
 import sys
 
+from loki import signals
 from loki.breakers import Breakers
 from loki.deadletter import DeadLetter
 from loki.errors import LokiError
@@ -39,7 +40,7 @@ class Worker:
 
     def run(self) -> None:
         ops = [(self.add, 5), (self.claim, 5), (self.finish, 6), (self.breaker, 4), (self.maintenance, 2),
-               (self.strike, 3)]
+               (self.strike, 3), (self.signal, 4)]
         choices = [op for op, weight in ops for _ in range(weight)]
         while True:
             # Conflicts and nothing-to-do are part of the game; the checker looks at the files.
@@ -91,6 +92,14 @@ class Worker:
                                    session=self.name)
         else:
             strikes.record_success("Bash", command)
+
+    def signal(self) -> None:
+        """Emit a signal carrying a nonce the checker can count in the outcome log."""
+        self.serial += 1
+        nonce = f"{self.name}-s{self.serial}"
+        self.log("begin", "signal", nonce)
+        signals.emit(self.store, "DOCS_NEEDED", {"message": nonce}, agent=self.name)
+        self.log("end", "signal", nonce)
 
     def maintenance(self) -> None:
         roll = self.rng.random()
