@@ -128,8 +128,9 @@ def test_bad_input(case_path: Path, tmp_path: Path) -> None:
     if readonly:
         _make_readonly(root, True)
     try:
+        stdin = bytes.fromhex(case["stdin_hex"]) if "stdin_hex" in case else case.get("stdin", "").encode()
         done = subprocess.run([sys.executable, "-m", "loki", "--root", str(root), *case["args"]], cwd=REPO,
-                              capture_output=True, timeout=60, preexec_fn=limits,
+                              input=stdin, capture_output=True, timeout=60, preexec_fn=limits,
                               env={**os.environ, "LOKI_NOW": "2026-01-25T10:00:00Z", "LOKI_LOCK_TIMEOUT": "5"})
     finally:
         if readonly:
