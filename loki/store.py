@@ -224,12 +224,15 @@ class Store:
 
     # -- raw file access -----------------------------------------------------------------------
 
-    def read_bytes(self, rel: str) -> bytes | None:
-        """The bytes of a state file, or None if it does not exist. Refuses symlinks and non-files."""
+    def _open_regular(self, rel: str, flags: int, action: str) -> tuple[int, os.stat_result] | None:
+        """Open a state file without following a link; refuse anything but a regular file.
+
+        Returns (fd, stat), or None when it does not exist (and ``flags`` does not create it).
+        The caller closes the descriptor.
+        """
         self._check_parent(rel)
-        path = self.path(rel)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+            fd = os.open(self.path(rel), flags | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -237,13 +240,26 @@ class Store:
                 raise StateFileError(rel, "is a symbolic link; loki refuses to follow links out of .loki/") from None
             if exc.errno == errno.EISDIR:
                 raise StateFileError(rel, "is a directory, not a file") from None
-            raise _os_error(rel, exc, "read") from None
+            raise _os_error(rel, exc, action) from None
         try:
             st = os.fstat(fd)
-            if stat.S_ISDIR(st.st_mode):
-                raise StateFileError(rel, "is a directory, not a file")
-            if not stat.S_ISREG(st.st_mode):
-                raise StateFileError(rel, "is not a regular file")
+        except OSError as exc:
+            os.close(fd)
+            raise _os_error(rel, exc, action) from None
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise StateFileError(rel, "is a directory, not a file" if stat.S_ISDIR(st.st_mode)
+                                 else "is not a regular file")
+        return fd, st
+
+    def read_bytes(self, rel: str) -> bytes | None:
+        """The bytes of a state file, or None if it does not exist. Refuses symlinks and non-files."""
+        # O_NONBLOCK: opening a FIFO planted where a file belongs must not hang.
+        opened = self._open_regular(rel, os.O_RDONLY | os.O_NONBLOCK, "read")
+        if opened is None:
+            return None
+        fd, st = opened
+        try:
             if st.st_size > self.max_file_bytes:
                 raise StateFileError(
                     rel, f"is {st.st_size} bytes, over the {self.max_file_bytes}-byte limit for a state file"
@@ -269,19 +285,11 @@ class Store:
         ``logs/signals.jsonl``) read only what is new instead of the whole file. An absent
         log is ``(b"", 0)``. Symlinks and non-regular files are refused as in :meth:`read_bytes`.
         """
-        self._check_parent(rel)
-        try:
-            fd = os.open(self.path(rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except FileNotFoundError:
+        opened = self._open_regular(rel, os.O_RDONLY | os.O_NONBLOCK, "read")
+        if opened is None:
             return b"", 0
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise StateFileError(rel, "is a symbolic link; loki refuses to follow links out of .loki/") from None
-            raise _os_error(rel, exc, "read") from None
+        fd, st = opened
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise StateFileError(rel, "is not a regular file")
             if offset >= st.st_size:
                 return b"", st.st_size
             return os.pread(fd, min(limit, st.st_size - offset), offset), st.st_size
@@ -422,17 +430,10 @@ class Store:
                 holder.release()
 
     def _append(self, rel: str, payload: bytes) -> int:
-        path = self.path(rel)
+        opened = self._open_regular(rel, os.O_RDWR | os.O_APPEND | os.O_CREAT, "append to")
+        assert opened is not None  # O_CREAT
+        fd, st = opened
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise StateFileError(rel, "is a symbolic link; refusing to follow it") from None
-            raise _os_error(rel, exc, "append to") from None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise StateFileError(rel, "is not a regular file")
             offset = st.st_size
             if offset > 0 and os.pread(fd, 1, offset - 1) != b"\n":
                 payload = b"\n" + payload
