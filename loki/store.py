@@ -104,6 +104,12 @@ def atomic_write(path: str, data: bytes, *, sync_dir: bool = True) -> None:
         fsync_dir(os.path.dirname(path))
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def _unlink_quietly(path: str) -> None:
     try:  # noqa: SIM105 - contextlib is an import the hot path does not need
         os.unlink(path)
@@ -232,7 +238,7 @@ class Store:
         """
         self._check_parent(rel)
         try:
-            fd = os.open(self.path(rel), flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(self.path(rel), flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -488,6 +494,55 @@ class Store:
             atomic_write(self.path(rel), text.encode("utf-8"))
         except OSError as exc:
             raise _os_error(rel, exc, "write") from None
+
+    def rewrite_lines(self, rel: str, records: Iterable[Any]) -> int:
+        """Atomically replace an append-only log with ``records`` (compaction); return the lines written.
+
+        The caller holds the log's lock (``with store.transaction(rel)``), so no append is lost.
+        Records are streamed into the temp file, so a large log is never held in memory as one string.
+        """
+        self._check_parent(rel)
+        path = self.path(rel)
+        tmp = temp_name(path)
+        count = 0
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                batch: list[str] = []
+                for record in records:
+                    batch.append(jsonio.dumps_compact(record) + "\n")
+                    count += 1
+                    if len(batch) >= 1000:
+                        _write_all(fd, "".join(batch).encode("utf-8"))
+                        batch = []
+                _write_all(fd, "".join(batch).encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+            fsync_dir(os.path.dirname(path))
+        except OSError as exc:
+            _unlink_quietly(tmp)
+            raise _os_error(rel, exc, "rewrite") from None
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
+        return count
+
+    def remove(self, rel: str) -> bool:
+        """Delete a state file loki derived and can rebuild (a hint, the search index); True if it existed."""
+        self._check_parent(rel)
+        path = self.path(rel)
+        try:
+            if stat.S_ISDIR(os.lstat(path).st_mode):
+                raise StateFileError(rel, "is a directory, not a file")
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise _os_error(rel, exc, "remove") from None
+        fsync_dir(os.path.dirname(path))
+        return True
 
     def read_text(self, rel: str) -> str | None:
         data = self.read_bytes(rel)

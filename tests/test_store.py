@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -250,6 +251,11 @@ def test_append_lines_never_glues_onto_a_torn_line(store: Store) -> None:
     store.append_lines(rel, [{"b": 2}])
     lines = Path(store.path(rel)).read_bytes().split(b"\n")
     assert lines[:3] == [b'{"a":1}', b'{"torn":', b'{"b":2}']
+
+
+def test_a_log_created_by_an_append_is_not_executable(store: Store) -> None:
+    store.append_lines("logs/new.jsonl", [{"a": 1}])
+    assert stat.S_IMODE(os.stat(store.path("logs/new.jsonl")).st_mode) & 0o111 == 0
 
 
 def test_create_unique_never_overwrites(store: Store) -> None:
