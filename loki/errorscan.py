@@ -700,8 +700,13 @@ _RUST_TRACE = _Lazy(r"^thread '[^'\n]*'(?: \(\d+\))? panicked at [^\n]*(?:\n[^\n
 _GO_TRACE = _Lazy(
     r"^panic: [^\n]*(?:\n[^\n]*){0,3}?\ngoroutine \d+ \[[^\n]*\]:(?:\n[^\n]+){0,400}", re.MULTILINE
 )
+# pytest's report of each failing test (source, the failing line, "E" lines, file:line: Error), from
+# the FAILURES/ERRORS banner to the next banner (the short summary, warnings, the totals line).
+_PYTEST_TRACE = _Lazy(r"^=+ (?:FAILURES|ERRORS) =+$(?:\n(?!=+ )[^\n]*){1,600}", re.MULTILINE)
 _TRACES = (
     (_PY_TRACE, "Traceback (most recent call last):"),
+    (_PYTEST_TRACE, " FAILURES ="),
+    (_PYTEST_TRACE, " ERRORS ="),
     (_PY_SYNTAX_TRACE, "  File \""),
     (_AT_TRACE, "at "),
     (_RUST_TRACE, "panicked at "),
@@ -922,7 +927,7 @@ def _merge_refs(first: list[FileRef], second: list[FileRef], limit: int = 20) ->
 
 
 def extract_stack_trace(text: str) -> str | None:
-    """The stack trace nearest the end of ``text`` (Python, JS/Node, Java, Rust, Go), bounded in size."""
+    """The stack trace nearest the end of ``text`` (Python, pytest, JS/Node, Java, Rust, Go), bounded in size."""
     best: tuple[int, int] | None = None
     for regex, needle in _TRACES:
         if needle not in text:

@@ -557,6 +557,16 @@ def test_go_panic_trace() -> None:
     assert trace is not None and trace.startswith("panic: boom") and "main.go:9" in trace
 
 
+def test_pytest_failures_section_is_the_stack_trace() -> None:
+    output = json.loads((CORPUS / "pytest_fail_verbose.json").read_text())["output"]
+    trace = extract_stack_trace(output)
+    assert trace is not None and trace.startswith("=" * 35 + " FAILURES " + "=" * 35)
+    assert "E       KeyError: 'pear'" in trace and trace.endswith("tests/test_calc.py:15: KeyError")
+    assert "short test summary info" not in trace and "test_add_zero PASSED" not in trace
+    errors = json.loads((CORPUS / "pytest_collection_error.json").read_text())["output"]
+    assert str(extract_stack_trace(errors)).lstrip("=").startswith(" ERRORS ")
+
+
 def test_no_stack_trace() -> None:
     assert extract_stack_trace("cat: x: No such file or directory\n") is None
 
