@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from loki.clock import Clock, ManualClock, SystemClock
     from loki.deadletter import DeadLetter
     from loki.errors import LokiError
+    from loki.memory import ErrorMemory
     from loki.queue import Queue
     from loki.store import Store
 
@@ -32,10 +33,11 @@ _EXPORTS = {
     "Queue": "loki.queue",
     "DeadLetter": "loki.deadletter",
     "Breakers": "loki.breakers",
+    "ErrorMemory": "loki.memory",
 }
 
-__all__ = ["Breakers", "Clock", "DeadLetter", "LokiError", "ManualClock", "Queue", "Store", "SystemClock",
-           "__version__"]
+__all__ = ["Breakers", "Clock", "DeadLetter", "ErrorMemory", "LokiError", "ManualClock", "Queue", "Store",
+           "SystemClock", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

@@ -39,7 +39,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # The "adr" preset's values; loki/tiers.py resolves preset + explicit keys (docs/hooks.md).
     "strikes": {"preset": "adr", "warn_at": 2, "stop_at": 3, "stop_decision": "deny", "escalate": True,
                 "input_hash_chars": 200, "history": 50},
-    "memory": {"max_records": 100_000, "inject_max_chars": 300},
+    # docs/memory.md: the compaction bound, the PreToolUse hint, resolution confidence.
+    "memory": {"max_records": 100_000, "inject_max_chars": 300, "resolution_half_life": 3,
+               "hint_min_confidence": 0.3},
 }
 
 

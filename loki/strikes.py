@@ -30,13 +30,14 @@ Python use::
 
 from __future__ import annotations
 
-from loki import gitbranch, layout, strikekey, strikeview
+from loki import cmdprefix, gitbranch, layout, strikekey, strikeview
 from loki.errors import InvalidInput, NotFound
 from loki.redact import redact
 from loki.tiers import RECORD, STOP, WARN, Tiers, clip, hash_chars, stop_text, warn_text
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from loki.errorscan import ScanResult
@@ -46,6 +47,8 @@ MAX_KEYS = 500
 """Calls tracked per branch; beyond it the longest-quiet keys are dropped (their attempts stay)."""
 ERRORS_PER_KEY = 5
 SESSIONS_PER_KEY = 10
+MEMORY_IDS_PER_KEY = 20
+"""Error memory records remembered per streak (a resolution links at most these)."""
 MAX_MESSAGE_CHARS = 300
 GENERIC_SUGGESTION = "Read the error and change the call (arguments, path, tool) instead of repeating it."
 ESCALATION_PREFIX = "strike-"
@@ -166,11 +169,15 @@ class Strikes:
         *,
         result: ScanResult | None = None,
         session: str | None = None,
+        memory_id: str | None = None,
+        call_number: int | None = None,
     ) -> StrikeOutcome:
         """Count one failure of a call; escalate (once per streak) when it reaches the stop tier.
 
         ``result``: errorscan's reading of the error (the hooks pass the one they made with the exit
-        code and the command); without it the text is scanned on its own.
+        code and the command); without it the text is scanned on its own. ``memory_id``: the error
+        memory record of this failure, kept with the streak so a success can name what it resolved;
+        ``call_number``: the branch's call count at this failure (:mod:`loki.callcount`).
         """
         if result is None:
             from loki.errorscan import scan
@@ -183,6 +190,7 @@ class Strikes:
         suggestion = result.suggestion if result.is_error and result.suggestion else GENERIC_SUGGESTION
         session = _session(session)
         label = strikekey.call_label(tool, tool_input)
+        prefix = cmdprefix.call_prefix(tool, tool_input)
         tiers = self.tiers
         now = self.store.now_ts()
         escalation = signal = None
@@ -198,6 +206,11 @@ class Strikes:
             entry.update(call=label, last_at=now, last_error=message, last_error_hash=error_hash,
                          error_class=error_class, suggestion=suggestion)
             entry["errors"] = [*entry.get("errors", []), message][-ERRORS_PER_KEY:]
+            entry["prefix"] = prefix
+            if memory_id is not None:
+                entry["memory_ids"] = [*entry.get("memory_ids", []), memory_id][-MEMORY_IDS_PER_KEY:]
+            if call_number is not None:
+                entry["last_call"] = call_number
             if session is not None and session not in entry.setdefault("sessions", []):
                 entry["sessions"] = [*entry["sessions"], session][-SESSIONS_PER_KEY:]
             doc["attempts"].append({"timestamp": now, "tool": tool, "input_hash": input_hash, "error": message,
@@ -221,15 +234,52 @@ class Strikes:
         return StrikeOutcome(key=key, branch=self.branch, entry=dict(entry), tier=tier, guidance=text,
                              escalation=escalation, signal=signal)
 
-    def record_success(self, tool: str, tool_input: Any) -> dict[str, Any] | None:
-        """A success of a call clears its strikes; returns the cleared entry (None if it had none)."""
+    def record_success(
+        self,
+        tool: str,
+        tool_input: Any,
+        *,
+        call_number: int | None = None,
+        on_resolved: Callable[[list[dict[str, Any]]], None] | None = None,
+    ) -> dict[str, Any] | None:
+        """A success of a call clears its strikes; returns the cleared entry (None if it had none).
+
+        It also *ends*, for error memory, every streak of the same kind of call: same tool, same
+        command prefix (:mod:`loki.cmdprefix`), with errors captured in memory. Each such streak is
+        passed to ``on_resolved`` (inside the branch file's lock, before the commit, so two
+        processes never resolve one streak twice) as ``{"key", "entry", "memory_ids",
+        "calls_between", "same_input"}``; its ``memory_ids`` are then emptied, so it is resolved
+        once. A streak of another input keeps its strikes: only a success of the same call clears
+        them (docs/hooks.md).
+        """
         key, _, _ = self.key_for(tool, tool_input)
-        if key not in self.state()["keys"]:  # the common case, without the lock
+        prefix = cmdprefix.call_prefix(tool, tool_input)
+        keys = self.state()["keys"]
+        if key not in keys and not _resolvable(keys, key, tool, prefix):  # the common case, without the lock
             return None
-        cleared = self._clear([key], "resolved")
-        for entry in cleared:
-            self._close_escalation(entry, "the same call succeeded; the strikes were cleared")
-        return cleared[0] if cleared else None
+        cleared: dict[str, Any] | None = None
+        with self.store.transaction(self.rel) as txn:
+            doc = self._read(txn)
+            ended = []
+            for other in _resolvable(doc["keys"], key, tool, prefix):
+                entry = doc["keys"][other]
+                last = entry.get("last_call")
+                between = call_number - last - 1 if isinstance(last, int) and call_number is not None else 0
+                ended.append({"key": other, "entry": dict(entry), "memory_ids": list(entry["memory_ids"]),
+                              "calls_between": max(0, between), "same_input": other == key})
+                entry["memory_ids"] = []
+            if key in doc["keys"]:
+                entry = doc["keys"].pop(key)
+                cleared = dict(entry, key=key)
+                _mark_attempts(doc, entry, "resolved")
+            if ended and on_resolved is not None:
+                on_resolved(ended)
+            if ended or cleared is not None:
+                _finish(doc, self.store.now_ts())
+                txn.write(self.rel, doc)
+        if cleared is not None:
+            self._close_escalation(cleared, "the same call succeeded; the strikes were cleared")
+        return cleared
 
     def reset(self, key: str | None = None, *, all_keys: bool = False) -> list[dict[str, Any]]:
         """Clear one call's strikes (``key``: full key, hash or unique prefix) or every call's."""
@@ -250,10 +300,7 @@ class Strikes:
                 if entry is None:
                     continue
                 cleared.append(dict(entry, key=key))
-                for attempt in doc["attempts"]:
-                    if (attempt["tool"] == entry["tool"] and attempt["input_hash"] == entry["input_hash"]
-                            and attempt["status"] == "unresolved"):
-                        attempt["status"] = status
+                _mark_attempts(doc, entry, status)
             if cleared:
                 _finish(doc, self.store.now_ts())
                 txn.write(self.rel, doc)
@@ -327,6 +374,20 @@ class Strikes:
             severity="high", agent=session,
         )
         return file_name, emitted["name"]
+
+
+def _resolvable(keys: dict[str, Any], key: str, tool: str, prefix: str) -> list[str]:
+    """Streaks a success of ``key`` ends for error memory: its own, and the same tool and prefix's."""
+    return [other for other, entry in keys.items()
+            if entry.get("memory_ids") and entry["tool"] == tool
+            and (other == key or (prefix and entry.get("prefix") == prefix))]
+
+
+def _mark_attempts(doc: dict[str, Any], entry: dict[str, Any], status: str) -> None:
+    for attempt in doc["attempts"]:
+        if (attempt["tool"] == entry["tool"] and attempt["input_hash"] == entry["input_hash"]
+                and attempt["status"] == "unresolved"):
+            attempt["status"] = status
 
 
 def _message(error: str, result: ScanResult) -> str:

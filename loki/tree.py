@@ -167,8 +167,10 @@ def validate_tree(store: Store) -> list[Problem]:
                 docs[rel] = kind.normalise(doc, rel) if kind.normalise else doc
         elif _is_signal_file(rel):
             _check_signal(store, rel, problems, reference)
-        elif rel == "memory/errors.jsonl":
-            _check_jsonl(store, rel, problems, reference, "memory-record.json")
+        elif rel == layout.MEMORY_LOG:
+            _check_memory_log(store, problems, reference)
+        elif rel.startswith(layout.MEMORY_HINTS_DIR + "/") and rel.endswith(".json"):
+            check_document(rel, "memory-hint.json")
         elif rel.startswith(layout.ARCHIVE_DIR + "/") and rel.endswith(".jsonl"):
             _check_jsonl(store, rel, problems, reference, "task.json")
         elif rel == _OUTCOME_LOG:
@@ -236,6 +238,25 @@ def _check_jsonl(
             problems.append(Problem(rel, f"line {number}", error))
         elif schema_name is not None:
             problems.extend(Problem(rel, f"line {number}{p}", m) for p, m in reference.problems(schema_name, record))
+
+
+def _check_memory_log(store: Store, problems: list[Problem], reference: _ReferenceValidator) -> None:
+    """Error memory may outgrow the 64 MiB a state file may have: read it in chunks."""
+    from loki.memorycompact import iter_lines
+
+    try:
+        for number, _, raw in iter_lines(store):
+            if not raw.strip():
+                continue
+            try:
+                record = jsonio.loads_strict(raw)
+            except jsonio.JsonError as exc:
+                problems.append(Problem(layout.MEMORY_LOG, f"line {number}", exc.reason))
+                continue
+            problems.extend(Problem(layout.MEMORY_LOG, f"line {number}{p}", m)
+                            for p, m in reference.problems("memory-record.json", record))
+    except LokiError as exc:
+        problems.append(_problem_from(layout.MEMORY_LOG, exc))
 
 
 def _cross_file_problems(docs: dict[str, Any]) -> list[Problem]:
@@ -345,6 +366,8 @@ def _movable(store: Store, problem: Problem) -> bool:
         return False
     if problem.file.endswith(".lock"):
         return False
+    if problem.file == layout.MEMORY_LOG and problem.pointer.startswith("line "):
+        return False  # one bad line: readers skip it and `loki errors compact` sets it aside; the log stays
     try:
         st = os.lstat(store.path(problem.file))
     except (FileNotFoundError, LokiError):

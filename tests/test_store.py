@@ -281,3 +281,29 @@ def test_disk_full_is_a_clear_error_and_the_file_is_unchanged(store: Store, monk
     monkeypatch.setattr(os, "write", real_write)
     assert Path(store.path(PENDING)).read_bytes() == before
     assert [n for n in os.listdir(store.path("queue")) if n.endswith(".tmp")] == []
+
+
+def test_rewrite_lines_replaces_a_log_atomically(store: Store) -> None:
+    rel = "logs/events.jsonl"
+    store.append_lines(rel, [{"a": 1}, {"a": 2}])
+    before = os.stat(store.path(rel)).st_ino
+    with store.transaction(rel):
+        assert store.rewrite_lines(rel, ({"b": n} for n in range(2500))) == 2500
+    assert Path(store.path(rel)).read_text().splitlines()[::1000] == ['{"b":0}', '{"b":1000}', '{"b":2000}']
+    assert os.stat(store.path(rel)).st_ino != before  # replaced, never rewritten in place
+    with pytest.raises(RuntimeError), store.transaction(rel):
+        store.rewrite_lines(rel, (r if r < 3 else _boom() for r in range(5)))  # type: ignore[misc]
+    assert len(Path(store.path(rel)).read_text().splitlines()) == 2500  # a failed rewrite changes nothing
+    assert [n for n in os.listdir(store.path("logs")) if n.endswith(".tmp")] == []
+
+
+def _boom() -> None:
+    raise RuntimeError("the generator failed half-way")
+
+
+def test_remove_deletes_a_derived_file(store: Store) -> None:
+    store.ensure_dir("memory/hints")
+    store.write_text("memory/hints/x.json", "{}")
+    assert store.remove("memory/hints/x.json") is True and store.remove("memory/hints/x.json") is False
+    with pytest.raises(StateFileError, match="is a directory"):
+        store.remove("memory/hints")

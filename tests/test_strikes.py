@@ -264,3 +264,57 @@ def test_clearing_a_streak_resolves_its_escalation(store: Store, root: Path, clo
     strikes.reset(all_keys=True)
     assert list_escalations(store, open_only=True) == []
     assert "reset by hand" in (root / layout.ESCALATIONS_DIR / escalation_files(root)[1]).read_text()
+
+
+# -- streaks ending for error memory (docs/memory.md) ----------------------------------------------------
+
+
+def memory_streak(strikes: Strikes, ids: list[str], *, command: str = "cargo build", first_call: int = 1) -> None:
+    for n, memory_id in enumerate(ids):
+        strikes.record_failure("Bash", {"command": command}, NOT_FOUND, memory_id=memory_id,
+                               call_number=first_call + n)
+
+
+def test_a_streak_remembers_its_prefix_memory_records_and_last_call(store: Store, root: Path) -> None:
+    strikes = Strikes(store, branch="main")
+    memory_streak(strikes, [f"e{n:016x}" for n in range(25)], command="cargo build --release", first_call=7)
+    (entry,) = strikes.active()
+    assert entry["prefix"] == "cargo build" and entry["last_call"] == 31
+    assert entry["memory_ids"] == [f"e{n:016x}" for n in range(5, 25)]  # the latest 20
+    assert tree_problems(root) == []
+
+
+def test_the_same_call_succeeding_ends_its_streak_for_memory(store: Store) -> None:
+    strikes = Strikes(store, branch="main")
+    memory_streak(strikes, ["e1", "e2"], first_call=1)  # last failure: call 2
+    ended: list[dict[str, object]] = []
+    cleared = strikes.record_success("Bash", {"command": "cargo build"}, call_number=6, on_resolved=ended.extend)
+    assert cleared is not None and strikes.active() == []
+    (streak,) = ended
+    assert (streak["memory_ids"], streak["calls_between"], streak["same_input"]) == (["e1", "e2"], 3, True)
+    assert streak["key"] == cleared["key"]
+
+
+def test_a_success_of_the_same_kind_ends_the_streak_once_and_keeps_the_strikes(store: Store) -> None:
+    strikes = Strikes(store, branch="main")
+    memory_streak(strikes, ["e1", "e2"], first_call=1)
+    memory_streak(strikes, ["e3"], command="cargo test", first_call=3)
+    ended: list[dict[str, object]] = []
+    assert strikes.record_success("Bash", {"command": "cargo build --offline"}, call_number=4,
+                                  on_resolved=ended.extend) is None
+    (streak,) = ended  # cargo test is another kind of command
+    assert (streak["memory_ids"], streak["calls_between"], streak["same_input"]) == (["e1", "e2"], 1, False)
+    assert sorted(e["strike_count"] for e in strikes.active()) == [1, 2]  # only the same call clears strikes
+    again: list[dict[str, object]] = []
+    strikes.record_success("Bash", {"command": "cargo build --locked"}, call_number=5, on_resolved=again.extend)
+    assert again == []  # resolved once
+    strikes.record_success("Bash", {"command": "cargo build"}, call_number=6, on_resolved=again.extend)
+    assert again == [] and [e["prefix"] for e in strikes.active()] == ["cargo test"]
+
+
+def test_a_streak_without_memory_records_is_only_cleared(store: Store) -> None:
+    strikes = Strikes(store, branch="main")
+    strikes.record_failure("Bash", CARGO, NOT_FOUND)
+    ended: list[dict[str, object]] = []
+    assert strikes.record_success("Bash", CARGO, on_resolved=ended.extend) is not None
+    assert ended == [] and strikes.active() == []
