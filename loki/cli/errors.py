@@ -1,13 +1,14 @@
-"""``loki errors ...``: what agents keep failing at.
+"""``loki errors ...``: what agents keep failing at, and what fixed it.
 
-Today the group holds the 3-strike protocol's state (``list``, ``show``, ``reset``, over
-:class:`loki.strikes.Strikes`, one branch at a time). Error memory (issue 8: ``search``, ``stats``,
-``reindex``, ``compact``) registers its commands on the same ``app``: every command here takes
-its own options, and nothing in the group callback assumes strikes.
+Two parts share the group: the 3-strike protocol's state (``list``, ``show``, ``reset``, over
+:class:`loki.strikes.Strikes`, one branch at a time) and error memory (``search``, ``stats``,
+``reindex``, ``compact``, over :class:`loki.memory.ErrorMemory`, every branch). Every command takes
+its own options; nothing in the group callback assumes either.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import typer
@@ -15,7 +16,8 @@ import typer
 from loki.cli.common import JSON_HELP, print_json, say, store_from, table
 
 app = typer.Typer(
-    help="Errors agents hit: the 3-strike protocol's state per branch (list, show, reset).",
+    help="Errors agents hit: the 3-strike protocol's state per branch (list, show, reset) and the error memory "
+         "of every failure and what fixed it (search, stats, reindex, compact).",
     no_args_is_help=True,
 )
 
@@ -128,3 +130,109 @@ def reset(
         say(f"reset {entry['key']} ({entry['strike_count']} strike(s): {_call(entry)}) on branch {strikes.branch}")
     if not cleared:
         say(f"nothing to reset on branch {strikes.branch}")
+
+
+# -- error memory ---------------------------------------------------------------------------------
+
+
+def _memory(ctx: typer.Context) -> Any:
+    from loki.memory import ErrorMemory
+
+    return ErrorMemory(store_from(ctx))
+
+
+def _report_sync(report: dict[str, Any], warnings: list[str], json_output: bool) -> None:
+    """Skipped lines and automatic rebuilds go to stderr (people) or into the JSON document (agents)."""
+    if json_output:
+        return
+    for warning in warnings:
+        sys.stderr.write(f"warning: {warning}\n")
+    if report.get("rebuilt"):
+        sys.stderr.write(f"note: the search index was rebuilt from memory/errors.jsonl: {report['rebuilt']}\n")
+
+
+@app.command("search")
+def search(
+    ctx: typer.Context,
+    query: str = typer.Argument(..., help="Words to find: an error message, a command, a file name. Every word must "
+                                          "match (stemmed: 'failed' finds 'failing'); if none does, any word may."),
+    limit: int = typer.Option(10, "--limit", "-n", min=1, help="Most results to show."),
+    error_class: str | None = typer.Option(None, "--class", help="Only errors of this class (test_failure, "
+                                                                    "missing_command, ...: see `loki errors stats`)."),
+    with_resolution: bool = typer.Option(False, "--with-resolution", help="Only errors that have a resolution."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Search every captured failure (BM25): command, message, file refs, when, how often, what fixed it."""
+    from loki.cli import memoryview
+
+    with _memory(ctx) as memory:
+        synced = memory.sync()
+        marks = ("**", "**") if json_output else (memoryview.MARK_OPEN, memoryview.MARK_CLOSE)
+        hits = memory.search(query, limit=limit, error_class=error_class, with_resolution=with_resolution,
+                             highlight=marks)
+        warnings = memory.warnings
+    _report_sync(synced, warnings, json_output)
+    if json_output:
+        print_json({"query": query, "results": hits, "warnings": warnings, "index_rebuilt": synced["rebuilt"]})
+        return
+    memoryview.print_hits(query, hits)
+
+
+@app.command("stats")
+def stats(
+    ctx: typer.Context,
+    top: int = typer.Option(10, "--top", min=1, help="How many of the most frequent errors to list."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Most frequent errors, errors by class, and the share of error patterns that have a resolution."""
+    from loki.cli import memoryview
+
+    with _memory(ctx) as memory:
+        synced = memory.sync()
+        report = memory.stats(top=top)
+        warnings = memory.warnings
+    _report_sync(synced, warnings, json_output)
+    if json_output:
+        print_json(dict(report, warnings=warnings))
+        return
+    memoryview.print_stats(report)
+
+
+@app.command("reindex")
+def reindex(
+    ctx: typer.Context,
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Rebuild the search index (memory/errors.db) and the PreToolUse hints from memory/errors.jsonl."""
+    import time
+
+    from loki.cli import memoryview
+
+    started = time.perf_counter()
+    with _memory(ctx) as memory:
+        report = memory.reindex()
+        warnings = memory.warnings
+    seconds = time.perf_counter() - started
+    if json_output:
+        print_json(dict(report, warnings=warnings, seconds=round(seconds, 3)))
+        return
+    _report_sync({}, warnings, json_output)
+    memoryview.print_reindex(report, seconds)
+
+
+@app.command("compact")
+def compact(
+    ctx: typer.Context,
+    max_records: int | None = typer.Option(None, "--max-records", min=1,
+                                           help="Bound in lines (default: memory.max_records, 100000)."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Rewrite memory/errors.jsonl bounded: merge repeats, drop the oldest unresolved errors, keep every resolution."""
+    from loki.cli import memoryview
+
+    with _memory(ctx) as memory:
+        report = memory.compact(max_records=max_records)
+    if json_output:
+        print_json(report)
+        return
+    memoryview.print_compact(report)
