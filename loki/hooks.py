@@ -3,13 +3,18 @@
 Every handler takes the checked payload and the ``.loki/`` root and returns the JSON answer to
 print, or None to say nothing:
 
-* ``PreToolUse``: read-only and lock-free (:mod:`loki.strikeview`). Nothing to do unless this
-  exact call has strikes on this branch; at the warn tier it adds context, at the stop tier it
-  answers ``permissionDecision`` ``deny`` (or ``ask``, or context only: ``strikes.stop_decision``).
-* ``PostToolUseFailure``: records a strike (:class:`loki.strikes.Strikes`) and, from the warn tier
-  on, answers ``additionalContext``: change approach, the recovery suggestion, previous errors.
-* ``PostToolUse``: a success clears the call's strikes; an output that shows a failure anyway
-  (:mod:`loki.tooloutcome`) counts as one.
+* ``PreToolUse``: read-only and lock-free (:mod:`loki.strikeview`, :mod:`loki.memoryhints`).
+  Nothing to do unless this exact call has strikes on this branch; at the warn tier it adds
+  context, at the stop tier it answers ``permissionDecision`` ``deny`` (or ``ask``, or context
+  only: ``strikes.stop_decision``). Before a Bash command whose prefix failed before and was
+  fixed, it adds error memory's one-line hint ("last time this failed with ...; it was fixed by ...").
+* ``PostToolUseFailure``: captures the failure in error memory (:mod:`loki.memory`: one appended
+  line), records a strike (:class:`loki.strikes.Strikes`) and, from the warn tier on, answers
+  ``additionalContext``: change approach, the recovery suggestion, previous errors.
+* ``PostToolUse``: a success clears the call's strikes and links the streaks it ends (same tool,
+  same command prefix) to it as their resolution in error memory; an output that shows a
+  failure anyway (:mod:`loki.tooloutcome`) counts as one. While the branch has strikes, every
+  call is counted (:mod:`loki.callcount`): a resolution's confidence falls with the calls between.
 * ``SessionStart``: a short briefing: the dead-letter review, open escalations, this branch's
   strikes, the head of CONTINUITY.md.
 * ``Stop``: advisory only. It mentions calls stopped on this branch to the user
@@ -21,7 +26,7 @@ inside the functions that write.
 
 from __future__ import annotations
 
-from loki import gitbranch, strikekey, strikeview
+from loki import callcount, gitbranch, memoryhints, strikekey, strikeview
 from loki.hookio import HookError, work_dir
 from loki.tiers import STOP, WARN, Tiers, deny_reason, hash_chars, stop_text, warn_text
 
@@ -31,6 +36,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from loki.store import Store
+    from loki.strikes import Strikes
     from loki.tooloutcome import Outcome
 
 BRIEFING_MAX_CHARS = 4000
@@ -58,6 +64,20 @@ def _store(root: str) -> Store:
 
 
 def pre_tool_use(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+    answer = _strike_answer(payload, root)
+    tool, tool_input = _tool(payload)
+    hint = memoryhints.hint_for(root, tool, tool_input)  # never raises: any problem is no hint
+    if hint is None:
+        return answer
+    if answer is None:
+        return context_answer("PreToolUse", hint)
+    output = answer["hookSpecificOutput"]
+    field = "additionalContext" if "additionalContext" in output else "permissionDecisionReason"
+    output[field] = f"{output[field]}\n{hint}"
+    return answer
+
+
+def _strike_answer(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
     if not strikeview.any_strike_files(root):  # no strikes anywhere: the common case
         return None
     branch = gitbranch.current_branch(work_dir(payload))
@@ -97,14 +117,16 @@ def post_tool_use(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
 
     tool, tool_input = _tool(payload)
     outcome = after_success(tool, tool_input, payload.get("tool_response"))
-    if outcome.kind == SUCCESS:
-        if _has_strikes(payload, root, tool, tool_input):
-            from loki.strikes import Strikes
-
-            Strikes(_store(root), cwd=work_dir(payload)).record_success(tool, tool_input)
-        return None
     if outcome.kind == FAILURE:
         return _record_failure(payload, root, outcome, "PostToolUse")
+    branch, keys = _branch_keys(payload, root)
+    if keys is None or not keys:
+        if keys is None:  # unreadable: let the store report it properly
+            _record_success(payload, root, str(branch), None)
+        return None
+    call = callcount.tick(root, gitbranch.file_name(str(branch)))  # a call in between, for resolutions
+    if outcome.kind == SUCCESS and _ends_a_streak(keys, root, tool, tool_input):
+        _record_success(payload, root, str(branch), call)
     return None
 
 
@@ -114,35 +136,94 @@ def post_tool_use_failure(payload: dict[str, Any], root: str) -> dict[str, Any] 
     tool, tool_input = _tool(payload)
     outcome = after_failure(tool, tool_input, payload.get("error"), payload.get("is_interrupt"))
     if outcome.kind != FAILURE:
+        branch, keys = _branch_keys(payload, root)
+        if keys:
+            callcount.tick(root, gitbranch.file_name(str(branch)))
         return None
     return _record_failure(payload, root, outcome, "PostToolUseFailure")
 
 
-def _has_strikes(payload: dict[str, Any], root: str, tool: str, tool_input: Any) -> bool:
-    """Lock-free: does this call have strikes on this branch? (Most successes: no file at all.)"""
-    if not strikeview.any_strike_files(root):
-        return False
+def _branch_keys(payload: dict[str, Any], root: str) -> tuple[str | None, dict[str, Any] | None]:
+    """Lock-free: the branch and its strike keys; ``(None, {})`` without any strike file, keys None if unreadable."""
+    if not strikeview.any_strike_files(root):  # most calls: no strike file anywhere
+        return None, {}
     branch = gitbranch.current_branch(work_dir(payload))
     try:
-        keys = strikeview.read_keys(root, gitbranch.file_name(branch))
+        return branch, strikeview.read_keys(root, gitbranch.file_name(branch))
     except strikeview.Unreadable:
-        return True  # let the store report it properly
-    if not keys:
-        return False
+        return branch, None
+
+
+def _ends_a_streak(keys: dict[str, Any], root: str, tool: str, tool_input: Any) -> bool:
+    """Does this success clear its own strikes, or end a streak of the same kind for error memory?"""
     key, _, _ = strikekey.strike_key(tool, tool_input, hash_chars(strikeview.read_config(root)))
-    return key in keys
+    if key in keys:
+        return True
+    candidates = [e for e in keys.values() if isinstance(e, dict) and e.get("memory_ids") and e.get("tool") == tool]
+    if not candidates:
+        return False
+    from loki import cmdprefix
+
+    prefix = cmdprefix.call_prefix(tool, tool_input)
+    return bool(prefix) and any(e.get("prefix") == prefix for e in candidates)
+
+
+def _record_success(payload: dict[str, Any], root: str, branch: str, call: int | None) -> None:
+    from loki.strikes import Strikes
+
+    tool, tool_input = _tool(payload)
+    store = _store(root)
+
+    def link(streaks: list[dict[str, Any]]) -> None:
+        try:
+            from loki.memory import ErrorMemory
+
+            ErrorMemory(store).record_resolutions(streaks, tool, tool_input, branch=branch, cwd=work_dir(payload),
+                                                  session_id=payload.get("session_id"))
+        except Exception as exc:  # memory is an enhancement: never fail the hook for it
+            _memory_skipped("the resolution was not recorded", exc)
+
+    Strikes(store, branch=branch).record_success(tool, tool_input, call_number=call, on_resolved=link)
 
 
 def _record_failure(payload: dict[str, Any], root: str, outcome: Outcome, event_name: str) -> dict[str, Any] | None:
     from loki.strikes import Strikes
 
     tool, tool_input = _tool(payload)
-    strikes = Strikes(_store(root), cwd=work_dir(payload))
+    store = _store(root)
+    strikes = Strikes(store, cwd=work_dir(payload))
+    strikes.state()  # an unusable strike file ends the hook here, before anything is written
+    call = callcount.tick(root, gitbranch.file_name(strikes.branch))
+    memory_id = _capture(store, payload, outcome, strikes)
     recorded = strikes.record_failure(tool, tool_input, outcome.error, result=outcome.result,
-                                      session=payload.get("session_id"))
+                                      session=payload.get("session_id"), memory_id=memory_id, call_number=call)
     if recorded.guidance is None:
         return None
     return context_answer(event_name, recorded.guidance)
+
+
+def _capture(store: Store, payload: dict[str, Any], outcome: Outcome, strikes: Strikes) -> str | None:
+    """Append the failure to error memory (one line, no index work); its id, or None if that failed."""
+    tool, tool_input = _tool(payload)
+    try:
+        from loki.memory import ErrorMemory
+
+        record = ErrorMemory(store).capture(
+            tool, tool_input, outcome.error, result=outcome.result, exit_code=outcome.exit_code,
+            branch=strikes.branch, cwd=work_dir(payload), session_id=payload.get("session_id"),
+            strike_key=strikes.key_for(tool, tool_input)[0])
+    except Exception as exc:  # memory is an enhancement: the strike is still recorded
+        _memory_skipped("the failure was not captured", exc)
+        return None
+    return str(record["id"])
+
+
+def _memory_skipped(what: str, exc: Exception) -> None:
+    import sys
+
+    message = getattr(exc, "message", None)
+    reason = message if isinstance(message, str) else f"{type(exc).__name__}: {exc}"
+    sys.stderr.write(f"loki hook: error memory: {what} ({' '.join(reason.split())})\n")
 
 
 # -- SessionStart --------------------------------------------------------------------------------
