@@ -364,3 +364,13 @@ def test_error_memory_is_exported() -> None:
     import loki
 
     assert loki.ErrorMemory is ErrorMemory and "ErrorMemory" in loki.__all__
+
+
+def test_two_searchers_never_index_a_line_twice(store: Store, root: Path) -> None:
+    with ErrorMemory(store) as first, ErrorMemory(Store(root)) as second:
+        capture_case(first, "bash_command_not_found")
+        assert first.sync()["added"] == 1
+        capture_case(first, "bash_command_not_found")
+        assert second.sync()["added"] == 1  # the other connection reads only the new line
+        assert first.sync()["added"] == 0
+        assert first.search("terraformx")[0]["occurrences"] == 2 == second.search("terraformx")[0]["occurrences"]
