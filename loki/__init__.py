@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from loki.memory import ErrorMemory
     from loki.queue import Queue
     from loki.store import Store
+    from loki.strikes import Strikes
 
 # public name -> module that defines it
 _EXPORTS = {
@@ -34,9 +35,10 @@ _EXPORTS = {
     "DeadLetter": "loki.deadletter",
     "Breakers": "loki.breakers",
     "ErrorMemory": "loki.memory",
+    "Strikes": "loki.strikes",
 }
 
-__all__ = ["Breakers", "Clock", "DeadLetter", "ErrorMemory", "LokiError", "ManualClock", "Queue", "Store",
+__all__ = ["Breakers", "Clock", "DeadLetter", "ErrorMemory", "LokiError", "ManualClock", "Queue", "Store", "Strikes",
            "SystemClock", "__version__"]
 
 
