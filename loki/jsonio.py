@@ -57,7 +57,7 @@ def loads_strict(data: bytes | str) -> Any:
     except JsonError:
         raise
     except json.JSONDecodeError as exc:
-        raise JsonError(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise JsonError(f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except RecursionError:
         raise JsonError(MAX_DEPTH_ERROR) from None
 

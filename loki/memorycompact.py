@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
     from loki.store import Store
 
-CHUNK = 4 << 20
 
 
 class _Group:
@@ -47,30 +46,6 @@ class _Group:
         self.latest_id = ""
         self.aliases: list[str] = []
         self.offset = self.length = self.line = self.lines = 0
-
-
-def iter_lines(store: Store, rel: str = layout.MEMORY_LOG) -> Iterator[tuple[int, int, bytes]]:
-    """``(line number, byte offset, raw line)`` of every complete line of a log, read in chunks."""
-    offset, line, pending = 0, 0, b""
-    while True:
-        data, size = store.read_from(rel, offset + len(pending), CHUNK)
-        if not data:
-            break
-        pending += data
-        end = pending.rfind(b"\n")
-        if end < 0:
-            continue
-        position = offset
-        for raw in pending[:end].split(b"\n"):
-            line += 1
-            yield line, position, raw
-            position += len(raw) + 1
-        offset += end + 1
-        pending = pending[end + 1 :]
-        if offset + len(pending) >= size:
-            break
-    if pending.strip():  # a last line without its newline (a torn append): still a line
-        yield line + 1, offset, pending
 
 
 def live_memory_ids(store: Store) -> set[str]:
@@ -96,7 +71,7 @@ def compact(store: Store, *, max_records: int) -> dict[str, Any]:
         corrupt: list[tuple[int, bytes]] = []
         lines = events = 0
         _, bytes_before = store.read_from(layout.MEMORY_LOG, 0, 0)
-        for number, offset, raw in iter_lines(store):
+        for number, offset, raw in store.iter_lines(layout.MEMORY_LOG):
             if not raw.strip():
                 continue
             lines += 1

@@ -42,7 +42,7 @@ from loki.schema import Registry, pointer, registry
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
     from typing import Any
 
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -494,6 +494,33 @@ class Store:
             atomic_write(self.path(rel), text.encode("utf-8"))
         except OSError as exc:
             raise _os_error(rel, exc, "write") from None
+
+    def iter_lines(self, rel: str, chunk: int = 1 << 20) -> Iterator[tuple[int, int, bytes]]:
+        """``(line number, byte offset, raw line)`` of every line of a log, read in chunks.
+
+        Logs may outgrow the 64 MiB a state document may have, so they are never read whole.
+        A last line without its newline (a torn append) is still yielded.
+        """
+        offset, line, pending = 0, 0, b""
+        while True:
+            data, size = self.read_from(rel, offset + len(pending), chunk)
+            if not data:
+                break
+            pending += data
+            end = pending.rfind(b"\n")
+            if end < 0:
+                continue
+            position = offset
+            for raw in pending[:end].split(b"\n"):
+                line += 1
+                yield line, position, raw
+                position += len(raw) + 1
+            offset += end + 1
+            pending = pending[end + 1:]
+            if offset + len(pending) >= size:
+                break
+        if pending.strip():
+            yield line + 1, offset, pending
 
     def rewrite_lines(self, rel: str, records: Iterable[Any]) -> int:
         """Atomically replace an append-only log with ``records`` (compaction); return the lines written.

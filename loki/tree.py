@@ -168,7 +168,7 @@ def validate_tree(store: Store) -> list[Problem]:
         elif _is_signal_file(rel):
             _check_signal(store, rel, problems, reference)
         elif rel == layout.MEMORY_LOG:
-            _check_memory_log(store, problems, reference)
+            _check_jsonl(store, rel, problems, reference, "memory-record.json")
         elif rel.startswith(layout.MEMORY_HINTS_DIR + "/") and rel.endswith(".json"):
             check_document(rel, "memory-hint.json")
         elif rel.startswith(layout.ARCHIVE_DIR + "/") and rel.endswith(".jsonl"):
@@ -214,49 +214,24 @@ def _check_signal(store: Store, rel: str, problems: list[Problem], reference: _R
     problems.extend(Problem(rel, p or "/", m) for p, m in reference.problems(schema_name, doc))
 
 
-def iter_jsonl(data: bytes) -> Iterator[tuple[int, Any, str | None]]:
-    """(line number, record, error) for each non-empty line; error is None when it parsed."""
-    for number, line in enumerate(data.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield number, jsonio.loads_strict(line), None
-        except jsonio.JsonError as exc:
-            yield number, None, exc.reason
-
-
 def _check_jsonl(
     store: Store, rel: str, problems: list[Problem], reference: _ReferenceValidator, schema_name: str | None
 ) -> None:
+    """Every line of a log parses and, given a schema, validates (read in chunks: logs grow)."""
     try:
-        data = store.read_bytes(rel) or b""
-    except LokiError as exc:
-        problems.append(_problem_from(rel, exc))
-        return
-    for number, record, error in iter_jsonl(data):
-        if error is not None:
-            problems.append(Problem(rel, f"line {number}", error))
-        elif schema_name is not None:
-            problems.extend(Problem(rel, f"line {number}{p}", m) for p, m in reference.problems(schema_name, record))
-
-
-def _check_memory_log(store: Store, problems: list[Problem], reference: _ReferenceValidator) -> None:
-    """Error memory may outgrow the 64 MiB a state file may have: read it in chunks."""
-    from loki.memorycompact import iter_lines
-
-    try:
-        for number, _, raw in iter_lines(store):
+        for number, _, raw in store.iter_lines(rel):
             if not raw.strip():
                 continue
             try:
                 record = jsonio.loads_strict(raw)
             except jsonio.JsonError as exc:
-                problems.append(Problem(layout.MEMORY_LOG, f"line {number}", exc.reason))
+                problems.append(Problem(rel, f"line {number}", exc.reason))
                 continue
-            problems.extend(Problem(layout.MEMORY_LOG, f"line {number}{p}", m)
-                            for p, m in reference.problems("memory-record.json", record))
+            if schema_name is not None:
+                problems.extend(Problem(rel, f"line {number}{pointer}", message)
+                                for pointer, message in reference.problems(schema_name, record))
     except LokiError as exc:
-        problems.append(_problem_from(layout.MEMORY_LOG, exc))
+        problems.append(_problem_from(rel, exc))
 
 
 def _cross_file_problems(docs: dict[str, Any]) -> list[Problem]:
@@ -333,15 +308,48 @@ def doctor(store: Store, repair: bool = False) -> DoctorReport:
     report.problems = validate_tree(store)
     if repair:
         stamp = format_ts(store.clock.now()).replace(":", "")
-        broken = sorted({p.file for p in report.problems if _movable(store, p)})
+        bad_lines: dict[str, set[int]] = {}
+        for problem in report.problems:
+            if _line_repairable(problem.file) and problem.pointer.startswith("line "):
+                bad_lines.setdefault(problem.file, set()).add(int(problem.pointer.split()[1].split("/")[0]))
+        for rel, numbers in sorted(bad_lines.items()):
+            report.moved_aside.append(_set_aside_lines(store, rel, numbers, stamp))
+        broken = sorted({p.file for p in report.problems if p.file not in bad_lines and _movable(store, p)})
         for rel in broken:
             target = f"{rel}.corrupt.{stamp}"
             os.replace(store.path(rel), store.path(target))
             fsync_dir(os.path.dirname(store.path(rel)))
             report.moved_aside.append({"file": rel, "moved_to": target})
-        if broken:
+        if broken or bad_lines:
             report.problems = validate_tree(store)
     return report
+
+
+def _line_repairable(rel: str) -> bool:
+    """Logs whose bad lines can be set aside one by one (the drift log cannot: the watcher keeps a byte
+    offset into it, and its bad lines are already logged as rejected)."""
+    return rel.endswith(".jsonl") and rel.split("/", 1)[0] in (layout.LOGS_DIR, layout.ARCHIVE_DIR,
+                                                                 layout.MEMORY_DIR)
+
+
+def _set_aside_lines(store: Store, rel: str, numbers: set[int], stamp: str) -> dict[str, Any]:
+    """Move a log's bad lines into ``<log>.corrupt.<ts>`` and rewrite the log without them, under its lock."""
+    with store.transaction(rel):
+        kept: list[Any] = []
+        removed: list[bytes] = []
+        for number, _, raw in store.iter_lines(rel):
+            if number in numbers or not raw.strip():
+                if raw.strip():
+                    removed.append(raw)
+                continue
+            try:
+                kept.append(jsonio.loads_strict(raw))
+            except jsonio.JsonError:
+                removed.append(raw)
+        directory, name = rel.rsplit("/", 1)
+        target = store.create_unique(directory, f"{name}.corrupt.{stamp}", b"\n".join(removed) + b"\n")
+        store.rewrite_lines(rel, kept)
+    return {"file": rel, "moved_to": target, "lines": sorted(numbers)}
 
 
 def _writer_alive(pid: int) -> bool:
@@ -366,8 +374,8 @@ def _movable(store: Store, problem: Problem) -> bool:
         return False
     if problem.file.endswith(".lock"):
         return False
-    if problem.file == layout.MEMORY_LOG and problem.pointer.startswith("line "):
-        return False  # one bad line: readers skip it and `loki errors compact` sets it aside; the log stays
+    if problem.pointer.startswith("line ") and problem.file.endswith("DRIFT_DETECTED"):
+        return False  # its bad lines are logged as rejected by the watcher, which keeps an offset into it
     try:
         st = os.lstat(store.path(problem.file))
     except (FileNotFoundError, LokiError):

@@ -202,3 +202,20 @@ def test_status_counts_breakers_by_their_effective_state(store: Store) -> None:
     assert cli(["status", "--json"], root=store.root, env=env).json()["breakers"]["OPEN"] == 1
     later = cli(["status", "--json"], root=store.root, env={"LOKI_NOW": "2026-01-25T10:05:00Z"}).json()
     assert later["breakers"] == {"CLOSED": 0, "OPEN": 0, "HALF_OPEN": 1}
+
+
+def test_doctor_repair_sets_aside_only_the_bad_lines_of_a_log(store: Store) -> None:
+    log = Path(store.path("logs/events.jsonl"))
+    log.write_text('{"n": 1}\n{"n": 2, "torn":\n{"n": 3}\n')
+    archive = Path(store.path("archive/completed-2026-01.jsonl"))
+    archive.write_text(json.dumps(task("a", status="completed")) + "\n" + '{"id": "b"}\n')
+    report = cli(["doctor", "--repair", "--json"], root=store.root, env={"LOKI_NOW": "2026-01-25T10:00:00Z"})
+    assert report.code == 0, report.stdout + report.stderr
+    moved = {m["file"]: m for m in report.json()["moved_aside"]}
+    assert moved["logs/events.jsonl"]["lines"] == [2]
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [{"n": 1}, {"n": 3}]
+    aside = Path(store.path(moved["logs/events.jsonl"]["moved_to"]))
+    assert aside.read_text() == '{"n": 2, "torn":\n'  # nothing deleted
+    assert [json.loads(line)["id"] for line in archive.read_text().splitlines()] == ["a"]
+    assert moved["archive/completed-2026-01.jsonl"]["lines"] == [2]
+    assert cli(["validate"], root=store.root).code == 0

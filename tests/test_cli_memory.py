@@ -68,10 +68,10 @@ def test_search_reports_skipped_lines_and_rebuilds(seeded: Store, root: Path) ->
         log.write("not json\n")
     result = cli(["errors", "search", "test"], root=root)
     assert result.code == 0
-    assert result.stderr == "warning: memory/errors.jsonl line 6: invalid JSON: Expecting value at line 1 " \
-                            "column 1; skipped\n"
+    assert result.stderr == "warning: memory/errors.jsonl line 6: invalid JSON: Expecting value (line 1, " \
+                            "column 1); skipped\n"
     agents = cli(["errors", "reindex", "--json"], root=root).json()
-    assert agents["warnings"] == ["memory/errors.jsonl line 6: invalid JSON: Expecting value at line 1 column 1; "
+    assert agents["warnings"] == ["memory/errors.jsonl line 6: invalid JSON: Expecting value (line 1, column 1); "
                                   "skipped"]
     (root / layout.MEMORY_LOG).write_bytes((root / layout.MEMORY_LOG).read_bytes()[:-9])
     rebuilt = cli(["errors", "search", "test"], root=root)

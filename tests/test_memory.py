@@ -332,18 +332,22 @@ def test_error_record_builds_without_a_store() -> None:
 # -- the tree: validate and doctor --------------------------------------------------------------------
 
 
-def test_validate_names_a_bad_memory_line_and_doctor_leaves_the_log(memory: ErrorMemory, root: Path) -> None:
+def test_validate_names_a_bad_memory_line_and_doctor_sets_only_that_line_aside(memory: ErrorMemory,
+                                                                                root: Path) -> None:
     from tests.helpers import cli
 
     capture_case(memory, "py_zero_division")
     with (root / LOG).open("a") as log:
         log.write('{"kind": "error", "torn\n')
     capture_case(memory, "bash_command_not_found")
-    assert tree_problems(root) == ["memory/errors.jsonl at line 2: invalid JSON: Unterminated string starting at at "
-                                   "line 1 column 19"]
+    assert tree_problems(root) == ["memory/errors.jsonl at line 2: invalid JSON: Unterminated string starting at "
+                                   "(line 1, column 19)"]
     repaired = cli(["doctor", "--repair", "--json"], root=root).json()
-    assert repaired["moved_aside"] == []  # one bad line is no reason to move a whole memory away
-    assert len(log_lines_raw(root)) == 3 and memory.stats()["errors"] == 2
+    (moved,) = repaired["moved_aside"]  # one bad line is no reason to move a whole memory away
+    assert moved["file"] == LOG and moved["lines"] == [2]
+    assert (root / moved["moved_to"]).read_text() == '{"kind": "error", "torn\n'
+    assert len(log_lines_raw(root)) == 2 and memory.stats()["errors"] == 2
+    assert repaired["problems"] == []
 
 
 def test_validate_checks_the_hint_files(memory: ErrorMemory, root: Path) -> None:
