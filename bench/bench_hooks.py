@@ -13,53 +13,21 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import tempfile
-import time
 from typing import Any
 
-from bench.common import BASE_ENV, loki_executable, median, python_floor, row, runs, time_command
+from bench.common import loki_executable, median, python_floor, row, runs, time_command
+from bench.hookbench import FAILURE_ERROR, payload, project, time_failures
 from loki.store import Store
 from loki.strikes import Strikes
-from loki.tree import init_tree
-
-FAILURE_ERROR = "Exit code 127\n/bin/bash: line 1: cargo: command not found"
-
-
-def _payload(event: str, cwd: str, **fields: Any) -> bytes:
-    base = {"session_id": "9f0c6c1e-7a57-4b8f-9d0e-3a2b1c4d5e6f", "cwd": cwd, "permission_mode": "default",
-            "transcript_path": "/home/dev/.claude/projects/x/9f0c6c1e.jsonl", "hook_event_name": event}
-    return json.dumps({**base, **fields}).encode()
 
 
 def _bash(command: str) -> dict[str, str]:
     return {"command": command, "description": "Run it"}
 
 
-def _project(tmp: str, name: str) -> str:
-    top = os.path.join(tmp, name)
-    os.makedirs(os.path.join(top, ".git"))
-    with open(os.path.join(top, ".git", "HEAD"), "w") as f:
-        f.write("ref: refs/heads/main\n")
-    init_tree(os.path.join(top, ".loki"))
-    return top
 
 
-def _time_failures(loki: list[str], top: str, repeat: int, warmup: int = 2) -> list[float]:
-    """Each run fails a *different* call, so every sample is a first strike (the common case)."""
-    samples = []
-    for index in range(warmup + repeat):
-        stdin = _payload("PostToolUseFailure", top, tool_name="Bash", tool_input=_bash(f"cargo build -p crate{index}"),
-                         tool_use_id=f"toolu_{index}", error=FAILURE_ERROR, is_interrupt=False)
-        started = time.perf_counter()
-        done = subprocess.run([*loki, "hook", "post-tool-use-failure"], input=stdin, env=BASE_ENV, cwd=top,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        elapsed = (time.perf_counter() - started) * 1000
-        if done.returncode != 0:
-            raise RuntimeError(f"post-tool-use-failure exited {done.returncode}: {done.stderr.decode()[:300]}")
-        if index >= warmup:
-            samples.append(elapsed)
-    return samples
 
 
 def run() -> list[dict[str, Any]]:
@@ -67,8 +35,8 @@ def run() -> list[dict[str, Any]]:
     loki = loki_executable()
     cold = runs(30)
     with tempfile.TemporaryDirectory() as tmp:
-        clean = _project(tmp, "clean")
-        busy = _project(tmp, "busy")
+        clean = project(tmp, "clean")
+        busy = project(tmp, "busy")
         strikes = Strikes(Store(os.path.join(busy, ".loki"), validate_all=False), branch="main")
         for index in range(20):  # a branch with some history: 20 failing calls, one at the stop tier
             strikes.record_failure("Bash", _bash(f"make target{index}"), "make: *** No rule to make target")
@@ -76,34 +44,34 @@ def run() -> list[dict[str, Any]]:
             strikes.record_failure("Bash", _bash("cargo build"), FAILURE_ERROR)
         floor = python_floor(cold)
 
-        pre = _payload("PreToolUse", clean, tool_name="Bash", tool_input=_bash("cargo build"), tool_use_id="toolu_1")
+        pre = payload("PreToolUse", clean, tool_name="Bash", tool_input=_bash("cargo build"), tool_use_id="toolu_1")
         value = median(time_command([*loki, "hook", "pre-tool-use"], repeat=cold, stdin=pre, cwd=clean, check=True))
         rows.append(row("cold: loki hook pre-tool-use (no strikes)", value, floor_name="python -c pass",
                         floor_ms=floor, target_ratio=3))
 
-        other = _payload("PreToolUse", busy, tool_name="Bash", tool_input=_bash("cargo test"), tool_use_id="toolu_2")
+        other = payload("PreToolUse", busy, tool_name="Bash", tool_input=_bash("cargo test"), tool_use_id="toolu_2")
         value = median(time_command([*loki, "hook", "pre-tool-use"], repeat=cold, stdin=other, cwd=busy, check=True))
         rows.append(row("cold: loki hook pre-tool-use (21 strikes, this call clean)", value,
                         floor_name="python -c pass", floor_ms=floor, note="reads the branch file, hashes the call"))
 
-        denied = _payload("PreToolUse", busy, tool_name="Bash", tool_input=_bash("cargo build"), tool_use_id="toolu_3")
+        denied = payload("PreToolUse", busy, tool_name="Bash", tool_input=_bash("cargo build"), tool_use_id="toolu_3")
         value = median(time_command([*loki, "hook", "pre-tool-use"], repeat=cold, stdin=denied, cwd=busy, check=True))
         rows.append(row("cold: loki hook pre-tool-use (this call stopped: deny)", value,
                         floor_name="python -c pass", floor_ms=floor))
 
-        value = median(_time_failures(loki, clean, runs(20)))
+        value = median(time_failures(loki, clean, runs(20)))
         rows.append(row("cold: loki hook post-tool-use-failure (records a strike)", value,
                         floor_name="python -c pass", floor_ms=floor, target_ratio=10,
                         note="errorscan + store: lock, validate, atomic write"))
 
-        ok = _payload("PostToolUse", busy, tool_name="Bash", tool_input=_bash("npm test"), tool_use_id="toolu_4",
+        ok = payload("PostToolUse", busy, tool_name="Bash", tool_input=_bash("npm test"), tool_use_id="toolu_4",
                       tool_response={"stdout": "Tests: 12 passed, 12 total\n", "stderr": "", "interrupted": False,
                                      "isImage": False})
         value = median(time_command([*loki, "hook", "post-tool-use"], repeat=cold, stdin=ok, cwd=busy, check=True))
         rows.append(row("cold: loki hook post-tool-use (a success, nothing to clear)", value,
                         floor_name="python -c pass", floor_ms=floor, note="every successful call: scan + lookup"))
 
-        start = _payload("SessionStart", busy, source="startup")
+        start = payload("SessionStart", busy, source="startup")
         value = median(time_command([*loki, "hook", "session-start"], repeat=runs(10), stdin=start, cwd=busy,
                                     check=True))
         rows.append(row("cold: loki hook session-start (briefing)", value, floor_name="python -c pass",

@@ -39,11 +39,11 @@ from bench.common import (
     time_call,
     time_command,
 )
+from bench.hookbench import FAILURE_ERROR, payload, project, time_failures
 from loki import layout
 from loki.errorscan import scan
 from loki.memory import ErrorMemory, content_hash, error_record, new_id
 from loki.store import Store
-from loki.tree import init_tree
 
 RECORDS = 20_000 if QUICK else 100_000
 DISTINCT = 20_000
@@ -52,7 +52,6 @@ QUERIES = ["ModuleNotFoundError requests", "cargo command not found", "mismatche
            "No such file or directory", "TypeError undefined", "connection refused", "permission denied",
            "test_calc.py", "Traceback", "npm ERR missing script", "segmentation fault", "E0308", "KeyError pear",
            "address already in use", "rustc", "cannot find module", "exit code 2", "tsc"]
-FAILURE_ERROR = "Exit code 127\n/bin/bash: line 1: cargo: command not found"
 LIMITS = {"output": 1000, "error_message": 300}
 
 
@@ -115,36 +114,10 @@ def resolve_some(store: Store, count: int = 300) -> None:
                                   "Bash", {"command": f"~/.cargo/bin/{command}"}, branch="main")
 
 
-def _payload(event: str, cwd: str, **fields: Any) -> bytes:
-    base = {"session_id": "9f0c6c1e-7a57-4b8f-9d0e-3a2b1c4d5e6f", "cwd": cwd, "permission_mode": "default",
-            "transcript_path": "/home/dev/.claude/projects/x/9f0c6c1e.jsonl", "hook_event_name": event}
-    return json.dumps({**base, **fields}).encode()
 
 
-def _project(tmp: str) -> str:
-    top = os.path.join(tmp, "shop")
-    os.makedirs(os.path.join(top, ".git"))
-    with open(os.path.join(top, ".git", "HEAD"), "w") as f:
-        f.write("ref: refs/heads/main\n")
-    init_tree(os.path.join(top, ".loki"))
-    return top
 
 
-def _time_failures(loki: list[str], top: str, repeat: int, warmup: int = 2) -> list[float]:
-    """Each run fails a different command: a first strike and one captured record each."""
-    samples = []
-    for index in range(warmup + repeat):
-        stdin = _payload("PostToolUseFailure", top, tool_name="Bash", tool_use_id=f"toolu_{index}",
-                         tool_input={"command": f"cargo build -p c{index}"}, error=FAILURE_ERROR, is_interrupt=False)
-        started = time.perf_counter()
-        done = subprocess.run([*loki, "hook", "post-tool-use-failure"], input=stdin, env=BASE_ENV, cwd=top,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        elapsed = (time.perf_counter() - started) * 1000
-        if done.returncode != 0 or done.stderr:
-            raise RuntimeError(f"post-tool-use-failure: exit {done.returncode}: {done.stderr.decode()[:300]}")
-        if index >= warmup:
-            samples.append(elapsed)
-    return samples
 
 
 SQLITE_LOOKUP = """
@@ -161,7 +134,7 @@ def run() -> list[dict[str, Any]]:
     cold = runs(30)
     label = f"{RECORDS:,}"
     with tempfile.TemporaryDirectory() as tmp:
-        top = _project(tmp)
+        top = project(tmp)
         store = Store(os.path.join(top, ".loki"), validate_all=False)
         fill_memory(store, RECORDS)
         resolve_some(store)
@@ -195,7 +168,7 @@ def run() -> list[dict[str, Any]]:
         os.sync()
 
         floor = python_floor(cold)
-        hinted = _payload("PreToolUse", top, tool_name="Bash", tool_input={"command": "cargo build --release"})
+        hinted = payload("PreToolUse", top, tool_name="Bash", tool_input={"command": "cargo build --release"})
         done = subprocess.run([*loki, "hook", "pre-tool-use"], input=hinted, env=BASE_ENV, cwd=top,
                               capture_output=True, check=True)
         if b"it was fixed by" not in done.stdout:
@@ -204,12 +177,12 @@ def run() -> list[dict[str, Any]]:
         rows.append(row(f"cold: loki hook pre-tool-use, {label} records (a hint)", value,
                         floor_name="python -c pass", floor_ms=floor, target_ratio=4,
                         note="prefix -> one hint file; the index is not opened"))
-        plain = _payload("PreToolUse", top, tool_name="Bash", tool_input={"command": "npm test"})
+        plain = payload("PreToolUse", top, tool_name="Bash", tool_input={"command": "npm test"})
         value = median(time_command([*loki, "hook", "pre-tool-use"], repeat=cold, stdin=plain, cwd=top, check=True))
         rows.append(row(f"cold: loki hook pre-tool-use, {label} records (no hint)", value,
                         floor_name="python -c pass", floor_ms=floor, target_ratio=4))
 
-        value = median(_time_failures(loki, top, runs(20)))
+        value = median(time_failures(loki, top, runs(20)))
         rows.append(row(f"cold: loki hook post-tool-use-failure, {label} records", value,
                         floor_name="python -c pass", floor_ms=floor, target_ratio=10,
                         note="capture (one appended line) + strike; no index work"))

@@ -19,12 +19,18 @@ import sys
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from loki.breakers import Decision
     from loki.errors import LokiError
 
 
-def parse_breaker_check(args: list[str]) -> tuple[str | None, str, bool] | None:
-    """``(root, name, json_output)`` if ``args`` is a plain breaker check, else None."""
+def split_root(args: list[str]) -> tuple[str | None, list[str]] | None:
+    """``(root, the other arguments)`` with the global ``--root R`` / ``--root=R`` taken out wherever
+    it stands; None for what a fast lane leaves to typer: a ``--`` separator, ``--root`` without a value.
+
+    The typer app accepts ``--root`` anywhere too (:func:`loki.cli.hoist_root`), so both agree.
+    """
     root: str | None = None
     rest: list[str] = []
     index = 0
@@ -43,6 +49,15 @@ def parse_breaker_check(args: list[str]) -> tuple[str | None, str, bool] | None:
         else:
             rest.append(arg)
         index += 1
+    return root, rest
+
+
+def parse_breaker_check(args: list[str]) -> tuple[str | None, str, bool] | None:
+    """``(root, name, json_output)`` if ``args`` is a plain breaker check, else None."""
+    split = split_root(args)
+    if split is None:
+        return None
+    root, rest = split
     if rest[:2] != ["breaker", "check"]:
         return None
     tail = rest[2:]
@@ -87,9 +102,8 @@ def breaker_check(args: list[str]) -> int | None:
     if parsed is None:
         return None
     root, name, json_output = parsed
-    from loki.errors import LokiError
 
-    try:
+    def check() -> int:
         from loki.breakers import Breakers
         from loki.store import Store
 
@@ -98,12 +112,23 @@ def breaker_check(args: list[str]) -> int | None:
         if not decision.allowed:
             write_error(decision.error(), json_output)
         return code
+
+    return guarded(check, json_output)
+
+
+def guarded(command: Callable[[], int], json_output: bool) -> int:
+    """Run a fast-lane command as :func:`loki.cli.run` runs a typer one: loki's errors become a message
+    and their exit code, Ctrl-C exit 130, and a bug one plain line (the traceback with LOKI_DEBUG=1)."""
+    from loki.errors import LokiError
+
+    try:
+        return command()
     except LokiError as exc:
         return write_error(exc, json_output)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
-    except Exception as exc:  # a bug: the same plain message as the typer path
+    except Exception as exc:
         if os.environ.get("LOKI_DEBUG"):
             raise
         sys.stderr.write(f"internal error: {type(exc).__name__}: {exc} (set LOKI_DEBUG=1 for the traceback)\n")
@@ -172,28 +197,19 @@ def signal_emit(args: list[str]) -> int | None:
     if parsed is None:
         return None
     json_output = bool(parsed["json"])
-    from loki.errors import LokiError
 
-    try:
+    def text(key: str) -> str | None:
+        value = parsed.get(key)
+        return value if isinstance(value, str) else None
+
+    def run_emit() -> int:
         from loki.signals import emit, fields_from
         from loki.store import Store
-
-        def text(key: str) -> str | None:
-            value = parsed.get(key)
-            return value if isinstance(value, str) else None
 
         fields = fields_from(text("data"), [str(f) for f in parsed["fields"]])  # type: ignore[attr-defined]
         result = emit(Store.open(text("root")), str(parsed["type"]), fields, subject=text("subject"),
                       task_id=text("task_id"), severity=text("severity"), agent=text("agent"))
         print_emitted(result, json_output)
         return 0
-    except LokiError as exc:
-        return write_error(exc, json_output)
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
-    except Exception as exc:  # a bug: the same plain message as the typer path
-        if os.environ.get("LOKI_DEBUG"):
-            raise
-        sys.stderr.write(f"internal error: {type(exc).__name__}: {exc} (set LOKI_DEBUG=1 for the traceback)\n")
-        return 1
+
+    return guarded(run_emit, json_output)

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import re
 
+from loki.lazyre import LazyRegex
+
 TYPE_CHECKING = False  # typing costs ~8 ms of import; only the type checker needs it
 if TYPE_CHECKING:
     from typing import Any
@@ -70,24 +72,6 @@ class _Frozen:
         return f"{type(self).__name__}({fields})"
 
 
-class _Lazy:
-    """A regex compiled on first use.
-
-    Compiling every pattern up front costs ~15 ms, more than the rest of a hook run; most scans only ever
-    need the few regexes whose needles occur in the output.
-    """
-
-    __slots__ = ("_compiled", "flags", "source")
-
-    def __init__(self, source: str, flags: int = 0) -> None:
-        self.source = source
-        self.flags = flags
-        self._compiled: re.Pattern[str] | None = None
-
-    def get(self) -> re.Pattern[str]:
-        if self._compiled is None:
-            self._compiled = re.compile(self.source, self.flags)
-        return self._compiled
 
 
 class ErrorPattern(_Frozen):
@@ -106,7 +90,7 @@ class ErrorPattern(_Frozen):
     suggestion: str
     needles: tuple[str, ...]
     overrides_success: bool
-    _regex: re.Pattern[str] | _Lazy
+    _regex: re.Pattern[str] | LazyRegex
 
     def __init__(
         self,
@@ -120,7 +104,7 @@ class ErrorPattern(_Frozen):
         set_ = object.__setattr__
         set_(self, "name", name)
         set_(self, "error_class", error_class)
-        set_(self, "_regex", _Lazy(regex, re.MULTILINE) if isinstance(regex, str) else regex)
+        set_(self, "_regex", LazyRegex(regex, re.MULTILINE) if isinstance(regex, str) else regex)
         set_(self, "suggestion", suggestion)
         set_(self, "needles", tuple(needle.lower() for needle in needles))
         set_(self, "overrides_success", overrides_success)
@@ -128,7 +112,7 @@ class ErrorPattern(_Frozen):
     @property
     def regex(self) -> re.Pattern[str]:
         compiled = self._regex
-        return compiled.get() if isinstance(compiled, _Lazy) else compiled
+        return compiled.get() if isinstance(compiled, LazyRegex) else compiled
 
     def search(self, text: str, lowered: str | None = None) -> re.Match[str] | None:
         """The first match in ``text``; ``lowered`` (``text.lower()``) lets the needles skip the regex."""
@@ -660,49 +644,49 @@ _GIT_VIEWERS = frozenset({"log", "show", "diff", "blame", "grep", "status", "ls-
 # Exit status 1 from these means "no match" or "files differ", not failure.
 _EXIT_ONE_IS_ANSWER = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "diff", "cmp"})
 
-_QUOTED = _Lazy(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
-_REDIRECT = _Lazy(r"\d*(?:>>?|<|&>)&?[ \t]*[^\s;&|]*")
-_CHAIN_SPLIT = _Lazy(r"&&|\|\||[;\n&]")
-_ENV_ASSIGNMENT = _Lazy(r"[A-Za-z_]\w*=")
+_QUOTED = LazyRegex(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
+_REDIRECT = LazyRegex(r"\d*(?:>>?|<|&>)&?[ \t]*[^\s;&|]*")
+_CHAIN_SPLIT = LazyRegex(r"&&|\|\||[;\n&]")
+_ENV_ASSIGNMENT = LazyRegex(r"[A-Za-z_]\w*=")
 _WRAPPERS = frozenset({"sudo", "time", "nohup", "nice", "command", "exec", "xargs", "timeout"})
 
 # One entry per line, as ls and find print when their output is not a terminal (an agent's case).
-_LISTING_LINE = _Lazy(
+_LISTING_LINE = LazyRegex(
     r"total \d+"
     r"|[-dlcbps][-rwxsStT]{9}[.+@]?[ \t][^\n]*"
     r"|['\"]?[\w./~@%+,=-]+['\"]?:?"
 )
 _MAX_LISTING_LINES = 2000
 
-_REF = _Lazy(
+_REF = LazyRegex(
     r"File \"(?P<pyfile>[^\"\n]+)\", line (?P<pyline>\d+)"
     r"|(?<![\w./\\~@+:-])(?P<file>[\w./\\~@+-]+)"
     r"(?::(?P<line>\d+)(?::(?P<col>\d+))?(?![\w.])|\((?P<tline>\d+),(?P<tcol>\d+)\): )"
 )
-_FILE_EXT = _Lazy(r"\.[A-Za-z][A-Za-z0-9_]{0,9}$")
+_FILE_EXT = LazyRegex(r"\.[A-Za-z][A-Za-z0-9_]{0,9}$")
 _EXTENSIONLESS = frozenset({"Makefile", "makefile", "GNUmakefile", "Dockerfile", "Rakefile", "Gemfile", "Jenkinsfile"})
 _HOST_SUFFIXES = frozenset({"com", "org", "net", "io", "dev", "edu", "gov", "local", "internal", "invalid", "ai"})
 
-_PY_TRACE = _Lazy(
+_PY_TRACE = LazyRegex(
     r"^Traceback \(most recent call last\):\n(?:[ \t][^\n]*\n)*[A-Za-z_][\w.]*(?::[^\n]*)?$", re.MULTILINE
 )
-_PY_SYNTAX_TRACE = _Lazy(
+_PY_SYNTAX_TRACE = LazyRegex(
     r"^  File \"[^\"\n]+\", line \d+\n(?:[ \t][^\n]*\n)*(?:SyntaxError|IndentationError|TabError)\b[^\n]*$",
     re.MULTILINE,
 )
-_AT_TRACE = _Lazy(
+_AT_TRACE = LazyRegex(
     r"^(?:Exception in thread \"[^\"\n]*\" )?(?:Uncaught )?[\w.$]*(?:Error|Exception)\b[^\n]*\n"
     r"(?:(?![ \t]+at )[^\n]*\n){0,4}?"
     r"(?:(?:[ \t]+at |[ \t]+\.\.\. \d+ more|Caused by: )[^\n]*(?:\n|$))+",
     re.MULTILINE,
 )
-_RUST_TRACE = _Lazy(r"^thread '[^'\n]*'(?: \(\d+\))? panicked at [^\n]*(?:\n[^\n]+){0,200}", re.MULTILINE)
-_GO_TRACE = _Lazy(
+_RUST_TRACE = LazyRegex(r"^thread '[^'\n]*'(?: \(\d+\))? panicked at [^\n]*(?:\n[^\n]+){0,200}", re.MULTILINE)
+_GO_TRACE = LazyRegex(
     r"^panic: [^\n]*(?:\n[^\n]*){0,3}?\ngoroutine \d+ \[[^\n]*\]:(?:\n[^\n]+){0,400}", re.MULTILINE
 )
 # pytest's report of each failing test (source, the failing line, "E" lines, file:line: Error), from
 # the FAILURES/ERRORS banner to the next banner (the short summary, warnings, the totals line).
-_PYTEST_TRACE = _Lazy(r"^=+ (?:FAILURES|ERRORS) =+$(?:\n(?!=+ )[^\n]*){1,600}", re.MULTILINE)
+_PYTEST_TRACE = LazyRegex(r"^=+ (?:FAILURES|ERRORS) =+$(?:\n(?!=+ )[^\n]*){1,600}", re.MULTILINE)
 _TRACES = (
     (_PY_TRACE, "Traceback (most recent call last):"),
     (_PYTEST_TRACE, " FAILURES ="),
@@ -967,23 +951,23 @@ def _extend_python_chain(text: str, span: tuple[int, int]) -> tuple[int, int]:
         start = previous.start()
 
 
-_NORMALISERS: tuple[tuple[_Lazy, str], ...] = (
-    (_Lazy(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<ts>"),
-    (_Lazy(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<time>"),
-    (_Lazy(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
-    (_Lazy(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"), "<ip>"),
-    (_Lazy(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
-    (_Lazy(r"(?:/tmp|/var/tmp|/private/var/folders|/var/folders|[A-Za-z]:\\[^\s]*\\Temp)[/\\][^\s'\":,)]*"),
+_NORMALISERS: tuple[tuple[LazyRegex, str], ...] = (
+    (LazyRegex(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<ts>"),
+    (LazyRegex(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<time>"),
+    (LazyRegex(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
+    (LazyRegex(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"), "<ip>"),
+    (LazyRegex(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
+    (LazyRegex(r"(?:/tmp|/var/tmp|/private/var/folders|/var/folders|[A-Za-z]:\\[^\s]*\\Temp)[/\\][^\s'\":,)]*"),
      "<tmp>"),
-    (_Lazy(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,}\b"), "<hash>"),
-    (_Lazy(r"\b(?P<word>pid|process|thread)[ =:#]*\d+\b", re.IGNORECASE), r"\g<word> <n>"),
-    (_Lazy(r"(?<=[\w\]'\">]):\d+(?::\d+)?\b"), ":<n>"),
-    (_Lazy(r"\b(?P<word>line|col|column|char|offset|position|pos)[ =:]*\d+\b", re.IGNORECASE), r"\g<word> <n>"),
-    (_Lazy(r"\((?:\d+|\d+,\s*\d+)\)"), "(<n>)"),
-    (_Lazy(r"\b\d+(?:\.\d+)?\s?(?:ms|s|sec|seconds)\b"), "<dur>"),
-    (_Lazy(r"\d{4,}"), "<n>"),
+    (LazyRegex(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,}\b"), "<hash>"),
+    (LazyRegex(r"\b(?P<word>pid|process|thread)[ =:#]*\d+\b", re.IGNORECASE), r"\g<word> <n>"),
+    (LazyRegex(r"(?<=[\w\]'\">]):\d+(?::\d+)?\b"), ":<n>"),
+    (LazyRegex(r"\b(?P<word>line|col|column|char|offset|position|pos)[ =:]*\d+\b", re.IGNORECASE), r"\g<word> <n>"),
+    (LazyRegex(r"\((?:\d+|\d+,\s*\d+)\)"), "(<n>)"),
+    (LazyRegex(r"\b\d+(?:\.\d+)?\s?(?:ms|s|sec|seconds)\b"), "<dur>"),
+    (LazyRegex(r"\d{4,}"), "<n>"),
 )
-_SPACES = _Lazy(r"\s+")
+_SPACES = LazyRegex(r"\s+")
 
 
 def normalise_error(message: str) -> str:

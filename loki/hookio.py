@@ -49,20 +49,12 @@ class HookError(Exception):
 
 def parse_args(args: list[str]) -> tuple[str | None, str] | None:
     """``(root, event)`` for ``[--root R] hook EVENT``; None when typer should handle it (help)."""
-    root: str | None = None
-    rest: list[str] = []
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        if arg == "--root" and index + 1 < len(args):
-            root = args[index + 1]
-            index += 2
-            continue
-        if arg.startswith("--root="):
-            root = arg[len("--root="):]
-        else:
-            rest.append(arg)
-        index += 1
+    from loki.cli_fast import split_root
+
+    split = split_root(args)
+    if split is None:
+        return None
+    root, rest = split
     if len(rest) != 2 or rest[0] != "hook" or rest[1] in _HELP_FLAGS:
         return None
     return root, rest[1]

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import re
 
+from loki.lazyre import LazyRegex
+
 TYPE_CHECKING = False  # typing costs ~8 ms of import; only the type checker needs it
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -32,18 +34,6 @@ def _mark(kind: str) -> str:
     return f"{MARK}{kind}]"
 
 
-class _Lazy:
-    __slots__ = ("_compiled", "flags", "source")
-
-    def __init__(self, source: str, flags: int = 0) -> None:
-        self.source = source
-        self.flags = flags
-        self._compiled: re.Pattern[str] | None = None
-
-    def get(self) -> re.Pattern[str]:
-        if self._compiled is None:
-            self._compiled = re.compile(self.source, self.flags)
-        return self._compiled
 
 
 class _Rule:
@@ -69,8 +59,8 @@ class _Rule:
         self.needles = needles  # lower-case; looked for in the lower-cased text
         self.replace = replace
         self.folded = folded
-        self.regex = _Lazy(source)
-        self.unfolded = _Lazy(source, re.IGNORECASE)
+        self.regex = LazyRegex(source)
+        self.unfolded = LazyRegex(source, re.IGNORECASE)
 
     def apply(self, text: str, lowered: str) -> str:
         if self.folded:
@@ -106,10 +96,10 @@ _SECRET_WORDS = (
     r"password|passwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
     r"|client[_-]?secret"
 )
-_SENSITIVE_KEY = _Lazy(rf"^[\w.-]*?(?:{_SECRET_WORDS})$|^(?:proxy-)?authorization$|^(?:set-)?cookie$", re.I)
-_SECRET_WORD = _Lazy(_SECRET_WORDS, re.IGNORECASE)
-_CODE_REFERENCE = _Lazy(r"[A-Za-z_][\w.]*")
-_ENV_REFERENCE = _Lazy(r"\$\{?\w+\}?|%\w+%")
+_SENSITIVE_KEY = LazyRegex(rf"^[\w.-]*?(?:{_SECRET_WORDS})$|^(?:proxy-)?authorization$|^(?:set-)?cookie$", re.I)
+_SECRET_WORD = LazyRegex(_SECRET_WORDS, re.IGNORECASE)
+_CODE_REFERENCE = LazyRegex(r"[A-Za-z_][\w.]*")
+_ENV_REFERENCE = LazyRegex(r"\$\{?\w+\}?|%\w+%")
 _PLACEHOLDERS = frozenset({
     "", "null", "none", "nil", "undefined", "true", "false", "***", "****", "*****", "xxx", "xxxx", "...",
     "changeme", "redacted", "<redacted>",

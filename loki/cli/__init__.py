@@ -150,24 +150,14 @@ def command_name(args: list[str]) -> str | None:
 
 def hoist_root(args: list[str]) -> list[str]:
     """Accept the global ``--root`` anywhere before ``--`` (``loki validate --root DIR``)."""
-    rest: list[str] = []
-    front: list[str] = []
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        if arg == "--":
-            rest.extend(args[index:])
-            break
-        if arg == "--root" and index + 1 < len(args):
-            front = ["--root", args[index + 1]]
-            index += 2
-            continue
-        if arg.startswith("--root="):
-            front = [arg]
-        else:
-            rest.append(arg)
-        index += 1
-    return front + rest
+    from loki.cli_fast import split_root
+
+    cut = args.index("--") if "--" in args else len(args)
+    split = split_root(args[:cut])
+    if split is None:  # `--root` as the last word: typer says it needs a value
+        return args
+    root, rest = split
+    return (["--root", root] if root is not None else []) + rest + args[cut:]
 
 
 def run(args: list[str]) -> int:
