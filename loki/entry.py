@@ -18,18 +18,21 @@ def _fast_lane(args: list[str]) -> int | None:
 
         print(f"loki {__version__}")
         return 0
-    if "breaker" in args:
-        from loki.cli_fast import breaker_check
+    # (a word the command line must contain, the lane that may take it); a lane answers None
+    # for anything that is not exactly its command (a task titled "breaker", --help ...).
+    lanes = (
+        ("breaker", "loki.cli_fast", "breaker_check"),  # in front of every API call of a shell loop
+        ("emit", "loki.cli_fast", "signal_emit"),  # agents emit signals constantly
+        ("claim", "loki.cli_fast", "queue_claim"),  # agents claim in a loop
+        ("hook", "loki.hookio", "main"),  # Claude Code's hooks: every tool call of every agent
+    )
+    for word, module, function in lanes:
+        if word in args:
+            from importlib import import_module
 
-        return breaker_check(args)
-    if "signal" in args and "emit" in args:  # agents emit signals constantly (loki/cli_fast.py)
-        from loki.cli_fast import signal_emit
-
-        return signal_emit(args)
-    if "hook" in args:  # Claude Code's hooks: every tool call of every agent (loki/hookio.py)
-        from loki.hookio import main as hook_main
-
-        return hook_main(args)
+            code: int | None = getattr(import_module(module), function)(args)
+            if code is not None:
+                return code
     return None
 
 

@@ -205,3 +205,33 @@ def test_corrupt_queue_file_fails_every_queue_command_and_is_left_alone(root: Pa
         assert result.code == 1, args
         assert "queue/in-progress.json at /tasks/0" in result.stderr, (args, result.stderr)
     assert snapshot_bytes(root) == before
+
+
+def test_claim_fast_lane_prints_exactly_what_the_typer_command_prints(tmp_path: Path) -> None:
+    from tests.helpers import loki_proc
+
+    outputs = {}
+    for lane, runner in (("fast", loki_proc), ("typer", cli)):
+        root = tmp_path / lane / ".loki"
+        assert cli(["init", "--path", str(root.parent)]).code == 0
+        cli(["queue", "add", "Write login", "--id", "t1", "-p", "high", "--type", "eng"], root=root, env=T0)
+        cli(["queue", "add", "Docs", "--id", "t2", "--type", "docs"], root=root, env=T0)
+        results = [
+            runner(["queue", "claim", "--agent", "a1", "--type", "eng", "--lease", "120"], root=root, env=T0),
+            runner(["queue", "claim", "--agent=a2", "--json"], root=root, env=T0),
+            runner(["queue", "claim", "-a", "a3"], root=root, env=T0),
+            runner(["queue", "claim", "--agent", "a3", "--json"], root=root, env=T0),
+            runner(["queue", "claim", "--agent", "a4", "--lease", "-1"], root=root, env=T0),
+        ]
+        outputs[lane] = [(r.code, r.stdout.replace(str(root), "ROOT"), r.stderr) for r in results]
+    # Tokens are random: compare everything else.
+    for fast, typer_out in zip(outputs["fast"], outputs["typer"], strict=True):
+        assert fast[0] == typer_out[0] and fast[2] == typer_out[2]
+        assert _without_tokens(fast[1]) == _without_tokens(typer_out[1])
+    assert [code for code, _, _ in outputs["fast"]] == [0, 0, 3, 3, 1]
+
+
+def _without_tokens(text: str) -> str:
+    import re
+
+    return re.sub(r'[0-9a-f]{16}', "TOKEN", text)

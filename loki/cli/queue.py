@@ -174,12 +174,15 @@ def claim(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Take the best ready task. Exit 3, with the reason, when nothing is ready."""
+    from loki.cli_fast import claim_lines
+
+    # `loki queue claim` usually runs through the fast lane (loki/cli_fast.py); both print the same.
     task = _queue(ctx).claim(agent, types=type_ or [], lease_seconds=lease)
     if json_output:
         print_json({"task": task})
     else:
-        say(f"claimed {_one_line(task)}")
-        say(f"lease until {task['lease_until']}, token {task['claim_token']}")
+        for line in claim_lines(task):
+            say(line)
 
 
 @app.command("heartbeat")
