@@ -36,8 +36,23 @@ def _fast_lane(args: list[str]) -> int | None:
     return None
 
 
+def _undecodable(args: list[str]) -> str | None:
+    """An argument that is not valid UTF-8 (Python hands it over with lone surrogates): loki could
+    store it but never write it back as JSON, so it is refused at the door."""
+    for arg in args:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            return arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
+    bad = _undecodable(args)
+    if bad is not None:
+        sys.stderr.write(f"error: argument {bad!r} is not valid UTF-8\n")
+        sys.exit(2)
     code = _fast_lane(args)
     if code is None:
         from loki.cli import run

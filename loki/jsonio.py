@@ -47,19 +47,50 @@ def decode_utf8(data: bytes) -> str:
         raise JsonError(f"not valid UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r})") from None
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        # 1e400 would come back as Infinity, which no JSON writer may write again.
+        raise JsonError(f"number {text[:40]} is too large for a JSON float")
+    return value
+
+
 def loads_strict(data: bytes | str) -> Any:
-    """Parse JSON, refusing duplicate keys, NaN/Infinity, non-UTF-8, a BOM and trailing data."""
+    """Parse JSON, refusing duplicate keys, NaN/Infinity (spelled or overflowing), non-UTF-8 (lone
+    surrogates included), a BOM and trailing data: whatever it accepts, loki can write back."""
     text = decode_utf8(data) if isinstance(data, bytes) else data
     if text.startswith("\ufeff"):
         raise JsonError("starts with a byte-order mark (BOM); save it as UTF-8 without BOM")
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant,
+                           parse_float=_finite_float)
     except JsonError:
         raise
     except json.JSONDecodeError as exc:
         raise JsonError(f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except RecursionError:
         raise JsonError(MAX_DEPTH_ERROR) from None
+    except ValueError as exc:  # an integer longer than Python converts
+        raise JsonError(f"invalid JSON: {exc}") from None
+    if "\\u" in text:  # escapes are the only way a lone surrogate gets in (the text itself is UTF-8)
+        _check_encodable(value)
+    return value
+
+
+def _check_encodable(value: Any) -> None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise JsonError(f"text {item[:40]!r} holds a lone surrogate escape, which is not Unicode") from None
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def loads_trusted(data: bytes) -> Any:

@@ -85,14 +85,15 @@ def _wait_with_alarm(portalocker: Any, handle: Any, timeout: float) -> bool | No
     previous = signal.signal(signal.SIGALRM, expire)
     try:
         signal.setitimer(signal.ITIMER_REAL, max(timeout, 0.001))
-        try:
-            portalocker.lock(handle, portalocker.LockFlags.EXCLUSIVE)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+        portalocker.lock(handle, portalocker.LockFlags.EXCLUSIVE)
         return True
     except _Expired:
-        return False
+        # The timer may have fired just after the lock was granted: ask once more (taking a
+        # lock this descriptor already holds succeeds) rather than report a timeout wrongly.
+        return _try_lock(portalocker, handle)
     finally:
+        # Disarm before restoring the old handler: an armed timer under SIG_DFL kills the process.
+        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 
 
@@ -175,12 +176,19 @@ class FileLock:
         )
 
     def write_record(self, record: dict[str, Any]) -> None:
-        """Replace the lock file's record in place (it is never replaced as a file)."""
+        """Replace the lock file's record in place (it is never replaced as a file).
+
+        Best effort: the record is a hint (who holds the lock, which digests are loki's), so a
+        full disk costs a less helpful timeout message or one full validation, never the lock.
+        """
         assert self._fd is not None
         data = json.dumps(record, separators=(",", ":")).encode("utf-8")
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, data, 0)
         self.record = record
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, data, 0)
+        except OSError:
+            pass
 
     def release(self) -> None:
         if self._fd is None:

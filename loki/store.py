@@ -35,7 +35,7 @@ import stat
 
 from loki import jsonio, layout
 from loki.clock import Clock, default_clock, format_ts
-from loki.errors import LokiError, SchemaViolation, StateFileError, describe_os_error
+from loki.errors import InvalidInput, LokiError, SchemaViolation, StateFileError, describe_os_error
 from loki.locks import DEFAULT_TIMEOUT, FileLock, read_lock_record
 from loki.paths import check_relpath
 from loki.schema import Registry, pointer, registry
@@ -217,12 +217,19 @@ class Store:
             return self._lock_timeout
         env = os.environ.get("LOKI_LOCK_TIMEOUT")
         if env:
-            return float(env)
+            try:
+                value = float(env)
+            except ValueError:
+                value = -1.0
+            if not 0 < value <= 86400:
+                raise InvalidInput(f"LOKI_LOCK_TIMEOUT={env!r}: expected seconds, more than 0 and at most 86400",
+                                   field="LOKI_LOCK_TIMEOUT")
+            return value
         try:
-            value = self.config.get("lock_timeout", DEFAULT_TIMEOUT)
+            value = float(self.config.get("lock_timeout", DEFAULT_TIMEOUT))
         except LokiError:
             value = DEFAULT_TIMEOUT
-        return float(value)
+        return min(value, 86400.0) if value > 0 else DEFAULT_TIMEOUT
 
     @property
     def max_file_bytes(self) -> int:
@@ -258,26 +265,26 @@ class Store:
                                  else "is not a regular file")
         return fd, st
 
-    def read_bytes(self, rel: str) -> bytes | None:
-        """The bytes of a state file, or None if it does not exist. Refuses symlinks and non-files."""
+    def read_bytes(self, rel: str, *, limit: int | None = None) -> bytes | None:
+        """The bytes of a state file, or None if it does not exist. Refuses symlinks and non-files,
+        and files over ``limit`` bytes (the state-file limit unless given)."""
+        limit = self.max_file_bytes if limit is None else limit
         # O_NONBLOCK: opening a FIFO planted where a file belongs must not hang.
         opened = self._open_regular(rel, os.O_RDONLY | os.O_NONBLOCK, "read")
         if opened is None:
             return None
         fd, st = opened
         try:
-            if st.st_size > self.max_file_bytes:
-                raise StateFileError(
-                    rel, f"is {st.st_size} bytes, over the {self.max_file_bytes}-byte limit for a state file"
-                )
+            if st.st_size > limit:
+                raise StateFileError(rel, f"is {st.st_size} bytes, over the {limit}-byte limit for a state file")
             chunks = []
             while True:
                 chunk = os.read(fd, max(st.st_size, 1 << 16))
                 if not chunk:
                     break
                 chunks.append(chunk)
-                if sum(len(c) for c in chunks) > self.max_file_bytes:
-                    raise StateFileError(rel, f"is over the {self.max_file_bytes}-byte limit for a state file")
+                if sum(len(c) for c in chunks) > limit:
+                    raise StateFileError(rel, f"is over the {limit}-byte limit for a state file")
             return b"".join(chunks)
         except OSError as exc:
             raise _os_error(rel, exc, "read") from None
@@ -321,7 +328,16 @@ class Store:
                     more = f" (and {len(found) - 1} more problems)" if len(found) > 1 else ""
                     raise StateFileError(rel, reason + more, pointer or "/")
         if kind is not None and kind.normalise is not None:
-            doc = kind.normalise(doc, rel)
+            converted = kind.normalise(doc, rel)
+            if converted is not doc:
+                # Another tool's shape (Loki Mode's bare array) was turned into loki's: what came out
+                # must be a valid loki document before anything uses it.
+                found = self.schemas.problems(kind.schema, converted)
+                if found:
+                    pointer, reason = found[0]
+                    raise StateFileError(rel, f"{reason} (after converting it from Loki Mode's format)",
+                                         pointer or "/")
+            doc = converted
         return doc
 
     def read(self, rel: str, digests: dict[str, Any] | None = None) -> Any:
@@ -353,9 +369,11 @@ class Store:
         locks = {layout.lock_for(rel) for rel in rels}
         journals = [self.path(layout.journal_for(lock)) for lock in locks]
         for _ in range(attempts):
+            before = [self._stat_key(rel) for rel in rels]
+            # Checked after the first stats: a commit that had already replaced a file when they were
+            # taken still has its journal on disk now (it is deleted only after the last file).
             if any(os.path.exists(j) for j in journals):
                 break
-            before = [self._stat_key(rel) for rel in rels]
             digests = {lock: self.recorded_digests(lock) for lock in locks}
             docs = {rel: self.read(rel, digests[layout.lock_for(rel)]) for rel in rels}
             after = [self._stat_key(rel) for rel in rels]
@@ -436,9 +454,12 @@ class Store:
                 holder.release()
 
     def _append(self, rel: str, payload: bytes) -> int:
+        existed = os.path.lexists(self.path(rel))
         opened = self._open_regular(rel, os.O_RDWR | os.O_APPEND | os.O_CREAT, "append to")
         assert opened is not None  # O_CREAT
         fd, st = opened
+        if not existed:  # a new log's name must be as durable as the lines fsynced into it
+            fsync_dir(os.path.dirname(self.path(rel)))
         try:
             offset = st.st_size
             if offset > 0 and os.pread(fd, 1, offset - 1) != b"\n":
@@ -659,8 +680,9 @@ class Transaction:
             file_digest = digest(data)
             trusted = self._digests.get(rel) == file_digest
             doc = self.store.parse(rel, data, trusted=trusted)
-            if not trusted:
-                # Validated in full just now: remember it, so the next reader need not.
+            if not trusted and not data.lstrip().startswith(b"["):
+                # Validated in full just now: remember it, so the next reader need not. (A file in
+                # another tool's shape is converted on every read, and checked every time.)
                 self._digests[rel] = file_digest
                 self._record_digests()
         self._docs[rel] = doc
@@ -730,10 +752,14 @@ class Transaction:
         self._appends = {}
 
     def _size(self, rel: str) -> int:
-        try:
-            return os.lstat(self.store.path(rel)).st_size
-        except FileNotFoundError:
+        """A log's size before an append, checked before the journal is written: a log that is a
+        symlink, a directory or unreadable must stop the commit now, not every later replay."""
+        self.store.ensure_dir(rel.rsplit("/", 1)[0])
+        opened = self.store._open_regular(rel, os.O_RDONLY | os.O_NONBLOCK, "append to")
+        if opened is None:
             return 0
+        os.close(opened[0])
+        return opened[1].st_size
 
     # journal ---------------------------------------------------------------------------------
 
@@ -754,15 +780,16 @@ class Transaction:
 
     def _apply_appends(self, appends: dict[str, tuple[int, bytes]]) -> None:
         for rel, (offset, data) in appends.items():
-            self.store._check_parent(rel)
             self.store.ensure_dir(rel.rsplit("/", 1)[0])
-            path = self.store.path(rel)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            existed = os.path.lexists(self.store.path(rel))
+            opened = self.store._open_regular(rel, os.O_RDWR | os.O_CREAT, "append to")
+            assert opened is not None  # O_CREAT
+            fd, st = opened
             try:
-                size = os.fstat(fd).st_size
-                if size < offset:
-                    raise StateFileError(rel, f"is {size} bytes, shorter than the {offset} bytes the journal "
-                                         "recorded; it was truncated outside loki")
+                if st.st_size < offset:
+                    raise StateFileError(rel, f"is {st.st_size} bytes, shorter than the {offset} bytes the journal "
+                                         "recorded; it was truncated outside loki (`loki doctor --repair` sets "
+                                         "the journal aside)")
                 os.ftruncate(fd, offset)
                 view = memoryview(data)
                 position = offset
@@ -771,8 +798,12 @@ class Transaction:
                     view = view[written:]
                     position += written
                 os.fsync(fd)
+            except OSError as exc:
+                raise _os_error(rel, exc, "append to") from None
             finally:
                 os.close(fd)
+            if not existed:  # a new file's name must be as durable as its content
+                fsync_dir(os.path.dirname(self.store.path(rel)))
 
     def _apply(self, files: dict[str, bytes]) -> None:
         for index, (rel, data) in enumerate(files.items()):
@@ -791,8 +822,16 @@ class Transaction:
         fsync_dir(os.path.dirname(path))
 
     def _replay_journal(self) -> None:
+        try:
+            self._replay()
+        except OSError as exc:
+            raise StateFileError(self.journal_rel, f"cannot finish this unfinished change: {describe_os_error(exc)}; "
+                                 "`loki doctor --repair` sets the journal aside") from None
+
+    def _replay(self) -> None:
         rel = self.journal_rel
-        data = self.store.read_bytes(rel)
+        # A journal holds every file of the change, so it may be larger than one state file.
+        data = self.store.read_bytes(rel, limit=self.store.max_file_bytes * (len(layout.QUEUE_STATES) + 3))
         if data is None:
             return
         try:
@@ -832,4 +871,4 @@ class Transaction:
     def _record_digests(self) -> None:
         record = dict(self._lock.record)
         record["digests"] = self._digests
-        self._lock.write_record(record)
+        self._lock.write_record(record)  # a hint: if it cannot be written, the next reader validates

@@ -18,7 +18,7 @@ from loki import jsonio, layout, signaltypes
 from loki.clock import format_ts
 from loki.errors import LokiError, StateFileError
 from loki.schema import pointer, registry
-from loki.store import TEMP_SUFFIX, Store, fsync_dir
+from loki.store import TEMP_SUFFIX, Store, fsync_dir, write_temp
 
 STALE_TEMP_SECONDS = 300
 _TEMP_NAME = re.compile(r"^\..+\.(\d+)\.[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + "$")
@@ -32,6 +32,10 @@ class Problem:
     file: str
     pointer: str
     message: str
+    whole_file: bool = True
+    """The file itself is broken (it does not parse or breaks its schema). False for a problem that
+    only shows across files (a task in two files, a status that does not match its file): moving
+    the file aside would not fix it, it would take good records out of the queue."""
 
     def __str__(self) -> str:
         where = f"{self.file}{' at ' + self.pointer if self.pointer else ''}"
@@ -60,15 +64,15 @@ def init_tree(root: str) -> list[str]:
         else:
             kind = layout.kind_for(rel)
             data = jsonio.dumps_document(content, kind.records_key if kind else None)
+        # Whole or not at all: a temp file linked into place, which fails if the name exists (a
+        # crash half-way through init must not leave an empty pending.json that init then skips).
+        tmp = write_temp(store.path(rel), data)
         try:
-            fd = os.open(store.path(rel), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            os.link(tmp, store.path(rel))
         except FileExistsError:
             continue
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
         finally:
-            os.close(fd)
+            os.unlink(tmp)
         created.append(rel)
     for directory in {os.path.dirname(store.path(rel)) for rel in layout.initial_files()}:
         fsync_dir(directory)
@@ -240,7 +244,7 @@ def _cross_file_problems(docs: dict[str, Any]) -> list[Problem]:
 
     def note(task_id: str, rel: str, where: str) -> None:
         if task_id in seen:
-            problems.append(Problem(rel, where, f"task {task_id!r} is also in {seen[task_id]}"))
+            problems.append(Problem(rel, where, f"task {task_id!r} is also in {seen[task_id]}", whole_file=False))
         else:
             seen[task_id] = rel
 
@@ -253,7 +257,8 @@ def _cross_file_problems(docs: dict[str, Any]) -> list[Problem]:
             note(task["id"], rel, f"/tasks/{index}")
             if task.get("status") != state:
                 problems.append(Problem(rel, f"/tasks/{index}/status",
-                                        f"task {task['id']!r} has status {task.get('status')!r} but is in {rel}"))
+                                        f"task {task['id']!r} has status {task.get('status')!r} but is in {rel}",
+                                        whole_file=False))
     for rel in (layout.DEADLETTER, layout.ABANDONED):
         doc = docs.get(rel)
         for index, entry in enumerate((doc or {}).get("tasks", [])):
@@ -290,12 +295,22 @@ def doctor(store: Store, repair: bool = False) -> DoctorReport:
     ``<name>.corrupt.<ts>``.
     """
     report = DoctorReport()
+    stamp = format_ts(store.clock.now()).replace(":", "")
     for rel, st in list(_walk(store.root)):
         name = rel.rsplit("/", 1)[-1]
         if name.endswith(".journal.json") and stat.S_ISREG(st.st_mode):
             lock = layout.QUEUE_LOCK if name == ".journal.json" else rel[: -len(".journal.json")] + ".lock"
-            if store.recover(lock):
-                report.journals_finished.append(rel)
+            try:
+                if store.recover(lock):
+                    report.journals_finished.append(rel)
+            except StateFileError:
+                if not repair:
+                    raise
+                # It cannot be finished (unreadable, or a log it appends to was truncated by hand):
+                # keep it, out of the way, so the domain works again.
+                target = f"{rel}.corrupt.{stamp}"
+                _move_aside(store, rel, target)
+                report.moved_aside.append({"file": rel, "moved_to": target})
     now = store.clock.now().timestamp()
     for rel, st in _walk(store.root):
         name = rel.rsplit("/", 1)[-1]
@@ -307,7 +322,6 @@ def doctor(store: Store, repair: bool = False) -> DoctorReport:
                 report.temp_removed.append(rel)
     report.problems = validate_tree(store)
     if repair:
-        stamp = format_ts(store.clock.now()).replace(":", "")
         bad_lines: dict[str, set[int]] = {}
         for problem in report.problems:
             if _line_repairable(problem.file) and problem.pointer.startswith("line "):
@@ -317,8 +331,7 @@ def doctor(store: Store, repair: bool = False) -> DoctorReport:
         broken = sorted({p.file for p in report.problems if p.file not in bad_lines and _movable(store, p)})
         for rel in broken:
             target = f"{rel}.corrupt.{stamp}"
-            os.replace(store.path(rel), store.path(target))
-            fsync_dir(os.path.dirname(store.path(rel)))
+            _move_aside(store, rel, target)
             report.moved_aside.append({"file": rel, "moved_to": target})
         if broken or bad_lines:
             report.problems = validate_tree(store)
@@ -370,9 +383,7 @@ def _writer_alive(pid: int) -> bool:
 
 def _movable(store: Store, problem: Problem) -> bool:
     """Only whole files that fail to parse or validate are moved; cross-file conflicts need a human."""
-    if " is also in " in problem.message or problem.file.endswith(".journal.json"):
-        return False
-    if problem.file.endswith(".lock"):
+    if not problem.whole_file or problem.file.endswith(".journal.json") or problem.file.endswith(".lock"):
         return False
     if problem.pointer.startswith("line ") and problem.file.endswith("DRIFT_DETECTED"):
         return False  # its bad lines are logged as rejected by the watcher, which keeps an offset into it
@@ -381,6 +392,16 @@ def _movable(store: Store, problem: Problem) -> bool:
     except (FileNotFoundError, LokiError):
         return False
     return stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)
+
+
+def _move_aside(store: Store, rel: str, target: str) -> None:
+    """Rename a broken file out of the way under its domain's lock, so no writer is mid-change."""
+    from loki.locks import FileLock
+
+    lock = layout.lock_for(rel)
+    with FileLock(store.path(lock), store.lock_timeout, lock):
+        os.replace(store.path(rel), store.path(target))
+        fsync_dir(os.path.dirname(store.path(rel)))
 
 
 # -- status ----------------------------------------------------------------------------------------

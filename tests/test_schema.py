@@ -144,3 +144,13 @@ def test_schema_files_are_named_after_their_id() -> None:
     for name in os.listdir(schema_dir()):
         with open(os.path.join(schema_dir(), name)) as f:
             assert json.load(f)["$id"] == BASE_URI + name
+
+
+def test_patterns_do_not_accept_a_trailing_newline() -> None:
+    # Python's `$` (which jsonschema uses too) also matches before a final newline.
+    for uri, doc in ALL.items():
+        assert '$"' not in json.dumps(doc).replace('\\\\', ''), uri
+    for bad in ("t1\n", "2026-01-25T10:00:00Z\n"):
+        doc = task("t1", id=bad) if not bad.startswith("2026") else task("t1", available_at=bad)
+        assert registry().problems("task.json", doc) != []
+        assert not reference_ok("task.json", doc)

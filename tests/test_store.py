@@ -6,6 +6,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -307,3 +308,99 @@ def test_remove_deletes_a_derived_file(store: Store) -> None:
     assert store.remove("memory/hints/x.json") is True and store.remove("memory/hints/x.json") is False
     with pytest.raises(StateFileError, match="is a directory"):
         store.remove("memory/hints")
+
+
+@pytest.mark.parametrize("item", [
+    {"id": "a", "title": "t", "status": "pending", "attempts": [], "max_attempts": 5},
+    {"id": "a", "title": "t", "status": "pending", "attempts": [], "max_attempts": 5, "priority": "bogus"},
+    {"id": "a", "type": "x" * 200},
+    {"id": "a", "tags": [""]},
+])
+def test_a_converted_bare_array_must_come_out_valid(store: Store, item: dict) -> None:
+    Path(store.path(PENDING)).write_text(json.dumps([item]))
+    before = Path(store.path(PENDING)).read_bytes()
+    with pytest.raises(StateFileError, match="after converting it from Loki Mode's format"):
+        store.read(PENDING)
+    with pytest.raises(StateFileError), store.transaction(layout.QUEUE_LOCK) as txn:
+        txn.read(PENDING)
+    assert Path(store.path(PENDING)).read_bytes() == before
+    assert PENDING not in store.recorded_digests(layout.QUEUE_LOCK)
+
+
+def test_snapshot_never_returns_a_half_done_commit(store: Store, monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    """A commit that replaced the first file just before the reader's first stats and finishes just
+    after its last ones: the journal was on disk in between, so the reader must not trust what it read."""
+    put_tasks(store, "pending", [task("t1")])
+    moved = [{"version": 1, "tasks": []}, {"version": 1, "tasks": [task("t1", status="in-progress")]}]
+    rels = [PENDING, IN_PROGRESS]
+    calls = {"n": 0}
+    real = Store._stat_key
+
+    def racing(self: Store, rel: str) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:  # the writer: journal written, first file replaced
+            journal = {"version": 1, "created_at": "2026-01-25T10:00:00Z", "appends": {},
+                       "files": {PENDING: moved[0], IN_PROGRESS: moved[1]}}
+            Path(store.path("queue/.journal.json")).write_text(json.dumps(journal))
+            Path(store.path(PENDING)).write_text(json.dumps(moved[0]))
+        result = real(self, rel)
+        if calls["n"] == 2 * len(rels) and os.path.exists(store.path("queue/.journal.json")):
+            # The writer finishes after the reader's last stat (if the reader got that far).
+            Path(store.path(IN_PROGRESS)).write_text(json.dumps(moved[1]))
+            os.unlink(store.path("queue/.journal.json"))
+        return result
+
+    monkeypatch.setattr(Store, "_stat_key", racing)
+    docs = store.snapshot(rels)
+    ids = [t["id"] for rel in rels for t in docs[rel]["tasks"]]
+    assert ids == ["t1"]  # in exactly one of the two files
+
+
+def test_a_symlinked_archive_stops_the_commit_before_any_journal(store: Store, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("")
+    os.symlink(outside, store.path("archive/completed-2026-01.jsonl"))
+    with pytest.raises(StateFileError, match="symbolic link"), store.transaction(layout.QUEUE_LOCK) as txn:
+        txn.write(PENDING, {"version": 1, "tasks": []})
+        txn.append("archive/completed-2026-01.jsonl", [task("a", status="completed")])
+    assert not os.path.exists(store.path("queue/.journal.json"))
+    assert outside.read_text() == ""
+    put_tasks(store, "pending", [task("b")])  # the queue still works
+
+
+def test_doctor_repair_sets_aside_a_journal_that_cannot_be_finished(store: Store) -> None:
+    from tests.helpers import cli
+
+    Path(store.path("archive/completed-2026-01.jsonl")).write_text("")
+    journal = {"version": 1, "created_at": "2026-01-25T10:00:00Z",
+               "appends": {"archive/completed-2026-01.jsonl": {"offset": 500, "data": "{}\n"}},
+               "files": {PENDING: {"version": 1, "tasks": []}}}
+    Path(store.path("queue/.journal.json")).write_text(json.dumps(journal))
+    stuck = cli(["queue", "list"], root=store.root)
+    assert stuck.code == 1 and "truncated outside loki" in stuck.stderr and "doctor --repair" in stuck.stderr
+    report = cli(["doctor", "--repair", "--json"], root=store.root, env={"LOKI_NOW": "2026-01-25T10:00:00Z"})
+    assert report.code == 0, report.stdout + report.stderr
+    moved = report.json()["moved_aside"][0]
+    assert moved["file"] == "queue/.journal.json" and os.path.exists(store.path(moved["moved_to"]))
+    assert cli(["queue", "list"], root=store.root).code == 0
+
+
+def test_a_digest_record_that_cannot_be_written_does_not_fail_the_commit(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    with store.transaction(layout.QUEUE_LOCK) as txn:
+        monkeypatch.setattr(os, "pwrite", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left")))
+        txn.write(PENDING, {"version": 1, "tasks": [task("a")]})
+    monkeypatch.undo()
+    assert [t["id"] for t in store.read(PENDING)["tasks"]] == ["a"]
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ('{"version": 1, "tasks": [], "x": 1e400}', "too large for a JSON float"),
+    ('{"version": 1, "tasks": [], "x": ' + "9" * 5000 + "}", "invalid JSON"),
+    ('{"version": 1, "tasks": [], "x": "\\ud800"}', "lone surrogate"),
+])
+def test_numbers_and_text_loki_could_not_write_back_are_refused(store: Store, text: str, reason: str) -> None:
+    Path(store.path(PENDING)).write_text(text)
+    with pytest.raises(StateFileError, match=reason):
+        store.read(PENDING)
