@@ -54,14 +54,13 @@ def archive_files(store: Store) -> list[str]:
 
 
 def iter_archived(store: Store, needle: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(state, task) for archived tasks; with ``needle``, only files whose bytes contain it are parsed."""
+    """(state, task) for archived tasks, streamed (a month of archive may be large); with ``needle``,
+    only lines containing it are parsed."""
+    raw_needle = needle.encode("utf-8") if needle is not None else None
     for rel in archive_files(store):
-        data = store.read_bytes(rel) or b""
-        if needle is not None and needle.encode("utf-8") not in data:
-            continue
         state = rel.rsplit("/", 1)[-1].split("-", 1)[0]
-        for line in data.splitlines():
-            if not line.strip():
+        for _, _, line in store.iter_lines(rel):
+            if not line.strip() or (raw_needle is not None and raw_needle not in line):
                 continue
             try:
                 task = jsonio.loads_strict(line)

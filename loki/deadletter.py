@@ -50,7 +50,7 @@ def error_summary(attempts: list[dict[str, Any]]) -> str:
     message = last[0] if last else "(no error message)"
     if len(message) > 200:
         message = message[:197] + "..."
-    approaches = len({a.get("approach", "") for a in attempts})
+    approaches = len({a.get("approach") or "(unspecified)" for a in attempts})
     return f"{message} ({len(attempts)} attempts, {approaches} distinct approaches)"
 
 
@@ -321,8 +321,9 @@ class DeadLetter:
         needed = int(self._setting("systemic_root_cause_count"))
         groups: dict[str, list[dict[str, Any]]] = {}
         for entry in entries:
-            if not entry.get("escalated_at"):
-                groups.setdefault(_root_cause(entry), []).append(entry)
+            cause = _root_cause(entry)
+            if not entry.get("escalated_at") and cause.strip():  # no message is no evidence of one cause
+                groups.setdefault(cause, []).append(entry)
         return [group for _, group in sorted(groups.items()) if len(group) >= needed]
 
     def _requeue(self, session: Any, entry: dict[str, Any], decision: dict[str, Any], now: str) -> None:

@@ -123,7 +123,11 @@ def escalate(
     agent: str | None = None,
     severity: str = "high",
 ) -> dict[str, Any]:
-    """Write the escalation file, park the task for a human, emit HUMAN_REVIEW_NEEDED."""
+    """Write the escalation file, park the task for a human, emit HUMAN_REVIEW_NEEDED.
+
+    The task's state is decided inside the queue lock (a task completed meanwhile is not
+    escalated), and the file is written there too, so it exists only if the task was parked.
+    """
     from loki.queue import DEAD_LETTER, Queue, Session
 
     check_id(task_id, "task id")
@@ -131,61 +135,69 @@ def escalate(
         raise InvalidInput("--trigger must say why (e.g. security_decision, 3+ failures)", field="trigger")
     now_dt = store.clock.now()
     now = format_ts(now_dt)
-    found = Queue(store).show(task_id)
-    task, state, entry = found["task"], found["state"], found.get("entry")
-    if state not in ("pending", "in-progress", "blocked", "failed", DEAD_LETTER):
-        raise Conflict(f"{task_id} is {state}; only pending, in-progress, blocked, failed or dead-letter tasks can be "
-                       "escalated", task_id=task_id, state=state)
-    attempts = (entry or task).get("attempts", [])
-    option_list = list(options) or _default_options(entry.get("recovery_strategy") if entry else None)
-    values = {
-        "task_title": task["title"],
-        "task_id": task_id,
-        "failure_count": str(len(attempts)),
-        "trigger": trigger,
-        "error_summary": entry["error_summary"] if entry else (error_summary(attempts) if attempts else
-                                                                 "No failed attempts; escalated before acting."),
-        "attempts_log": attempts_table(attempts),
-        "agent_analysis": analysis or _default_analysis(attempts),
-        "recommended_options": "\n".join(f"{n}. {text}" for n, text in enumerate(option_list, start=1)),
-        "timestamp": now,
-        "agent": agent or "loki",
-    }
-    rel = write_file(store, task_id=task_id, values=values, now=now)
-    file_name = rel.rsplit("/", 1)[-1]
     hours = float(setting(store.config, "signals", "human_review_timeout_hours"))
     deadline = format_ts(add_seconds(now_dt, hours * 3600))
+    parkable = ("pending", "in-progress", "blocked", "failed")
     with store.transaction(layout.QUEUE_LOCK) as txn:
         session = Session(txn)
-        if state == DEAD_LETTER:
-            doc = txn.read(layout.DEADLETTER)
-            current = next(e for e in doc["tasks"] if e["task_id"] == task_id)
-            current["recovery_strategy"] = "requires_human_review"
-            current["escalated_at"] = now
-            current["escalation"] = file_name
-            txn.write(layout.DEADLETTER, doc, changed=[current])
-        else:
-            located = session.find(task_id)
-            if located is None:  # it moved between show() and the lock: say so rather than guess
-                raise Conflict(f"{task_id} changed state while escalating; try again", task_id=task_id)
-            source, current = located
-            session.remove(source, current)
-            clear_claim(current)
-            current["blocked"] = {"reason": trigger, "since": now, "deadline": deadline,
-                                  "signal": signaltypes.HUMAN_REVIEW_NEEDED, "escalation": file_name,
-                                  "previous_status": source}
-            current["updated_at"] = now
-            add_note(current, f"escalated ({trigger}): see escalations/{file_name}", now, agent)
-            session.put("blocked", current)
-            session.flush()
+        located = session.find(task_id, parkable)
+        doc = txn.read(layout.DEADLETTER)
+        entry = next((e for e in doc["tasks"] if e["task_id"] == task_id), None)
+        if located is None and entry is None:
+            elsewhere = session.find(task_id) or Queue(store).find_outside(session, task_id)
+            if elsewhere is None:
+                raise NotFound(f"no task {task_id!r}", task_id=task_id)
+            raise Conflict(f"{task_id} is {elsewhere[0]}; only pending, in-progress, blocked, failed or dead-letter "
+                           "tasks can be escalated", task_id=task_id, state=elsewhere[0])
+        task = located[1] if located is not None else entry["task_data"]  # type: ignore[index]
+        attempts = (entry or task).get("attempts", [])
+        option_list = list(options) or _default_options(entry.get("recovery_strategy") if entry else None)
+        values = {
+            "task_title": task["title"],
+            "task_id": task_id,
+            "failure_count": str(len(attempts)),
+            "trigger": trigger,
+            "error_summary": entry["error_summary"] if entry else (error_summary(attempts) if attempts else
+                                                                     "No failed attempts; escalated before acting."),
+            "attempts_log": attempts_table(attempts),
+            "agent_analysis": analysis or _default_analysis(attempts),
+            "recommended_options": "\n".join(f"{n}. {text}" for n, text in enumerate(option_list, start=1)),
+            "timestamp": now,
+            "agent": agent or "loki",
+        }
+        rel = write_file(store, task_id=task_id, values=values, now=now)
+        file_name = rel.rsplit("/", 1)[-1]
+        try:
+            if located is None:
+                assert entry is not None
+                entry["recovery_strategy"] = "requires_human_review"
+                entry["escalated_at"] = now
+                entry["escalation"] = file_name
+                txn.write(layout.DEADLETTER, doc, changed=[entry])
+            else:
+                source, current = located
+                session.remove(source, current)
+                clear_claim(current)
+                previous = (current.get("blocked") or {}).get("previous_status") if source == "blocked" else source
+                current["blocked"] = {"reason": trigger, "since": now, "deadline": deadline,
+                                      "signal": signaltypes.HUMAN_REVIEW_NEEDED, "escalation": file_name,
+                                      "previous_status": previous or source}
+                current["updated_at"] = now
+                add_note(current, f"escalated ({trigger}): see escalations/{file_name}", now, agent)
+                session.put("blocked", current)
+                session.flush()
+        except BaseException:
+            store.remove(rel)  # nothing was staged: no file may claim the task was parked
+            raise
     emitted = signals.emit(
         store, signaltypes.HUMAN_REVIEW_NEEDED,
         {"reason": trigger, "context": values["error_summary"], "blocking": True,
          "alternatives_considered": option_list, "escalation": file_name},
         task_id=task_id, severity=severity, agent=agent,
     )
-    return {"file": rel, "task_id": task_id, "state": DEAD_LETTER if state == DEAD_LETTER else "blocked",
-            "deadline": None if state == DEAD_LETTER else deadline, "signal": emitted["name"]}
+    state = "blocked" if located is not None else DEAD_LETTER
+    return {"file": rel, "task_id": task_id, "state": state,
+            "deadline": deadline if located is not None else None, "signal": emitted["name"]}
 
 
 def _default_analysis(attempts: list[dict[str, Any]]) -> str:

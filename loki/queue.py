@@ -55,6 +55,7 @@ COMPLETED, FAILED, CANCELLED = State.COMPLETED.value, State.FAILED.value, State.
 DEAD_LETTER, ABANDONED = State.DEAD_LETTER.value, State.ABANDONED.value
 HOT_STATES = tuple(s.value for s in TASK_STATES)
 ACTIVE_STATES = (PENDING, IN_PROGRESS, BLOCKED)
+MAX_LEASE_SECONDS = 366 * 24 * 3600
 """States whose tasks may still run; a dependency on a task in any other state is settled."""
 
 
@@ -184,7 +185,8 @@ class Queue:
                 if key is not None and key in keys:
                     results.append({"created": False, "task": keys[key]})
                     continue
-                if task["id"] in known or task["id"] in batch:
+                if task["id"] in known or task["id"] in batch or (
+                        spec.get("id") is not None and archive.find(self.store, task["id"]) is not None):
                     raise Conflict(f"task id {task['id']!r} already exists", task_id=task["id"])
                 batch[task["id"]] = task
                 if key is not None:
@@ -286,7 +288,7 @@ class Queue:
                                        field="dependencies", dependency=dep)
         # A cycle can only run through the new tasks (existing tasks cannot depend on them,
         # unless an imported file had dangling ids): walk the graph from each new task.
-        graph = {t["id"]: t["dependencies"] for state in ACTIVE_STATES for t in session.tasks(state)}
+        graph = _dependency_graph(session)
         graph.update({tid: t["dependencies"] for tid, t in batch.items()})
         for start in batch:
             path = _find_cycle(graph, start)
@@ -382,8 +384,9 @@ class Queue:
 
     def _lease(self, lease_seconds: float | None) -> float:
         lease = float(self._setting("lease_seconds") if lease_seconds is None else lease_seconds)
-        if not lease > 0:
-            raise InvalidInput("--lease must be a positive number of seconds", field="lease")
+        if not 0 < lease <= MAX_LEASE_SECONDS:
+            raise InvalidInput(f"--lease must be a positive number of seconds, at most {MAX_LEASE_SECONDS:,} "
+                               "(a year)", field="lease")
         return lease
 
     def _select(self, session: Session, now: str, types: set[str]) -> tuple[dict[str, Any] | None, str]:
@@ -427,12 +430,16 @@ class Queue:
 
     def heartbeat(self, task_id: str, agent: str, *, token: str | None = None,
                   lease_seconds: float | None = None) -> dict[str, Any]:
-        """Extend the holder's lease to now + lease."""
-        lease = self._lease(lease_seconds)
+        """Extend the holder's lease to now + lease (default: as long as the claim's own lease)."""
+        if lease_seconds is not None:
+            self._lease(lease_seconds)
         now_dt = self._now()
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
             session = Session(txn)
             task = self._held(session, task_id, agent, token)
+            if lease_seconds is None and task.get("claimed_at") and task.get("lease_until"):
+                lease_seconds = (parse_ts(task["lease_until"]) - parse_ts(task["claimed_at"])).total_seconds()
+            lease = self._lease(lease_seconds)
             task["lease_until"] = format_ts(add_seconds(now_dt, lease))
             task["updated_at"] = format_ts(now_dt)
             session.touch(IN_PROGRESS, task)
@@ -467,6 +474,9 @@ class Queue:
         if error_type not in ERROR_TYPES:
             raise InvalidInput(f"--error-type must be one of {', '.join(ERROR_TYPES)} (got {error_type!r})",
                                field="error_type")
+        if not error.strip():
+            raise InvalidInput("--error must say what went wrong: the dead-letter review groups failures by it",
+                               field="error")
         for dep in depends_on:
             check_id(dep, "dependency id")
         now_dt = self._now()
@@ -490,7 +500,7 @@ class Queue:
                 raise InvalidInput(f"task {task['id']!r} cannot depend on itself", field="depends_on")
             if dep not in known and archive.find(self.store, dep) is None:
                 raise InvalidInput(f"--depends-on {dep!r}: no such task", field="depends_on", dependency=dep)
-        graph = {t["id"]: t["dependencies"] for state in ACTIVE_STATES for t in session.tasks(state)}
+        graph = _dependency_graph(session)
         graph[task["id"]] = [*task["dependencies"], *deps]
         cycle = _find_cycle(graph, task["id"])
         if cycle:
@@ -538,6 +548,18 @@ class Queue:
 
     # -- building blocks for changes that span the queue and something else ------------------------
     # (the signal rules apply a signal's effect and record its id in the same transaction)
+
+    def _where(self, session: Session, task_id: str) -> str:
+        """Where a task is, for a refusal's message (NotFound when it is nowhere)."""
+        found = session.find(task_id)
+        if found is not None:
+            return found[0]
+        outside = self.find_outside(session, task_id)
+        if outside is None:
+            raise NotFound(f"no task {task_id!r}", task_id=task_id)
+        if outside[0] in (DEAD_LETTER, ABANDONED):
+            return outside[0]
+        return f"{outside[0]} and archived"
 
     def find_outside(self, session: Session, task_id: str) -> tuple[str, dict[str, Any]] | None:
         """A task outside the hot files: in the dead-letter queue, abandoned, or archived."""
@@ -588,11 +610,14 @@ class Queue:
         dead: list[str] = []
         for task in list(session.tasks(IN_PROGRESS)):
             lease_until = task.get("lease_until")
-            if lease_until is None or not ts_before(lease_until, now):
+            # No lease at all (an imported or hand-made in-progress task) never expires by itself:
+            # treat it as expired, or the task would be stuck for ever.
+            if lease_until is not None and not ts_before(lease_until, now):
                 continue
             holder = task.get("claimed_by") or "unknown"
+            why = f"lease expired at {lease_until}" if lease_until else "in progress without a lease"
             attempt = make_attempt(task, now=now, agent_id=holder, approach="(lease expired)", error_type="timeout",
-                                   error_message=f"lease expired at {lease_until} while held by {holder}")
+                                   error_message=f"{why} while held by {holder}")
             outcome = self.record_failure(session, task, attempt, now_dt, final=False)
             (dead if outcome["state"] == DEAD_LETTER else requeued).append(task["id"])
         return {"requeued": requeued, "dead_lettered": dead}
@@ -605,11 +630,9 @@ class Queue:
             session = Session(txn)
             found = session.find(task_id, (PENDING, BLOCKED, IN_PROGRESS, FAILED))
             if found is None:
-                elsewhere = session.find(task_id) or self.find_outside(session, task_id)
-                if elsewhere is None:
-                    raise NotFound(f"no task {task_id!r}", task_id=task_id)
-                raise Conflict(f"{task_id} is {elsewhere[0]}; only pending, blocked, in-progress or failed tasks "
-                               "can be cancelled", task_id=task_id, state=elsewhere[0])
+                where = self._where(session, task_id)
+                raise Conflict(f"{task_id} is {where}; only pending, blocked, in-progress or failed tasks "
+                               "can be cancelled", task_id=task_id, state=where)
             dependents = self._dependents(session, task_id)
             targets = [found] + ([session.find(d, ACTIVE_STATES) for d in dependents] if cascade else [])
             cancelled = []
@@ -659,11 +682,9 @@ class Queue:
                 doc = txn.read(layout.DEADLETTER)
                 entry = next((e for e in doc["tasks"] if e["task_id"] == task_id), None)
                 if entry is None:
-                    elsewhere = session.find(task_id) or self.find_outside(session, task_id)
-                    if elsewhere is None:
-                        raise NotFound(f"no task {task_id!r}", task_id=task_id)
-                    raise Conflict(f"{task_id} is {elsewhere[0]}; only failed, dead-letter or cancelled tasks can "
-                                   "be retried", task_id=task_id, state=elsewhere[0])
+                    where = self._where(session, task_id)
+                    raise Conflict(f"{task_id} is {where}; only failed, dead-letter or cancelled tasks can "
+                                   "be retried", task_id=task_id, state=where)
                 source, task = DEAD_LETTER, entry["task_data"]
                 doc["tasks"].remove(entry)
                 doc["metadata"]["total_recovered"] += 1
@@ -764,6 +785,15 @@ def _claim_order_key(task: dict[str, Any]) -> tuple[int, str]:
 def _check_agent(agent: str) -> None:
     if not isinstance(agent, str) or not agent.strip() or len(agent) > 200 or any(ord(c) < 32 for c in agent):
         raise InvalidInput(f"invalid agent name {agent!r}: 1-200 printable characters", field="agent")
+
+
+def _dependency_graph(session: Session) -> dict[str, list[str]]:
+    """Dependencies of every task that may still run: the queue files, and the dead-letter entries
+    (a failed, cancelled or dead-letter task can be retried, so a cycle through it would bind)."""
+    graph = {t["id"]: t["dependencies"] for state in HOT_STATES for t in session.tasks(state)}
+    for entry in session.txn.read(layout.DEADLETTER)["tasks"]:
+        graph.setdefault(entry["task_id"], entry["task_data"].get("dependencies", []))
+    return graph
 
 
 def _find_cycle(graph: dict[str, list[str]], start: str) -> list[str] | None:

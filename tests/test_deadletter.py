@@ -404,3 +404,33 @@ def test_unknown_placeholder_is_an_error_naming_it(store: Store) -> None:
 def test_escalating_an_unknown_task(store: Store) -> None:
     with pytest.raises(NotFound):
         escalate(store, "ghost", "why")
+
+
+def test_escalating_a_completed_task_is_refused_and_writes_no_file(store: Store) -> None:
+    queue = Queue(store)
+    queue.add("x", task_id="t1")
+    queue.complete(queue.claim("a")["id"], "a")
+    before = snapshot_bytes(store.root)
+    result = cli(["escalate", "t1", "--trigger", "why"], root=store.root)
+    assert result.code == 4 and "t1 is completed" in result.stderr
+    assert snapshot_bytes(store.root) == before and list_escalations(store) == []
+
+
+def test_re_escalating_a_blocked_task_keeps_where_it_came_from(store: Store) -> None:
+    Queue(store).add("x", task_id="t1")
+    Queue(store).claim("a")
+    escalate(store, "t1", "first")
+    escalate(store, "t1", "second")
+    assert Queue(store).show("t1")["task"]["blocked"]["previous_status"] == "in-progress"
+
+
+def test_entries_without_an_error_message_are_not_one_root_cause(store: Store, clock: ManualClock) -> None:
+    # Older or hand-made entries may carry an empty message: that is no evidence of a shared cause.
+    for n in range(3):
+        dead_letter(store, clock, f"t{n}", errors=["boom"], approaches=["a"])
+    doc = store.read(layout.DEADLETTER)
+    for entry in doc["tasks"]:
+        entry["attempts"][0]["error_message"] = ""
+    Path(store.path(layout.DEADLETTER)).write_text(json.dumps(doc))
+    actions = {d["action"] for d in DeadLetter(store).review()["decisions"]}
+    assert actions == {"leave"} and list_escalations(store) == []

@@ -12,7 +12,7 @@ from loki.clock import ManualClock
 from loki.errors import Conflict, InvalidInput, NotFound, NothingToDo
 from loki.queue import Queue
 from loki.store import Store
-from tests.helpers import tree_problems
+from tests.helpers import put_tasks, task, tree_problems
 
 
 @pytest.fixture
@@ -436,3 +436,54 @@ def test_fail_refuses_an_unknown_or_cyclic_discovered_dependency(queue: Queue) -
     with pytest.raises(InvalidInput, match="cycle base -> top -> base"):
         queue.fail("base", "a", error="e", depends_on=["top"])
     assert queue.store.read(layout.queue_file("in-progress")) == before
+
+
+def test_an_archived_id_cannot_be_reused(store: Store, clock: ManualClock) -> None:
+    Path(store.path(layout.CONFIG)).write_text(json.dumps({"version": 1, "queue": {"completed_hot_limit": 1}}))
+    queue = Queue(Store(store.root, clock=clock))
+    for name in ("c1", "c2"):
+        queue.add(name, task_id=name)
+        queue.complete(queue.claim("a")["id"], "a")
+        clock.advance(10)
+    assert queue.show("c1").get("archived") is True
+    with pytest.raises(Conflict, match="already exists"):
+        queue.add("again", task_id="c1")
+    with pytest.raises(Conflict, match="c1 is completed and archived"):
+        queue.retry("c1")
+
+
+def test_a_cycle_through_a_failed_task_is_refused(queue: Queue) -> None:
+    queue.add("a", task_id="a")
+    queue.add("b", task_id="b", depends_on=["a"])
+    queue.claim("x")
+    queue.fail("a", "x", error="e", final=True)  # a is failed: it can be retried
+    queue.retry("a")
+    queue.claim("x")
+    with pytest.raises(InvalidInput, match="cycle a -> b -> a"):
+        queue.fail("a", "x", error="needs b", error_type="dependency", depends_on=["b"])
+
+
+def test_an_in_progress_task_without_a_lease_is_requeued(store: Store) -> None:
+    put_tasks(store, "in-progress", [task("t1", status="in-progress", claimed_by="ghost")])
+    queue = Queue(store)
+    assert queue.requeue_stale()["requeued"] == ["t1"]
+    attempt = queue.show("t1")["task"]["attempts"][-1]
+    assert attempt["error_message"] == "in progress without a lease while held by ghost"
+
+
+def test_lease_and_error_bounds(queue: Queue) -> None:
+    queue.add("x", task_id="t1")
+    with pytest.raises(InvalidInput, match="at most"):
+        queue.claim("a", lease_seconds=1e12)
+    with pytest.raises(InvalidInput, match="at most"):
+        queue.claim("a", lease_seconds=float("inf"))
+    queue.claim("a")
+    with pytest.raises(InvalidInput, match="--error must say what went wrong"):
+        queue.fail("t1", "a", error="  ")
+
+
+def test_heartbeat_extends_by_the_claims_own_lease(queue: Queue, clock: ManualClock) -> None:
+    queue.add("x", task_id="t1")
+    queue.claim("a", lease_seconds=120)
+    clock.advance(100)
+    assert queue.heartbeat("t1", "a")["lease_until"] == "2026-01-25T10:03:40Z"  # now + 120 s, not 3600

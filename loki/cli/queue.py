@@ -191,7 +191,8 @@ def heartbeat(
     task_id: str = typer.Argument(..., help="The task id."),
     agent: str = typer.Option(..., "--agent", "-a", help=AGENT_HELP),
     token: str | None = typer.Option(None, "--token", help=TOKEN_HELP),
-    lease: float | None = typer.Option(None, "--lease", help="New lease from now, in seconds (default 3600)."),
+    lease: float | None = typer.Option(None, "--lease",
+                                       help="New lease from now, in seconds (default: as long as the claim's lease)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Extend the lease of a task you hold. Exit 4 if you no longer hold it."""
