@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A short scripted scenario, run by `make demo` in a throwaway directory.
-# Every command is printed before it runs, exactly as you would type it.
+# Every command is printed ("$ ...") before it runs, as you would type it; lines in parentheses are
+# the script's own remarks.
 set -euo pipefail
 
 LOKI=${LOKI:-loki}
@@ -30,21 +31,23 @@ run $LOKI status
 run $LOKI validate
 
 bold "2. A hand edit that breaks a file is caught, named, and never overwritten"
-cp .loki/queue/pending.json pending.backup
-printf '{"version": 1, "tasks": [], "tasks": []}\n' > .loki/queue/pending.json
+run sh -c "printf '{\"version\": 1, \"tasks\": [], \"tasks\": []}\\n' > .loki/queue/pending.json"
 run $LOKI validate
-cmp -s .loki/queue/pending.json <(printf '{"version": 1, "tasks": [], "tasks": []}\n') && echo "(file left byte-for-byte as it was)"
+run $LOKI queue list
+cmp -s .loki/queue/pending.json <(printf '{"version": 1, "tasks": [], "tasks": []}\n') && echo "(the file is left byte-for-byte as it was)"
 run $LOKI doctor --repair
 run $LOKI validate
-ls .loki/queue | grep corrupt || true
+run ls .loki/queue
 
 bold "3. Three agents claim at the same moment: each gets a different task"
 run $LOKI queue add "Add rate limiting to the login endpoint" --priority high --id task-041
 run $LOKI queue add "Write integration tests for login" --id task-042
 run $LOKI queue add "Document the auth flow" --priority low --id task-043
 for agent in eng-001 eng-002 eng-003; do
+  printf '$ %s queue claim --agent %s --json > claim-%s.json &\n' "$LOKI" "$agent" "$agent"
   ($LOKI queue claim --agent "$agent" --json > "claim-$agent.json") &
 done
+printf '$ wait\n'
 wait
 claimed_id() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["task"]["id"])' "$1"; }
 for agent in eng-001 eng-002 eng-003; do
@@ -105,10 +108,12 @@ run $LOKI signal emit HUMAN_REVIEW_NEEDED --task task-202 reason=security_decisi
 run $LOKI signal emit HUMAN_REVIEW_NEEDED reason="a second one never overwrites the first"
 run $LOKI signal emit FRICTION_DETECTED friction_id=friction-042 location=src/billing/invoice.py:234 \
     behavior="Sleep 2s before committing"
-printf '{"timestamp": ' > .loki/signals/BROKEN
-python3 -c 'import os; os.utime(".loki/signals/BROKEN", (0, 0))'   # a hand-written file, never finished
+run sh -c "printf '{\"timestamp\": ' > .loki/signals/BROKEN && touch -d '1 hour ago' .loki/signals/BROKEN"
+echo "(a hand-written signal an agent never finished writing)"
 run $LOKI signal list
 run $LOKI watch --once --no-tui
+echo "(the tick also ran the daily dead-letter review: task-044 failed 3 times with one error across 3 approaches)"
+run $LOKI abandoned list
 run $LOKI approve task-202 --decision approve --note "use the staging keys"
 run $LOKI signal log -n 6
 

@@ -1,4 +1,4 @@
-"""Circuit breakers shared by every agent (DESIGN.md §4; reference 001, "Circuit Breaker System").
+"""Circuit breakers shared by every agent (docs/design.md §4; reference 001, "Circuit Breaker System").
 
 One file, ``state/circuit-breakers.json``, maps a breaker name (``api/claude``) to its state in
 the reference's schema. Every agent and shell loop reads and changes it through the store, so
@@ -513,6 +513,13 @@ class Breakers:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+
+    @classmethod
+    def open(cls, root: str | None = None) -> Breakers:
+        """The Breakers of the nearest ``.loki/`` (or ``root``), like the CLI finds it."""
+        from loki.store import Store as _Store
+
+        return cls(_Store.open(root))
 
     def settings(self, name: str) -> Settings:
         return Settings.from_config(self.store.config, name)

@@ -91,9 +91,12 @@ def write_error(exc: LokiError, json_output: bool) -> int:
     if json_output:
         sys.stderr.write(json.dumps(exc.to_json(), ensure_ascii=False) + "\n")
     else:
-        # "Nothing ready" (exit 3) is an answer, not a failure.
-        prefix = "" if exc.exit_code == ExitCode.NOTHING_TO_DO else "error: "
-        sys.stderr.write(f"{prefix}{exc.message}\n")
+        # "Nothing ready" (3) and "circuit open, retry later" (75) are answers, not failures.
+        answer = exc.exit_code in (ExitCode.NOTHING_TO_DO, ExitCode.CIRCUIT_OPEN)
+        sys.stderr.write(f"{'' if answer else 'error: '}{exc.message}\n")
+        if exc.kind == "invalid_state_file":
+            sys.stderr.write("hint: fix it by hand, or run `loki doctor --repair`: it sets broken records and files "
+                             "aside (nothing is deleted)\n")
     return exc.exit_code
 
 

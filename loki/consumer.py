@@ -1,4 +1,4 @@
-"""Consuming signals exactly once in effect (DESIGN.md §4).
+"""Consuming signals exactly once in effect (docs/design.md §4).
 
 The delivery protocol, for each file in ``signals/``:
 

@@ -1,4 +1,4 @@
-"""One small exception hierarchy. Each class carries its exit code (DESIGN.md §5).
+"""One small exception hierarchy. Each class carries its exit code (docs/design.md §5).
 
 The library raises these and never prints; the CLI turns them into a message on
 stderr (or a JSON error document) and the exit code.
@@ -81,9 +81,11 @@ class SchemaViolation(LokiError):
 
     def __init__(self, where: str, problems: list[tuple[str, str]]) -> None:
         first_pointer, first_reason = problems[0]
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        # Name every problem (up to five): fixing one at a time, a run each, wastes an agent's turns.
+        shown = "; ".join(f"{p or '/'}: {r}" for p, r in problems[:5])
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
         super().__init__(
-            f"{where} at {first_pointer or '/'}: {first_reason}{more}",
+            f"{where} at {shown}{more}",
             file=where,
             pointer=first_pointer,
             reason=first_reason,

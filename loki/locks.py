@@ -1,4 +1,4 @@
-"""Permanent lock files (DESIGN.md §3 rule 1).
+"""Permanent lock files (docs/design.md §3 rule 1).
 
 A lock file is never the data file, and is never deleted or replaced: deleting a
 lock file while someone waits on it lets two processes "hold" two different

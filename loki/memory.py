@@ -224,6 +224,13 @@ class ErrorMemory:
         self.store = store
         self._index: MemoryIndex | None = None
 
+    @classmethod
+    def open(cls, root: str | None = None) -> ErrorMemory:
+        """The ErrorMemory of the nearest ``.loki/`` (or ``root``), like the CLI finds it."""
+        from loki.store import Store as _Store
+
+        return cls(_Store.open(root))
+
     def __enter__(self) -> ErrorMemory:
         return self
 

@@ -69,6 +69,14 @@ def find_root(explicit: str | os.PathLike[str] | None = None, start: str | os.Pa
         root = os.path.abspath(chosen)
         if not os.path.isdir(root):
             raise NotInitialized(f"state directory {root} does not exist; run `loki init` first", root=root)
+        nested = os.path.join(root, STATE_DIR_NAME)
+        if os.path.isdir(nested):  # pointed at the project rather than at its .loki/
+            return nested
+        looks_like_state = os.path.isdir(os.path.join(root, "queue")) or os.path.isfile(
+            os.path.join(root, "config", "loki.json"))
+        if not looks_like_state:
+            raise NotInitialized(f"{root} is not a loki state directory (no queue/ or config/loki.json): point --root "
+                                 f"at a .loki/ directory, or create one with `loki init`", root=root)
         return root
     here = os.path.abspath(start or os.getcwd())
     candidate = here

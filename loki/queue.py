@@ -1,6 +1,6 @@
 """The task queue: atomic claims with leases, retries with backoff, dependencies, priorities.
 
-Tasks live in one file per state under ``queue/`` (DESIGN.md §2). Every operation is
+Tasks live in one file per state under ``queue/`` (docs/design.md §2). Every operation is
 one transaction over the queue lock, so several agents calling ``claim`` at the same
 moment each get a different task, and a crash at any instant leaves every task in
 exactly one file. Time comes from the store's clock: nothing here reads the wall
@@ -623,18 +623,23 @@ class Queue:
         return {"requeued": requeued, "dead_lettered": dead}
 
     def cancel(self, task_id: str, *, cascade: bool = False, reason: str | None = None) -> dict[str, Any]:
-        """Cancel a task. Tasks that depend on it are reported, and cancelled too with ``cascade``."""
+        """Cancel a task. Tasks that depend on it are reported, and cancelled too with ``cascade``.
+
+        ``cascade`` on a task already cancelled cancels what still depends on it (what the first
+        cancel reported).
+        """
         check_id(task_id, "task id")
         now = format_ts(self._now())
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
             session = Session(txn)
             found = session.find(task_id, (PENDING, BLOCKED, IN_PROGRESS, FAILED))
-            if found is None:
+            if found is None and not (cascade and session.find(task_id, (CANCELLED,))):
                 where = self._where(session, task_id)
                 raise Conflict(f"{task_id} is {where}; only pending, blocked, in-progress or failed tasks "
                                "can be cancelled", task_id=task_id, state=where)
             dependents = self._dependents(session, task_id)
-            targets = [found] + ([session.find(d, ACTIVE_STATES) for d in dependents] if cascade else [])
+            targets = ([found] if found else []) + (
+                [session.find(d, ACTIVE_STATES) for d in dependents] if cascade else [])
             cancelled = []
             for state, task in (t for t in targets if t is not None):
                 session.remove(state, task)

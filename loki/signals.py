@@ -1,6 +1,6 @@
 """Signals: files that one agent drops in ``signals/`` and the watcher consumes.
 
-Reference: 001 Troubleshooting, Signal Processing; DESIGN.md §4. This module is the
+Reference: 001 Troubleshooting, Signal Processing; docs/design.md §4. This module is the
 emitting and inspecting side: a signal is validated against its type's schema, written
 to a temp file and published under its type's name without ever overwriting an
 unconsumed signal (a second ``HUMAN_REVIEW_NEEDED`` becomes ``HUMAN_REVIEW_NEEDED.2``).

@@ -1,4 +1,4 @@
-"""The one place where state files are read and written (DESIGN.md §3).
+"""The one place where state files are read and written (docs/design.md §3).
 
 Domain modules (queue, dead-letter, breakers, signals, strikes) never open a state
 file. They ask for a transaction over a lock domain::

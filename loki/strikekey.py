@@ -1,4 +1,4 @@
-"""The strike key: which tool calls count as "the same call" (DESIGN.md §4, Strikes and hooks).
+"""The strike key: which tool calls count as "the same call" (docs/design.md §4, Strikes and hooks).
 
 A key is ``<tool_name>:<input_hash>``. The hash covers the first ``input_hash_chars`` (200, the
 "tool error retry escalation" pattern) characters of the *normalised* tool input:

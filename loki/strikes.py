@@ -92,6 +92,13 @@ class Strikes:
             raise InvalidInput("the branch name is empty", field="branch")
         self.rel = strikeview.strike_file(gitbranch.file_name(self.branch))
 
+    @classmethod
+    def open(cls, root: str | None = None, *, branch: str | None = None) -> Strikes:
+        """The strikes of the nearest ``.loki/`` (or ``root``), on ``branch`` (default: the current one)."""
+        from loki.store import Store as _Store
+
+        return cls(_Store.open(root), branch=branch)
+
     # -- configuration -------------------------------------------------------------------------
 
     @property

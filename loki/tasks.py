@@ -1,4 +1,4 @@
-"""The task record: its fields, defaults and small pure helpers (DESIGN.md §2).
+"""The task record: its fields, defaults and small pure helpers (docs/design.md §2).
 
 Tasks are plain dicts, exactly what is stored in the queue files; this module is
 the one place that knows how a new one is shaped.

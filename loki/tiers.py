@@ -1,4 +1,4 @@
-"""Strike tiers and what the hooks say at each (the 3-strike protocol, DESIGN.md §4).
+"""Strike tiers and what the hooks say at each (the 3-strike protocol, docs/design.md §4).
 
 Two presets unify the reference documents:
 

@@ -219,3 +219,23 @@ def test_doctor_repair_sets_aside_only_the_bad_lines_of_a_log(store: Store) -> N
     assert [json.loads(line)["id"] for line in archive.read_text().splitlines()] == ["a"]
     assert moved["archive/completed-2026-01.jsonl"]["lines"] == [2]
     assert cli(["validate"], root=store.root).code == 0
+
+
+def test_root_pointed_at_the_project_uses_its_dot_loki_and_a_stranger_is_refused(tmp_path: Path) -> None:
+    cli(["init", "--path", str(tmp_path / "proj")])
+    assert cli(["status", "--json"], root=tmp_path / "proj").json()["root"] == str(tmp_path / "proj" / ".loki")
+    (tmp_path / "other").mkdir()
+    result = cli(["queue", "add", "x"], root=tmp_path / "other")
+    assert result.code == 1 and "is not a loki state directory" in result.stderr
+    assert list((tmp_path / "other").iterdir()) == []  # nothing created in a stranger directory
+
+
+def test_init_below_an_existing_tree_is_refused_unless_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli(["init", "--path", str(tmp_path)])
+    sub = tmp_path / "src"
+    sub.mkdir()
+    monkeypatch.chdir(sub)
+    refused = cli(["init"])
+    assert refused.code == 1 and "already exists above this directory" in refused.stderr
+    assert not (sub / ".loki").exists()
+    assert cli(["init", "--path", "."]).code == 0 and (sub / ".loki").is_dir()

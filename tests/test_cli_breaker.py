@@ -84,7 +84,7 @@ def test_check_output_for_people_and_for_agents(root: Path) -> None:
     assert (go.code, go.stdout, go.stderr) == (0, "go: api/new is CLOSED\n", "")
     wait = loki_proc(["breaker", "check", "api/claude"], root=root, env=ENV)
     assert (wait.code, wait.stdout) == (75, "")
-    assert wait.stderr == "error: circuit api/claude is OPEN; retry in 300s (at 2026-01-25T10:05:00Z)\n"
+    assert wait.stderr == "circuit api/claude is OPEN; retry in 300s (at 2026-01-25T10:05:00Z)\n"
     wait_json = loki_proc(["breaker", "check", "api/claude", "--json"], root=root, env=ENV)
     assert wait_json.json() == {"name": "api/claude", "allowed": False, "state": "OPEN", "probe": False,
                                 "retry_after": 300, "retry_at": "2026-01-25T10:05:00Z", "probe_until": None,

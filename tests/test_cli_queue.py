@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from loki import layout
 from loki.store import Store
 from tests.helpers import cli, snapshot_bytes, tree_problems
@@ -235,3 +237,28 @@ def _without_tokens(text: str) -> str:
     import re
 
     return re.sub(r'[0-9a-f]{16}', "TOKEN", text)
+
+
+def test_a_broken_file_error_says_how_to_get_out(root: Path) -> None:
+    Path(root, "queue", "pending.json").write_text('{"version": 1, "tasks": [{"id": "x"}]}')
+    result = cli(["queue", "list"], root=root)
+    assert result.code == 1 and "loki doctor --repair" in result.stderr
+
+
+def test_schema_errors_name_every_problem_at_once(root: Path) -> None:
+    result = cli(["signal", "emit", "DRIFT_DETECTED", "--task", "t1"], root=root)
+    assert result.code == 1
+    assert "'severity' is a required property" in result.stderr
+    assert "'detected_drift' is a required property" in result.stderr
+
+
+def test_ids_in_listings_are_never_cut(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import loki.cli.common
+
+    cli(["queue", "add", "a title long enough to need wrapping in a narrow table " * 3, "--id",
+         "task-with-a-long-id-0123456789"], root=root)
+    monkeypatch.setattr(loki.cli.common, "_console", None)  # a fresh console, 60 columns wide
+    result = cli(["queue", "list"], root=root, env={"COLUMNS": "60"})
+    monkeypatch.setattr(loki.cli.common, "_console", None)
+    assert "task-with-a-long-id-0123456789" in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 60

@@ -434,3 +434,13 @@ def test_entries_without_an_error_message_are_not_one_root_cause(store: Store, c
     Path(store.path(layout.DEADLETTER)).write_text(json.dumps(doc))
     actions = {d["action"] for d in DeadLetter(store).review()["decisions"]}
     assert actions == {"leave"} and list_escalations(store) == []
+
+
+def test_approve_refuses_a_task_that_is_not_waiting_for_a_human(store: Store) -> None:
+    Queue(store).add("x", task_id="t1")
+    before = snapshot_bytes(store.root)
+    pending = cli(["approve", "t1", "--decision", "approve"], root=store.root)
+    assert pending.code == 4 and "t1 is pending, not waiting for a human decision" in pending.stderr
+    unknown = cli(["approve", "nope", "--decision", "cancel"], root=store.root)
+    assert unknown.code == 1 and "no task 'nope'" in unknown.stderr
+    assert snapshot_bytes(store.root) == before  # no signal emitted

@@ -339,6 +339,10 @@ def test_cancel_reports_dependents_and_cascades(queue: Queue) -> None:
     outcome = queue.cancel("base", reason="scope cut")
     assert outcome["cancelled"] == ["base"] and outcome["dependents"] == ["mid", "top"]
     assert queue.show("mid")["state"] == "pending"
+    # What the warning suggests next: --cascade on the task already cancelled takes its dependents.
+    assert queue.cancel("base", cascade=True)["cancelled"] == ["mid", "top"]
+    queue.retry("mid")
+    queue.retry("top")
     queue.retry("base")
     outcome = queue.cancel("base", cascade=True, reason="scope cut")
     assert outcome["cancelled"] == ["base", "mid", "top"]

@@ -26,6 +26,8 @@ def init(
     from loki.tree import init_tree
 
     explicit = root_option(ctx)
+    if explicit is None and path is None:
+        _refuse_nested_tree(os.getcwd())
     root = explicit or os.path.join(os.path.abspath(path or os.getcwd()), STATE_DIR_NAME)
     created = init_tree(root)
     if json_output:
@@ -35,6 +37,21 @@ def init(
         say(f"initialised {root} ({len(created)} new: {', '.join(created)})")
     else:
         say(f"{root} is already initialised; nothing changed")
+
+
+def _refuse_nested_tree(cwd: str) -> None:
+    """A second .loki/ below the first would split the agents between two states, silently."""
+    from loki.errors import InvalidInput
+    from loki.paths import STATE_DIR_NAME
+
+    here = os.path.abspath(cwd)
+    parent = os.path.dirname(here)
+    while parent != here:
+        if os.path.isdir(os.path.join(parent, STATE_DIR_NAME)):
+            raise InvalidInput(f"{os.path.join(parent, STATE_DIR_NAME)} already exists above this directory, and loki "
+                               "commands here use it; to create another tree here anyway, say so: "
+                               "`loki init --path .`")
+        here, parent = parent, os.path.dirname(parent)
 
 
 def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:

@@ -71,8 +71,9 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
     from rich.table import Table
 
     grid = Table(title=title, show_header=True, header_style="bold", title_justify="left")
-    for column in columns:
-        grid.add_column(column)
+    for index, column in enumerate(columns):
+        # The first column is what you copy into the next command (an id, a file): never cut it.
+        grid.add_column(column, no_wrap=index == 0, min_width=None)
     for row in rows:
         grid.add_row(*["" if cell is None else str(cell) for cell in row])
     console().print(grid)

@@ -68,6 +68,13 @@ def approve(
     who = approver or os.environ.get("USER") or "human"
     fields = {"decision": decision, "approver": who, **({"note": note} if note else {})}
     store = store_from(ctx)
+    from loki.errors import Conflict
+    from loki.queue import Queue
+
+    state = Queue(store).show(task_id)["state"]  # NotFound (exit 1) for an unknown id
+    if state not in ("blocked", "dead-letter"):
+        raise Conflict(f"{task_id} is {state}, not waiting for a human decision (only blocked and dead-letter "
+                       "tasks are)", task_id=task_id, state=state)
     emitted = signals.emit(store, signaltypes.HUMAN_APPROVED, fields, task_id=task_id)
     # With no watcher running, apply it now (the same exactly-once consumer); else the watcher does.
     done = consume_pending(store)
@@ -76,7 +83,7 @@ def approve(
         print_json({"signal": emitted["name"], "task_id": task_id, "decision": decision,
                     "applied_now": done["consumed"], "outcome": mine})
     elif done["consumed"] and mine is not None:
-        say(f"{decision} for {task_id}: {mine['outcome']}: {mine.get('detail', '')}")
+        say(f"{mine['outcome']}: {mine.get('detail', '')}")
     else:
         say(f"{decision} for {task_id} recorded as signal {emitted['name']}; the running watcher applies it")
 
