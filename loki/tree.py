@@ -328,14 +328,65 @@ def doctor(store: Store, repair: bool = False) -> DoctorReport:
                 bad_lines.setdefault(problem.file, set()).add(int(problem.pointer.split()[1].split("/")[0]))
         for rel, numbers in sorted(bad_lines.items()):
             report.moved_aside.append(_set_aside_lines(store, rel, numbers, stamp))
-        broken = sorted({p.file for p in report.problems if p.file not in bad_lines and _movable(store, p)})
+        bad_records: dict[str, set[int]] = {}
+        for problem in report.problems:
+            index = _record_index(problem)
+            if index is not None and problem.whole_file:
+                bad_records.setdefault(problem.file, set()).add(index)
+        for rel in sorted(bad_records):
+            moved = _set_aside_records(store, rel, stamp)
+            if moved is not None:
+                report.moved_aside.append(moved)
+            else:
+                del bad_records[rel]  # the envelope itself is broken: the whole file goes below
+        broken = sorted({p.file for p in report.problems
+                         if p.file not in bad_lines and p.file not in bad_records and _movable(store, p)})
         for rel in broken:
             target = f"{rel}.corrupt.{stamp}"
             _move_aside(store, rel, target)
             report.moved_aside.append({"file": rel, "moved_to": target})
-        if broken or bad_lines:
+        if broken or bad_lines or bad_records:
             report.problems = validate_tree(store)
     return report
+
+
+def _record_index(problem: Problem) -> int | None:
+    """The record a problem is in, for a file of records (``/tasks/3/priority`` -> 3)."""
+    kind = layout.kind_for(problem.file)
+    if kind is None or kind.records_key is None:
+        return None
+    parts = problem.pointer.split("/")
+    if len(parts) >= 3 and parts[1] == kind.records_key and parts[2].isdigit():
+        return int(parts[2])
+    return None
+
+
+def _set_aside_records(store: Store, rel: str, stamp: str) -> dict[str, Any] | None:
+    """Move the invalid records of a file of records into ``<file>.corrupt.<ts>`` and keep the rest.
+
+    One bad task must not take the whole queue file (and every good task in it) out of the queue.
+    None when the file cannot be split that way (it does not parse, or its envelope is broken).
+    """
+    kind = layout.kind_for(rel)
+    assert kind is not None and kind.records_key is not None
+    with store.transaction(layout.lock_for(rel)) as txn:
+        data = store.read_bytes(rel)
+        try:
+            doc = jsonio.loads_strict(data or b"")
+        except jsonio.JsonError:
+            return None
+        if not isinstance(doc, dict) or store.schemas.problems(kind.schema, kind.envelope(doc)):
+            return None
+        good: list[Any] = []
+        bad: list[Any] = []
+        for record in kind.records(doc):
+            wrapped = {**doc, kind.records_key: [record]}
+            (bad if store.schemas.problems(kind.schema, wrapped) else good).append(record)
+        directory, name = rel.rsplit("/", 1)
+        target = store.create_unique(directory, f"{name}.corrupt.{stamp}",
+                                     jsonio.dumps_document({kind.records_key: bad}, kind.records_key))
+        txn.write(rel, {**doc, kind.records_key: good})
+    return {"file": rel, "moved_to": target, "records": len(bad)}
 
 
 def _line_repairable(rel: str) -> bool:

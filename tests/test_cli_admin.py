@@ -239,3 +239,15 @@ def test_init_below_an_existing_tree_is_refused_unless_asked(tmp_path: Path, mon
     assert refused.code == 1 and "already exists above this directory" in refused.stderr
     assert not (sub / ".loki").exists()
     assert cli(["init", "--path", "."]).code == 0 and (sub / ".loki").is_dir()
+
+
+def test_doctor_repair_sets_aside_only_the_invalid_tasks_of_a_queue_file(store: Store) -> None:
+    good, bad = task("good"), task("bad", priority="urgent")
+    Path(store.path("queue/pending.json")).write_text(json.dumps({"version": 1, "tasks": [good, bad]}))
+    report = cli(["doctor", "--repair", "--json"], root=store.root, env={"LOKI_NOW": "2026-01-25T10:00:00Z"})
+    assert report.code == 0, report.stdout + report.stderr
+    (moved,) = report.json()["moved_aside"]
+    assert moved["file"] == "queue/pending.json" and moved["records"] == 1
+    assert [t["id"] for t in Store(store.root).read("queue/pending.json")["tasks"]] == ["good"]
+    aside = json.loads(Path(store.path(moved["moved_to"])).read_text())
+    assert [t["id"] for t in aside["tasks"]] == ["bad"]  # kept, not deleted

@@ -18,7 +18,8 @@ def register(app: typer.Typer) -> None:
 
 def init(
     ctx: typer.Context,
-    path: str = typer.Option(None, "--path", help="Project directory to create .loki/ in (default: the current one)."),
+    path: str | None = typer.Option(None, "--path",
+                                    help="Project directory to create .loki/ in (default: the current one)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Create the .loki/ tree. Idempotent: existing files are never overwritten."""
@@ -115,7 +116,14 @@ def doctor(
             state = "removed" if rel in report.temp_removed else "left (younger than 5 min, or no --repair)"
             say(f"temp file {rel}: {state}")
         for moved in report.moved_aside:
-            say(f"moved corrupt {moved['file']} aside to {moved['moved_to']}")
+            if "records" in moved:
+                say(f"set aside {moved['records']} invalid record(s) of {moved['file']} in {moved['moved_to']}; "
+                    "the valid ones stay")
+            elif "lines" in moved:
+                say(f"set aside line(s) {', '.join(map(str, moved['lines']))} of {moved['file']} in "
+                    f"{moved['moved_to']}")
+            else:
+                say(f"moved corrupt {moved['file']} aside to {moved['moved_to']}")
         for problem in report.problems:
             typer.echo(f"{problem}", err=True)
         say("healthy" if report.healthy else f"{len(report.problems)} problem(s) remain")
