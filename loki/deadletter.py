@@ -15,6 +15,7 @@ from loki.config import setting
 from loki.errors import InvalidInput, NotFound
 from loki.paths import check_id
 from loki.tasks import add_note, clear_claim
+from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -51,7 +52,8 @@ def error_summary(attempts: list[dict[str, Any]]) -> str:
     if len(message) > 200:
         message = message[:197] + "..."
     approaches = len({a.get("approach") or "(unspecified)" for a in attempts})
-    return f"{message} ({len(attempts)} attempts, {approaches} distinct approaches)"
+    tried = plural(approaches, "distinct approach", "distinct approaches")
+    return f"{message} ({plural(len(attempts), 'attempt')}, {tried})"
 
 
 def make_entry(task: dict[str, Any], original_queue: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 from loki import callcount, gitbranch, memoryhints, strikekey, strikeview
 from loki.hookio import HookError, work_dir
 from loki.tiers import STOP, WARN, Tiers, deny_reason, hash_chars, stop_text, warn_text
+from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -262,10 +263,6 @@ def _call(entry: dict[str, Any]) -> str:
     return call if isinstance(call, str) and call else f"{entry['tool']} {entry.get('input_preview', '')[:100]}"
 
 
-def _plural(count: int, word: str, plural: str | None = None) -> str:
-    return f"{count} {word if count == 1 else plural or word + 's'}"
-
-
 def _deadletter_section(store: Store, payload: dict[str, Any]) -> str | None:
     from loki.deadletter import DeadLetter
 
@@ -274,12 +271,12 @@ def _deadletter_section(store: Store, payload: dict[str, Any]) -> str | None:
     if review.get("skipped"):
         if not entries:
             return None
-        return (f"- Dead-letter queue: {_plural(entries, 'entry', 'entries')} waiting; last "
+        return (f"- Dead-letter queue: {plural(entries, 'entry', 'entries')} waiting; last "
                 f"reviewed {review['last_reviewed']} (`loki deadletter list`).")
     if not entries:
         return None
     counts = review["counts"]
-    lines = [f"- Dead-letter review just ran on {_plural(entries, 'entry', 'entries')}: "
+    lines = [f"- Dead-letter review just ran on {plural(entries, 'entry', 'entries')}: "
              f"{counts['retry']} retried, {counts['abandon']} abandoned, {counts['escalate']} escalated, "
              f"{counts['leave']} left."]
     acted = [d for d in review["decisions"] if d["action"] != "leave"]
@@ -293,7 +290,7 @@ def _escalations_section(store: Store, payload: dict[str, Any]) -> str | None:
     waiting = list_escalations(store, open_only=True)
     if not waiting:
         return None
-    lines = [f"- {_plural(len(waiting), 'open escalation')} waiting for a human (`loki escalations list --open`); "
+    lines = [f"- {plural(len(waiting), 'open escalation')} waiting for a human (`loki escalations list --open`); "
              "do not work around them:"]
     for row in waiting[-LISTED:]:
         title = row.get("title") or row.get("trigger") or ""
@@ -309,7 +306,7 @@ def _strikes_section(store: Store, payload: dict[str, Any]) -> str | None:
     if not active:
         return None
     tiers = strikes.tiers
-    lines = [f"- {_plural(len(active), 'failing call')} on branch {strikes.branch} (3-strike protocol; do not repeat "
+    lines = [f"- {plural(len(active), 'failing call')} on branch {strikes.branch} (3-strike protocol; do not repeat "
              "them as they are; `loki errors list`):"]
     for entry in active[:LISTED]:
         state = {STOP: "STOPPED", WARN: "change approach"}.get(tiers.tier(entry["strike_count"]), "recorded")
@@ -349,7 +346,7 @@ def stop(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
         + (f", escalations/{e['escalation']})" if e.get("escalation") else ")")
         for e in stopped[:3])
     more = f" and {len(stopped) - 3} more" if len(stopped) > 3 else ""
-    return {"systemMessage": f"loki: {_plural(len(stopped), 'call')} stopped by the 3-strike protocol on branch "
+    return {"systemMessage": f"loki: {plural(len(stopped), 'call')} stopped by the 3-strike protocol on branch "
                              f"{strikes.branch}: {named}{more}. `loki errors list` shows them; `loki errors reset "
                              "KEY` clears one once fixed."}
 

@@ -192,7 +192,8 @@ class Queue:
                 if key is not None:
                     keys[key] = task
                 results.append({"created": True, "task": task})
-            self._check_dependencies(session, batch, known, where)
+            explicit = {str(spec["id"]) for spec in specs if isinstance(spec, dict) and spec.get("id") is not None}
+            self._check_dependencies(session, batch, known, where, explicit)
             for task in batch.values():
                 session.put(PENDING, task)
             session.flush()
@@ -280,11 +281,15 @@ class Queue:
         return _ArchiveBackedKeys(self.store, keys)
 
     def _check_dependencies(self, session: Session, batch: dict[str, dict[str, Any]], known: set[str],
-                            where: str) -> None:
-        for task in batch.values():
+                            where: str, explicit_ids: set[str]) -> None:
+        for index, task in enumerate(batch.values()):
             for dep in task["dependencies"]:
                 if dep not in known and dep not in batch and archive.find(self.store, dep) is None:
-                    raise InvalidInput(f"{_at(where)}task {task['id']!r} depends on {dep!r}, which does not exist",
+                    # Name the task as the user wrote it: a generated id means nothing to them yet.
+                    named = (f"task {task['id']!r}" if task["id"] in explicit_ids
+                             else f"the new task {task['title']!r}")
+                    at = f"{where} at /{index}: " if where else ""
+                    raise InvalidInput(f"{at}{named} depends on {dep!r}, which does not exist",
                                        field="dependencies", dependency=dep)
         # A cycle can only run through the new tasks (existing tasks cannot depend on them,
         # unless an imported file had dangling ids): walk the graph from each new task.

@@ -18,6 +18,7 @@ from loki import deadletter, layout
 from loki.clock import format_ts, parse_ts
 from loki.config import setting
 from loki.tasks import add_note
+from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ class Tick:
         if result.get("skipped"):
             return []
         counts = result["counts"]
-        return [_event("deadletter_review", f"dead-letter review of {result['entries']} entries: "
+        return [_event("deadletter_review", f"dead-letter review of {plural(result['entries'], 'entry', 'entries')}: "
                                             + ", ".join(f"{v} {k}" for k, v in counts.items() if v), counts=counts)]
 
 

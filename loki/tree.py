@@ -476,7 +476,7 @@ def status(store: Store) -> dict[str, Any]:
         "breakers": by_state,
         "signals_waiting": count_signals(store),
         "dead_letter": {"size": counts["dead-letter"], "last_reviewed": deadletter["metadata"]["last_reviewed"]},
-        "escalations": _count_files(store, layout.ESCALATIONS_DIR, ".md"),
+        "escalations": _escalation_counts(store),
         "watcher": _watcher(store),
     }
 
@@ -491,16 +491,16 @@ def _watcher(store: Store) -> dict[str, Any]:
             "signals_processed": state.get("signals_processed", 0)}
 
 
+def _escalation_counts(store: Store) -> dict[str, int]:
+    from loki.escalations import list_escalations
+
+    rows = list_escalations(store)
+    return {"open": sum(1 for r in rows if r["open"]), "total": len(rows)}
+
+
 def count_signals(store: Store) -> int:
     try:
         names = os.listdir(store.path(layout.SIGNALS_DIR))
     except FileNotFoundError:
         return 0
     return sum(1 for n in names if not n.startswith(".") and signaltypes.type_of_file(n) != signaltypes.DRIFT)
-
-
-def _count_files(store: Store, rel_dir: str, suffix: str) -> int:
-    try:
-        return sum(1 for n in os.listdir(store.path(rel_dir)) if n.endswith(suffix))
-    except FileNotFoundError:
-        return 0

@@ -133,7 +133,7 @@ def test_add_from_file_json_jsonl_and_loki_mode(tmp_path: Path, root: Path) -> N
     assert result.json()["added"] == 2
     lines = tmp_path / "batch.jsonl"
     lines.write_text('{"title": "c", "id": "c"}\n\n{"title": "d", "id": "d", "priority": "high"}\n')
-    assert cli(["queue", "add", "--from-file", str(lines)], root=root).stdout.startswith("added 2 task(s)")
+    assert cli(["queue", "add", "--from-file", str(lines)], root=root).stdout.startswith("added 2 tasks")
     loki_mode = tmp_path / "pending.json"
     loki_mode.write_text(json.dumps([{"id": "task-001", "type": "eng-backend", "priority": 10,
                                       "payload": {"action": "build"}, "createdAt": "2026-01-20T10:00:00Z",
@@ -162,7 +162,7 @@ def test_list_shows_the_total_and_respects_the_limit(root: Path) -> None:
     for n in range(7):
         cli(["queue", "add", f"task {n}"], root=root)
     result = cli(["queue", "list", "--limit", "3"], root=root)
-    assert result.code == 0 and "3 of 7 pending task(s) (use --limit to see more)" in result.stdout
+    assert result.code == 0 and "3 of 7 pending tasks (use --limit to see more)" in result.stdout
     as_json = cli(["queue", "list", "--limit", "3", "--json"], root=root).json()
     assert as_json["total"] == 7 and as_json["shown"] == 3 and len(as_json["tasks"]) == 3
 

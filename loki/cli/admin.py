@@ -67,7 +67,9 @@ def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json",
     table("queue", ["state", "tasks"], [[k, v] for k, v in report["queue"].items()])
     breakers = report["breakers"]
     say(f"breakers: {breakers['CLOSED']} closed, {breakers['OPEN']} open, {breakers['HALF_OPEN']} half-open")
-    say(f"signals waiting: {report['signals_waiting']}   escalations: {report['escalations']}")
+    escalations = report["escalations"]
+    say(f"signals waiting: {report['signals_waiting']}   escalations: {escalations['open']} open "
+        f"({escalations['total']} in all)")
     reviewed = report["dead_letter"]["last_reviewed"] or "never"
     say(f"dead-letter: {report['dead_letter']['size']} entries, last reviewed {reviewed}")
     watcher = report["watcher"]

@@ -7,6 +7,7 @@ from typing import Any
 import typer
 
 from loki.cli.common import JSON_HELP, print_json, say, store_from, table
+from loki.wording import plural
 
 app = typer.Typer(help="The dead-letter queue: list, show, the session-start review, retry, abandon, split.",
                   no_args_is_help=True)
@@ -31,7 +32,7 @@ def list_(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", 
           [[e["task_id"], e["title"], e["failure_count"], e["last_failure"], e["recovery_strategy"],
             e["error_summary"]] for e in result["entries"]])
     meta = result["metadata"]
-    say(f"{result['total']} entries; last reviewed {meta['last_reviewed'] or 'never'}; "
+    say(f"{plural(result['total'], 'entry', 'entries')}; last reviewed {meta['last_reviewed'] or 'never'}; "
         f"{meta['total_recovered']} recovered, {meta['total_abandoned']} abandoned so far")
 
 
@@ -69,13 +70,15 @@ def review(
         return
     if result["skipped"]:
         say(f"dead-letter review not due: last review {result['last_reviewed']}, next after "
-            f"{result['next_review_after']} ({result['entries']} entries; --force to review now)")
+            f"{result['next_review_after']} ({plural(result['entries'], 'entry', 'entries')}; "
+            "--force to review now)")
         return
     if result["decisions"]:
         table(f"dead-letter review at {result['reviewed_at']}", ["task", "action", "why"],
               [[d["task_id"], d["action"], d["reason"]] for d in result["decisions"]])
     counts = result["counts"]
-    say(f"reviewed {result['entries']} entries: {counts['retry']} retried, {counts['abandon']} abandoned, "
+    say(f"reviewed {plural(result['entries'], 'entry', 'entries')}: "
+        f"{counts['retry']} retried, {counts['abandon']} abandoned, "
         f"{counts['escalate']} escalated, {counts['leave']} left")
 
 

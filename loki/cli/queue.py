@@ -7,6 +7,7 @@ from typing import Any
 import typer
 
 from loki.cli.common import JSON_HELP, print_json, say, store_from, table
+from loki.wording import plural
 
 app = typer.Typer(help="The task queue: add, list, claim, heartbeat, complete, fail, release, cancel, retry.",
                   no_args_is_help=True)
@@ -60,7 +61,7 @@ def add(
             print_json({"added": len(created), "existing": len(existing),
                         "tasks": [summary(r["task"]) | {"created": r["created"]} for r in results]})
         else:
-            say(f"added {len(created)} task(s) from {from_file}" + (f", {len(existing)} already present "
+            say(f"added {plural(len(created), 'task')} from {from_file}" + (f", {len(existing)} already present "
                                                                      "(same idempotency key)" if existing else ""))
         return
     if title is None:
@@ -129,7 +130,8 @@ def list_(
             for t in result["tasks"]]
     table(None, ["id", "state", "priority", "type", "title", "attempts", "holder", "lease / available"], rows)
     more = " (use --limit to see more)" if result["total"] > result["shown"] else ""
-    say(f"{result['shown']} of {result['total']} {state} task(s){more}")
+    shown = "all" if state == "all" else state
+    say(f"{result['shown']} of {plural(result['total'], f'{shown} task')}{more}")
 
 
 @app.command("show")
