@@ -184,3 +184,9 @@ def test_every_hook_command_has_help() -> None:
         result = cli([*command, "--help"])
         assert result.code == 0 and len(result.stdout) > 200, command
     assert "post-tool-use-failure" in cli(["hook", "--help"]).stdout
+
+
+def test_uninstall_without_a_settings_file_says_so(tmp_path: Path) -> None:
+    result = cli(["hooks", "uninstall", "--settings", str(tmp_path / "none.json")])
+    assert result.code == 0 and "nothing to uninstall" in result.stdout
+    assert not (tmp_path / "none.json").exists()

@@ -107,6 +107,9 @@ def install(
     if changed and not dry_run:
         claudesettings.write(path, after)
     _report(path, before, after, actions, dry_run=dry_run, changed=changed, json_output=json_output, document=new)
+    if command is None and os.path.isabs(base.split()[0].strip("'\"")) and not json_output:
+        sys.stderr.write(f"note: the hooks run {base}, a path on this machine only; commit the settings only if "
+                         "everyone has loki there, or use --settings .claude/settings.local.json (or --command)\n")
 
 
 @hooks_app.command("uninstall")
@@ -121,6 +124,12 @@ def uninstall(
 
     path, _ = _settings_path(ctx, settings)
     doc, existed = claudesettings.load(path)
+    if not existed:
+        if json_output:
+            print_json({"settings": path, "dry_run": dry_run, "changed": False, "actions": [], "document": None})
+        else:
+            typer.echo(f"no settings file at {_shown(path)}: nothing to uninstall")
+        return
     new, actions = claudesettings.uninstall(doc)
     changed = existed and new != doc
     before = claudesettings.render(doc) if existed else ""
