@@ -181,6 +181,14 @@ def validate_tree(store: Store) -> list[Problem]:
             _check_jsonl(store, rel, problems, reference, "signal-outcome.json")
         elif rel.startswith(layout.LOGS_DIR + "/") and rel.endswith(".jsonl"):
             _check_jsonl(store, rel, problems, reference, None)
+    queue_rels = [*QUEUE_FILES, layout.DEADLETTER, layout.ABANDONED]
+    if all(rel in docs or not store.exists(rel) for rel in queue_rels):
+        # Every queue file checked out on its own: read them again as one consistent snapshot, or a
+        # claim committing between two reads would look like a task in two files (or in none).
+        try:
+            docs.update(store.snapshot(queue_rels))
+        except LokiError as exc:
+            problems.append(_problem_from(layout.QUEUE_LOCK, exc))
     problems.extend(_cross_file_problems(docs))
     return problems
 
