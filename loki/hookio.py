@@ -118,24 +118,18 @@ def work_dir(payload: dict[str, Any]) -> str:
 
 
 def locate_root(root_option: str | None, start: str) -> str | None:
-    """The ``.loki/`` to use: ``--root``/``LOKI_ROOT`` (which must exist), else the nearest above ``start``."""
-    from loki.paths import ROOT_ENV, STATE_DIR_NAME
+    """The ``.loki/`` to use: ``--root``/``LOKI_ROOT`` (which must be a tree), else the nearest above
+    ``start``; None when there is none (a repository without loki: the hook stays silent)."""
+    from loki.errors import NotInitialized
+    from loki.paths import ROOT_ENV, find_root
 
-    chosen = root_option or os.environ.get(ROOT_ENV)
-    if chosen:
-        root = os.path.abspath(chosen)
-        if not os.path.isdir(root):
-            raise HookError(f"state directory {root} does not exist (from --root or ${ROOT_ENV})")
-        return root
-    here = os.path.abspath(start)
-    while True:
-        candidate = os.path.join(here, STATE_DIR_NAME)
-        if os.path.isdir(candidate):
-            return candidate
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
+    explicit = root_option or os.environ.get(ROOT_ENV)
+    try:
+        return find_root(explicit, start)
+    except NotInitialized as exc:
+        if explicit:
+            raise HookError(exc.message) from None
+        return None
 
 
 def run(event: str, root_option: str | None, stdin: BinaryIO, stdout: TextIO, stderr: TextIO) -> int:
