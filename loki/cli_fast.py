@@ -145,44 +145,59 @@ _EMIT_OPTIONS = {"--subject": "subject", "--task": "task_id", "--severity": "sev
                  "-a": "agent", "--data": "data"}
 
 
-def parse_signal_emit(args: list[str]) -> dict[str, object] | None:
+def parse_options(words: list[str], options: dict[str, str], *, repeatable: frozenset[str] = frozenset(),
+                  positionals: bool = False) -> tuple[dict[str, Any], list[str], bool] | None:
+    """``(option values, positional words, --json)`` of a fast lane's words; None for anything it does
+    not know (``--help``, an unknown option, a missing value, an option given twice): typer's turn."""
+    values: dict[str, Any] = {}
+    plain: list[str] = []
+    json_output = False
+    index = 0
+    while index < len(words):
+        word = words[index]
+        name, eq, inline = word.partition("=")
+        if word == "--json":
+            json_output = True
+        elif name in options:
+            if eq:
+                value = inline
+            elif index + 1 < len(words):
+                index += 1
+                value = words[index]
+            else:
+                return None
+            key = options[name]
+            if key in repeatable:
+                values.setdefault(key, []).append(value)
+            elif key in values:
+                return None  # given twice: typer says how it resolves that
+            else:
+                values[key] = value
+        elif word.startswith("-") or not positionals:
+            return None
+        else:
+            plain.append(word)
+        index += 1
+    return values, plain, json_output
+
+
+def parse_signal_emit(args: list[str]) -> dict[str, Any] | None:
     """The parts of ``[--root R] signal emit TYPE [options] [key=value ...] [--json]``, or None.
 
     Options may come anywhere after ``emit`` (``--task T``, ``--task=T``); anything this does
     not know (``--help``, ``--``, an unknown option, a missing value) is left to typer.
     """
-    parsed: dict[str, object] = {"root": None, "json": False, "fields": []}
-    words: list[str] = []
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        if arg == "--":
-            return None
-        name, eq, inline = arg.partition("=")
-        if name == "--root" or (len(words) >= 2 and name in _EMIT_OPTIONS):
-            key = "root" if name == "--root" else _EMIT_OPTIONS[name]
-            if eq:
-                value = inline
-            elif index + 1 < len(args):
-                index += 1
-                value = args[index]
-            else:
-                return None
-            if key != "root" and key in parsed:
-                return None  # given twice: typer says how it resolves that
-            parsed[key] = value
-        elif arg == "--json" and len(words) >= 2:
-            parsed["json"] = True
-        elif arg.startswith("-"):
-            return None
-        else:
-            words.append(arg)
-        index += 1
-    if words[:2] != ["signal", "emit"] or len(words) < 3:
+    split = split_root(args)
+    if split is None:
         return None
-    parsed["type"] = words[2]
-    parsed["fields"] = words[3:]
-    return parsed
+    root, rest = split
+    if rest[:2] != ["signal", "emit"]:
+        return None
+    options = parse_options(rest[2:], _EMIT_OPTIONS, positionals=True)
+    if options is None or not options[1]:
+        return None
+    values, plain, json_output = options
+    return {**values, "root": root, "json": json_output, "type": plain[0], "fields": plain[1:]}
 
 
 def print_emitted(result: dict[str, object], json_output: bool) -> None:
@@ -210,7 +225,7 @@ def signal_emit(args: list[str]) -> int | None:
         from loki.signals import emit, fields_from
         from loki.store import Store
 
-        fields = fields_from(text("data"), [str(f) for f in parsed["fields"]])  # type: ignore[attr-defined]
+        fields = fields_from(text("data"), [str(f) for f in parsed["fields"]])
         result = emit(Store.open(text("root")), str(parsed["type"]), fields, subject=text("subject"),
                       task_id=text("task_id"), severity=text("severity"), agent=text("agent"))
         print_emitted(result, json_output)
@@ -233,39 +248,18 @@ def parse_queue_claim(args: list[str]) -> dict[str, Any] | None:
     root, rest = split
     if rest[:2] != ["queue", "claim"]:
         return None
-    parsed: dict[str, Any] = {"root": root, "agent": None, "types": [], "lease": None, "json": False}
-    tail = rest[2:]
-    index = 0
-    while index < len(tail):
-        name, eq, inline = tail[index].partition("=")
-        if tail[index] == "--json":
-            parsed["json"] = True
-        elif name in _CLAIM_OPTIONS:
-            if eq:
-                value = inline
-            elif index + 1 < len(tail):
-                index += 1
-                value = tail[index]
-            else:
-                return None
-            key = _CLAIM_OPTIONS[name]
-            if key == "types":
-                parsed["types"].append(value)
-            elif parsed[key] is not None:
-                return None  # given twice: typer decides
-            else:
-                parsed[key] = value
-        else:
-            return None
-        index += 1
-    if parsed["agent"] is None:
+    options = parse_options(rest[2:], _CLAIM_OPTIONS, repeatable=frozenset({"types"}))
+    if options is None or "agent" not in options[0]:
         return None
-    if parsed["lease"] is not None:
+    values, _, json_output = options
+    lease = values.get("lease")
+    if lease is not None:
         try:
-            parsed["lease"] = float(parsed["lease"])
+            lease = float(lease)
         except ValueError:
             return None  # typer's usage error says it better
-    return parsed
+    return {"root": root, "agent": values["agent"], "types": values.get("types", []), "lease": lease,
+            "json": json_output}
 
 
 def claim_lines(task: dict[str, Any]) -> list[str]:
