@@ -172,8 +172,8 @@ class Queue:
         Loki Mode's runtime format (see :mod:`loki.compat`). Dependencies may refer to tasks of the
         same batch, in any order.
         """
-        now = format_ts(self._now())
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
             session = Session(txn)
             known = self._known_ids(session)
             keys = self._known_keys(session)
@@ -364,9 +364,9 @@ class Queue:
         """
         _check_agent(agent)
         lease = self._lease(lease_seconds)
-        now_dt = self._now()
-        now = format_ts(now_dt)
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            now_dt = self._now()  # inside the lock: timestamps follow the commit order
+            now = format_ts(now_dt)
             session = Session(txn)
             self._requeue_expired(session, now_dt)
             best, reason = self._select(session, now, set(types))
@@ -438,8 +438,8 @@ class Queue:
         """Extend the holder's lease to now + lease (default: as long as the claim's own lease)."""
         if lease_seconds is not None:
             self._lease(lease_seconds)
-        now_dt = self._now()
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            now_dt = self._now()  # inside the lock: timestamps follow the commit order
             session = Session(txn)
             task = self._held(session, task_id, agent, token)
             if lease_seconds is None and task.get("claimed_at") and task.get("lease_until"):
@@ -452,8 +452,8 @@ class Queue:
         return task
 
     def complete(self, task_id: str, agent: str, *, token: str | None = None, result: Any = None) -> dict[str, Any]:
-        now = format_ts(self._now())
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
             session = Session(txn)
             task = self._held(session, task_id, agent, token)
             session.remove(IN_PROGRESS, task)
@@ -484,8 +484,8 @@ class Queue:
                                field="error")
         for dep in depends_on:
             check_id(dep, "dependency id")
-        now_dt = self._now()
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            now_dt = self._now()  # inside the lock: timestamps follow the commit order
             session = Session(txn)
             task = self._held(session, task_id, agent, token)
             new_deps = [d for d in depends_on if d not in task["dependencies"]]
@@ -515,8 +515,8 @@ class Queue:
 
     def release(self, task_id: str, agent: str, *, token: str | None = None) -> dict[str, Any]:
         """Give a claimed task back, untouched and immediately claimable (no attempt is recorded)."""
-        now = format_ts(self._now())
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
             session = Session(txn)
             task = self._held(session, task_id, agent, token)
             session.remove(IN_PROGRESS, task)
@@ -634,8 +634,8 @@ class Queue:
         cancel reported).
         """
         check_id(task_id, "task id")
-        now = format_ts(self._now())
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
             session = Session(txn)
             found = session.find(task_id, (PENDING, BLOCKED, IN_PROGRESS, FAILED))
             if found is None and not (cascade and session.find(task_id, (CANCELLED,))):
@@ -681,8 +681,8 @@ class Queue:
         """
         check_id(task_id, "task id")
         check_fix_commit(fix_commit)
-        now = format_ts(self._now())
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
             session = Session(txn)
             found = session.find(task_id, (FAILED, CANCELLED))
             if found is not None:
