@@ -150,8 +150,8 @@ class DeadLetter:
         """Human explicitly abandons: into abandoned.json with the reason."""
         if not reason.strip():
             raise InvalidInput("--reason is required: abandoned tasks keep why", field="reason")
-        now = self.store.now_ts()
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            now = self.store.now_ts()
             doc = txn.read(layout.DEADLETTER)
             entry = _entry(doc, task_id)
             doc["tasks"].remove(entry)
@@ -168,9 +168,9 @@ class DeadLetter:
         titles = [t.strip() for t in titles if t.strip()]
         if not titles:
             raise InvalidInput("split needs at least one --title for the simpler task", field="title")
-        now = self.store.now_ts()
         queue = Queue(self.store)
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            now = self.store.now_ts()
             doc = txn.read(layout.DEADLETTER)
             entry = _entry(doc, task_id)
             original = entry["task_data"]
@@ -215,12 +215,12 @@ class DeadLetter:
         """
         from loki.queue import Session
 
-        now_dt = self.store.clock.now()
-        now = format_ts(now_dt)
         interval = float(self._setting("review_interval_hours"))
         decisions: list[dict[str, Any]] = []
         escalations_to_emit: list[dict[str, Any]] = []
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            now_dt = self.store.clock.now()
+            now = format_ts(now_dt)
             doc = txn.read(layout.DEADLETTER)
             last = doc["metadata"]["last_reviewed"]
             if last is not None and not force:

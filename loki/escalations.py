@@ -133,12 +133,12 @@ def escalate(
     check_id(task_id, "task id")
     if not trigger.strip():
         raise InvalidInput("--trigger must say why (e.g. security_decision, 3+ failures)", field="trigger")
-    now_dt = store.clock.now()
-    now = format_ts(now_dt)
     hours = float(setting(store.config, "signals", "human_review_timeout_hours"))
-    deadline = format_ts(add_seconds(now_dt, hours * 3600))
     parkable = ("pending", "in-progress", "blocked", "failed")
     with store.transaction(layout.QUEUE_LOCK) as txn:
+        now_dt = store.clock.now()
+        now = format_ts(now_dt)
+        deadline = format_ts(add_seconds(now_dt, hours * 3600))
         session = Session(txn)
         located = session.find(task_id, parkable)
         doc = txn.read(layout.DEADLETTER)
@@ -266,11 +266,11 @@ def resolve(store: Store, task_id: str, decision: str, *, note: str | None = Non
     if decision not in DECISIONS:
         raise InvalidInput(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
     check_id(task_id, "task id")
-    now = store.now_ts()
     who = approver or "human"
-    text = f"{decision} by {who} at {now}" + (f": {note}" if note else "")
     escalation_file = None
     with store.transaction(layout.QUEUE_LOCK) as txn:
+        now = store.now_ts()
+        text = f"{decision} by {who} at {now}" + (f": {note}" if note else "")
         session = Session(txn)
         located = session.find(task_id, ("blocked",))
         if located is not None:
