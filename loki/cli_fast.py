@@ -155,7 +155,8 @@ def parse_options(words: list[str], options: dict[str, str], *, repeatable: froz
     index = 0
     while index < len(words):
         word = words[index]
-        name, eq, inline = word.partition("=")
+        # only long options take ``=VALUE``: click reads ``-a=bob`` as the value ``=bob``
+        name, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
         if word == "--json":
             json_output = True
         elif name in options:

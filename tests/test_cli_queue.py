@@ -9,7 +9,7 @@ import pytest
 
 from loki import layout
 from loki.store import Store
-from tests.helpers import cli, snapshot_bytes, tree_problems
+from tests.helpers import cli, loki_proc, snapshot_bytes, tree_problems
 
 T0 = {"LOKI_NOW": "2026-01-25T10:00:00Z"}
 
@@ -210,8 +210,6 @@ def test_corrupt_queue_file_fails_every_queue_command_and_is_left_alone(root: Pa
 
 
 def test_claim_fast_lane_prints_exactly_what_the_typer_command_prints(tmp_path: Path) -> None:
-    from tests.helpers import loki_proc
-
     outputs = {}
     for lane, runner in (("fast", loki_proc), ("typer", cli)):
         root = tmp_path / lane / ".loki"
@@ -231,6 +229,15 @@ def test_claim_fast_lane_prints_exactly_what_the_typer_command_prints(tmp_path: 
         assert fast[0] == typer_out[0] and fast[2] == typer_out[2]
         assert _without_tokens(fast[1]) == _without_tokens(typer_out[1])
     assert [code for code, _, _ in outputs["fast"]] == [0, 0, 3, 3, 1]
+
+
+def test_claim_with_a_short_option_and_equals_means_what_click_says(root: Path) -> None:
+    # click reads ``-a=bob`` as the agent '=bob'; claim (fast lane) and complete (typer) must agree.
+    cli(["queue", "add", "Write login", "--id", "t1"], root=root)
+    claimed = loki_proc(["queue", "claim", "-a=bob", "--json"], root=root)
+    assert claimed.code == 0, claimed.stderr
+    assert claimed.json()["task"]["claimed_by"] == "=bob"
+    assert cli(["queue", "complete", "t1", "-a=bob"], root=root).code == 0
 
 
 def _without_tokens(text: str) -> str:

@@ -75,6 +75,7 @@ def test_emit_errors_have_exit_codes_and_name_the_problem(root: Path) -> None:
     ["signal", "emit", "--help"], ["signal", "emit", "X", "--"], ["signal", "list"], ["signal", "emit"],
     ["signal", "emit", "X", "--task"], ["signal", "emit", "X", "--bogus"], ["signal", "emit", "X", "--task", "a",
                                                                           "--task", "b"],
+    ["signal", "emit", "X", "-a=bob"],
 ])
 def test_the_fast_lane_leaves_anything_unusual_to_typer(args: list[str]) -> None:
     assert parse_signal_emit(args) is None
@@ -83,6 +84,13 @@ def test_the_fast_lane_leaves_anything_unusual_to_typer(args: list[str]) -> None
 def test_the_fast_lane_parses_options_anywhere() -> None:
     parsed = parse_signal_emit(["--root", "/r", "signal", "emit", "--json", "TESTS_PASSED_a", "k=v", "--task=t1"])
     assert parsed == {"root": "/r", "json": True, "fields": ["k=v"], "type": "TESTS_PASSED_a", "task_id": "t1"}
+
+
+def test_a_short_option_with_equals_means_what_click_says(root: Path) -> None:
+    # click reads ``-a=bob`` as the agent '=bob'; the fast lane must not make it 'bob'.
+    result = loki_proc(["signal", "emit", "DOCS_NEEDED", "-a=bob", "--json"], root=root, env=ENV)
+    assert result.code == 0, result.stderr
+    assert result.json()["signal"]["agent"] == "=bob"
 
 
 def test_emit_as_a_real_process_goes_through_the_fast_lane(root: Path) -> None:
