@@ -111,6 +111,22 @@ def test_commands_refuse_a_corrupt_file_and_leave_it_byte_for_byte(store: Store)
     assert snapshot_bytes(store.root) == before
 
 
+def test_validate_reports_a_journal_and_leaves_it_for_doctor(store: Store) -> None:
+    # Mid-change the task is in both files; the journal, not validate, decides which one wins.
+    put_tasks(store, "pending", [task("a")])
+    put_tasks(store, "in-progress", [task("a", status="in-progress")])
+    journal = {"version": 1, "created_at": "2026-01-25T10:00:00Z",
+               "files": {"queue/pending.json": {"version": 1, "tasks": []},
+                         "queue/in-progress.json": {"version": 1, "tasks": [task("a", status="in-progress")]}}}
+    Path(store.path("queue/.journal.json")).write_text(json.dumps(journal))
+    before = snapshot_bytes(store.root)
+    result = cli(["validate", "--json"], root=store.root)
+    assert result.code == 1
+    problems = result.json()["problems"]
+    assert [p["file"] for p in problems] == ["queue/.journal.json"]
+    assert snapshot_bytes(store.root) == before  # validate only looks: the journal is doctor's to finish
+
+
 def test_doctor_finishes_a_journal(store: Store) -> None:
     put_tasks(store, "pending", [task("a")])
     journal = {"version": 1, "created_at": "2026-01-25T10:00:00Z",
