@@ -31,6 +31,7 @@ from loki.tasks import add_note, clear_claim, make_attempt
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from datetime import datetime
     from typing import Any
 
     from loki.queue import Session
@@ -111,11 +112,12 @@ def _locate(store: Store, session: Session, task_id: str) -> tuple[str, dict[str
     return session.find(task_id) or Queue(store).find_outside(session, task_id)
 
 
-def _queue_change(store: Store, task_id: str | None, change: Callable[[Session, str, dict[str, Any]],
-                                                                          dict[str, Any]],
+def _queue_change(store: Store, task_id: str | None,
+                  change: Callable[[Session, str, dict[str, Any], datetime], dict[str, Any]],
                   marker: str) -> dict[str, Any]:
-    """Run ``change(session, state, task)`` in one queue transaction, unless the task is unknown
-    or already carries ``marker`` (the change was made before a crash)."""
+    """Run ``change(session, state, task, now)`` in one queue transaction, unless the task is unknown
+    or already carries ``marker`` (the change was made before a crash). ``now`` is read inside the
+    lock, so a watcher that waited for it does not stamp the task earlier than the commit before."""
     from loki.paths import check_id
     from loki.queue import Session
 
@@ -130,16 +132,15 @@ def _queue_change(store: Store, task_id: str | None, change: Callable[[Session, 
         state, task = located
         if _has_marker(task, marker):
             return outcome("already_applied", f"{task_id} already carries {marker} ({state})", state=state)
-        result = change(session, state, task)
+        result = change(session, state, task, store.clock.now())
         session.flush()
     return result
 
 
 def _pause(store: Store, sig: Signal, reason: str, *, deadline: str | None = None) -> dict[str, Any]:
     """Move the signal's task to blocked (``blocked.signal`` says which signal parked it)."""
-    now = store.now_ts()
-
-    def change(session: Session, state: str, task: dict[str, Any]) -> dict[str, Any]:
+    def change(session: Session, state: str, task: dict[str, Any], now_dt: datetime) -> dict[str, Any]:
+        now = format_ts(now_dt)
         if state == "blocked":
             current = task.get("blocked") or {}
             if deadline is not None and not current.get("deadline"):
@@ -221,9 +222,8 @@ def complete_task(store: Store, sig: Signal) -> dict[str, Any]:
 
     if sig.task_id is None:
         return outcome("logged", f"{sig.type} names no task_id; logged for the streams that follow it")
-    now = store.now_ts()
-
-    def change(session: Session, state: str, task: dict[str, Any]) -> dict[str, Any]:
+    def change(session: Session, state: str, task: dict[str, Any], now_dt: datetime) -> dict[str, Any]:
+        now = format_ts(now_dt)
         if state not in ("in-progress", "pending"):
             return outcome("skipped", f"{task['id']} is {state}; {sig.type} completes in-progress or pending tasks")
         session.remove(state, task)
@@ -249,10 +249,8 @@ def fail_task(store: Store, sig: Signal) -> dict[str, Any]:
 
     if sig.task_id is None:
         return outcome("logged", f"{sig.type} names no task_id; logged for the streams that follow it")
-    now_dt = store.clock.now()
-    now = format_ts(now_dt)
-
-    def change(session: Session, state: str, task: dict[str, Any]) -> dict[str, Any]:
+    def change(session: Session, state: str, task: dict[str, Any], now_dt: datetime) -> dict[str, Any]:
+        now = format_ts(now_dt)
         if state != "in-progress":
             return outcome("skipped", f"{task['id']} is {state}; {sig.type} fails an in-progress task only "
                                       "(there is no attempt in flight to fail)")
@@ -278,8 +276,8 @@ MAX_SIGNAL_IDS = 20
 
 def record_friction(store: Store, sig: Signal) -> dict[str, Any]:
     body = sig.body
-    now = store.now_ts()
     with store.transaction(layout.FRICTION_MAP) as txn:
+        now = store.now_ts()
         doc = txn.read(layout.FRICTION_MAP)
         entry = next((f for f in doc["frictions"] if f["friction_id"] == body["friction_id"]), None)
         if entry is not None and sig.id in entry["signals"]:

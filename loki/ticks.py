@@ -71,9 +71,10 @@ class Tick:
 
         if not any(_overdue(t, now) for t in self.store.read(layout.queue_file("blocked"))["tasks"]):
             return []
-        stamp = format_ts(now)
         events = []
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
+            now = self.store.clock.now()  # again, inside the lock: the tick may have waited for it
+            stamp = format_ts(now)
             session = Session(txn)
             doc = txn.read(layout.DEADLETTER)
             added = []
