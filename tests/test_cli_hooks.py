@@ -190,3 +190,14 @@ def test_uninstall_without_a_settings_file_says_so(tmp_path: Path) -> None:
     result = cli(["hooks", "uninstall", "--settings", str(tmp_path / "none.json")])
     assert result.code == 0 and "nothing to uninstall" in result.stdout
     assert not (tmp_path / "none.json").exists()
+
+
+def test_a_machine_specific_command_is_flagged_only_for_a_shared_settings_file(
+        root: Path, settings: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(claudesettings, "default_command", lambda project: "/opt/tools/bin/loki")
+    shared = cli(["hooks", "install", "--dry-run"], root=root)
+    assert shared.code == 0 and "a path on this machine only" in shared.stderr
+    local = cli(["hooks", "install", "--dry-run", "--settings", str(settings.parent / "settings.local.json")],
+                root=root)
+    assert local.code == 0 and "/opt/tools/bin/loki hook pre-tool-use" in local.stdout
+    assert "a path on this machine only" not in local.stderr  # already what the note would advise

@@ -51,6 +51,12 @@ def _settings_path(ctx: typer.Context, settings: str | None) -> tuple[str, str]:
     return os.path.join(project, ".claude", "settings.json"), project
 
 
+def _shared(path: str) -> bool:
+    """Whether a settings file is the kind a team commits (not settings.local.json, not the user's own)."""
+    return (os.path.basename(path) != "settings.local.json"
+            and path != os.path.join(os.path.expanduser("~"), ".claude", "settings.json"))
+
+
 def _shown(path: str) -> str:
     rel = os.path.relpath(path)
     return rel if not rel.startswith("..") else path
@@ -107,7 +113,7 @@ def install(
     if changed and not dry_run:
         claudesettings.write(path, after)
     _report(path, before, after, actions, dry_run=dry_run, changed=changed, json_output=json_output, document=new)
-    if command is None and os.path.isabs(base.split()[0].strip("'\"")) and not json_output:
+    if command is None and os.path.isabs(base.split()[0].strip("'\"")) and not json_output and _shared(path):
         sys.stderr.write(f"note: the hooks run {base}, a path on this machine only; commit the settings only if "
                          "everyone has loki there, or use --settings .claude/settings.local.json (or --command)\n")
 
