@@ -177,6 +177,14 @@ def journal_for(lock: str) -> str:
     return f"{directory}/.journal.json" if lock.endswith("/.lock") else lock[: -len(".lock")] + ".journal.json"
 
 
+def lock_of_journal(journal: str) -> str:
+    """The lock whose domain a journal belongs to (the inverse of :func:`journal_for`)."""
+    directory, _, name = journal.rpartition("/")
+    if name == ".journal.json":
+        return f"{directory}/.lock"
+    return journal[: -len(".journal.json")] + ".lock"
+
+
 def _shipped_template() -> str:
     import os
 

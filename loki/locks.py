@@ -107,6 +107,21 @@ def _wait_by_polling(portalocker: Any, handle: Any, deadline: float) -> bool:
     return _try_lock(portalocker, handle)
 
 
+def in_use(path: str) -> bool:
+    """Whether some holder has the lock at ``path`` right now (this process's own locks included).
+
+    Probes with a non-blocking lock that is dropped at once, and never creates the lock file.
+    """
+    import portalocker
+
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    with os.fdopen(fd, "r+b", buffering=0) as handle:  # closing it drops the probe's lock
+        return not _try_lock(portalocker, handle)
+
+
 class FileLock:
     """An exclusive lock on a permanent lock file, taken with a timeout.
 

@@ -17,6 +17,7 @@ from typing import Any
 from loki import jsonio, layout, signaltypes
 from loki.clock import format_ts
 from loki.errors import LokiError, StateFileError
+from loki.locks import in_use
 from loki.schema import pointer, registry
 from loki.store import TEMP_SUFFIX, Store, fsync_dir, write_temp
 
@@ -160,7 +161,9 @@ def validate_tree(store: Store) -> list[Problem]:
             continue
         name = rel.rsplit("/", 1)[-1]
         if name.endswith(".journal.json"):
-            problems.append(Problem(rel, "", "an unfinished multi-file change; `loki doctor` finishes it"))
+            # Under a held lock it is a commit in flight (gone in milliseconds), not a crash's leftover.
+            if not in_use(store.path(layout.lock_of_journal(rel))):
+                problems.append(Problem(rel, "", "an unfinished multi-file change; `loki doctor` finishes it"))
             continue
         if _TEMP_NAME.match(name) or ".corrupt." in name:
             continue
@@ -182,12 +185,14 @@ def validate_tree(store: Store) -> list[Problem]:
         elif rel.startswith(layout.LOGS_DIR + "/") and rel.endswith(".jsonl"):
             _check_jsonl(store, rel, problems, reference, None)
     queue_rels = [*QUEUE_FILES, layout.DEADLETTER, layout.ABANDONED]
-    unfinished = os.path.lexists(store.path(layout.journal_for(layout.QUEUE_LOCK)))
+    unfinished = (os.path.lexists(store.path(layout.journal_for(layout.QUEUE_LOCK)))
+                  and not in_use(store.path(layout.QUEUE_LOCK)))
     if not unfinished and all(rel in docs or not store.exists(rel) for rel in queue_rels):
         # Every queue file checked out on its own: read them again as one consistent snapshot, or a
         # claim committing between two reads would look like a task in two files (or in none).
         # With a journal left by a crash (reported above) the snapshot would take the lock, and
         # taking it finishes the journal: validate only looks, so it skips the cross-file check.
+        # (A journal under a held lock is a live commit: the snapshot waits for it, as it should.)
         try:
             docs.update(store.snapshot(queue_rels))
         except LokiError as exc:
@@ -311,7 +316,7 @@ def doctor(store: Store, repair: bool = False) -> DoctorReport:
     for rel, st in list(_walk(store.root)):
         name = rel.rsplit("/", 1)[-1]
         if name.endswith(".journal.json") and stat.S_ISREG(st.st_mode):
-            lock = layout.QUEUE_LOCK if name == ".journal.json" else rel[: -len(".journal.json")] + ".lock"
+            lock = layout.lock_of_journal(rel)
             try:
                 if store.recover(lock):
                     report.journals_finished.append(rel)

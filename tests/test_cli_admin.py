@@ -127,6 +127,46 @@ def test_validate_reports_a_journal_and_leaves_it_for_doctor(store: Store) -> No
     assert snapshot_bytes(store.root) == before  # validate only looks: the journal is doctor's to finish
 
 
+def test_validate_takes_a_journal_under_a_held_lock_for_a_commit_in_flight(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An agent is mid-commit while a human runs validate: its journal is not a crash's leftover.
+    import threading
+
+    from loki import locks, tree
+    from loki.locks import FileLock
+
+    put_tasks(store, "pending", [task("a")])
+    journal = Path(store.path("queue/.journal.json"))
+    journal.write_text(json.dumps({"version": 1, "created_at": "2026-01-25T10:00:00Z", "files": {}}))
+    holder = FileLock(store.path(layout.QUEUE_LOCK)).acquire()
+    probed = threading.Event()
+
+    def finish_commit() -> None:
+        probed.wait(timeout=30)  # a guard against a hang, not a delay: set as soon as validate looks
+        journal.unlink()
+        holder.release()
+
+    def in_use(path: str) -> bool:
+        held = locks.in_use(path)
+        probed.set()
+        return held
+
+    monkeypatch.setattr(tree, "in_use", in_use)
+    committer = threading.Thread(target=finish_commit)
+    committer.start()
+    try:
+        result = cli(["validate", "--json"], root=store.root)
+    finally:
+        probed.set()
+        committer.join()
+    assert result.code == 0, result.stdout + result.stderr
+
+
+def test_a_journal_names_its_lock() -> None:
+    for lock in (layout.QUEUE_LOCK, layout.lock_for(layout.BREAKERS), layout.lock_for(layout.MEMORY_LOG)):
+        assert layout.lock_of_journal(layout.journal_for(lock)) == lock
+
+
 def test_doctor_finishes_a_journal(store: Store) -> None:
     put_tasks(store, "pending", [task("a")])
     journal = {"version": 1, "created_at": "2026-01-25T10:00:00Z",
