@@ -31,3 +31,12 @@ def clock() -> ManualClock:
 @pytest.fixture
 def store(root: Path, clock: ManualClock) -> Store:
     return Store(root, clock=clock)
+
+
+@pytest.fixture
+def project(root: Path) -> Path:
+    """The directory holding .loki/: a checkout of branch main."""
+    top = root.parent
+    (top / ".git").mkdir()
+    (top / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    return top

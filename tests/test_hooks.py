@@ -49,15 +49,6 @@ def context_of(result: Result, event: str) -> str:
     return str(answer["hookSpecificOutput"]["additionalContext"])
 
 
-@pytest.fixture
-def project(root: Path) -> Path:
-    """The directory holding .loki/: a checkout of branch main."""
-    top = root.parent
-    (top / ".git").mkdir()
-    (top / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    return top
-
-
 def fail_cargo(project: Path, **changes: Any) -> Result:
     return hook("post-tool-use-failure", payload("post_tool_use_failure_bash", project, **changes), cwd=project)
 

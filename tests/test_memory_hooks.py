@@ -25,15 +25,6 @@ from tests.test_hooks import PAYLOADS, context_of, hook, imported_by_pre_tool_us
 CORPUS = Path(__file__).parent / "corpus"
 
 
-@pytest.fixture
-def project(root: Path) -> Path:
-    """The directory holding .loki/: a checkout of branch main (as in tests/test_hooks.py)."""
-    top = root.parent
-    (top / ".git").mkdir()
-    (top / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    return top
-
-
 def run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run a real command; its exit code and its output as a terminal shows it (stdout, then stderr)."""
     done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})})
