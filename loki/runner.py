@@ -36,8 +36,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, Any
@@ -45,6 +45,7 @@ from typing import IO, Any
 from loki.breakers import Breakers, check_name
 from loki.clock import Clock, SystemClock
 from loki.errors import InvalidInput, LokiError
+from loki.stopsignals import stop_requests
 
 TAIL_BYTES = 64 * 1024
 MAX_RETRY_AFTER = 3600.0
@@ -259,7 +260,7 @@ class Runner:
 
     def run(self) -> RunResult:
         resolve(self.command)
-        with self._signals_forwarded():
+        with stop_requests(self.request_stop):
             return self._loop()
 
     def request_stop(self, signum: int) -> None:
@@ -403,21 +404,6 @@ class Runner:
 
     # signals ---------------------------------------------------------------------------------
 
-    @contextmanager
-    def _signals_forwarded(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield  # signal handlers can only be set in the main thread; request_stop() still works
-            return
-
-        def handler(signum: int, frame: Any) -> None:
-            self.request_stop(signum)
-
-        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
 
 
 def _finish(result: RunResult, exit_code: int, outcome: str) -> RunResult:

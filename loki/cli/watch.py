@@ -10,16 +10,14 @@ logged, deleted) and the process exits 0.
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import typer
 
 from loki.cli.common import print_json, store_from
+from loki.stopsignals import stop_requests
 
 
 def watch(
@@ -40,7 +38,8 @@ def watch(
     if once and json_output:
         printer = None  # one document at the end
     watcher = Watcher(store, on_event=printer, observer=observer)
-    with _stop_on_signals(watcher):
+    # SIGINT/SIGTERM stop the loop after the signal in hand, instead of interrupting it.
+    with stop_requests(lambda signum: watcher.stop()):
         if once:
             _once(watcher, json_output)
         elif live:
@@ -127,15 +126,3 @@ def _say(message: str) -> None:
     sys.stdout.flush()
 
 
-@contextlib.contextmanager
-def _stop_on_signals(watcher: Any) -> Iterator[None]:
-    """SIGINT/SIGTERM stop the loop after the signal in hand, instead of interrupting it."""
-    def stop(signum: int, frame: Any) -> None:
-        watcher.stop()
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
