@@ -8,9 +8,7 @@ the queue lock is held at the moment it is read, so a read outside the lock show
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from loki import layout, rules
 from loki.clock import Clock, add_seconds, parse_ts
 from loki.deadletter import DeadLetter
 from loki.escalations import escalate, resolve
+from loki.locks import in_use
 from loki.queue import Queue
 from loki.store import Store
 from loki.ticks import Tick
@@ -37,20 +36,8 @@ class LockProbeClock(Clock):
         self.offset = 0.0  # lets a test move both instants forward together
 
     def now(self) -> datetime:
-        return add_seconds(parse_ts(UNDER if self._held() else BEFORE), self.offset)
-
-    def _held(self) -> bool:
-        if not os.path.exists(self.lock_path):
-            return False
-        fd = os.open(self.lock_path, os.O_RDWR)
-        try:
-            # flock belongs to the open file description: ours conflicts with the store's own.
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)  # closing also drops the probe lock when it was taken
-        return False
+        # flock belongs to the open file description: the probe's conflicts with the store's own.
+        return add_seconds(parse_ts(UNDER if in_use(self.lock_path) else BEFORE), self.offset)
 
 
 @pytest.fixture
