@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -318,17 +319,22 @@ def _spawn_runner(root: Path, *args: str) -> subprocess.Popen[bytes]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def _gone(pid: int) -> bool:
-    """The process has exited (a zombie waiting for a reaper -- an orphan in a container whose
-    init does not reap -- has exited too)."""
+def _gone(pid: int, within: float = 30.0) -> bool:
+    """The process has exited, or exits within ``within`` seconds (a zombie waiting for a reaper --
+    an orphan in a container whose init does not reap -- has exited too).
+
+    Waited for through a pidfd, which becomes readable when the process exits: a grandchild the
+    signal reached can still be dying when the runner, its parent's reaper, returns. One the signal
+    did not reach sleeps on for minutes, and this is False.
+    """
     try:
-        os.kill(pid, 0)
+        fd = os.pidfd_open(pid)
     except ProcessLookupError:
         return True
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return False
+        return bool(select.select([fd], [], [], within)[0])
+    finally:
+        os.close(fd)
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
