@@ -97,6 +97,9 @@ def write_error(exc: LokiError, json_output: bool) -> int:
         if exc.kind == "invalid_state_file":
             sys.stderr.write("hint: fix it by hand, or run `loki doctor --repair`: it sets broken records and files "
                              "aside (nothing is deleted)\n")
+        elif exc.kind == "state_file_too_large":
+            sys.stderr.write("hint: make it smaller by hand; `loki doctor "
+                             "--repair` leaves it where it is, as it may hold live records\n")
     return exc.exit_code
 
 

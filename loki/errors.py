@@ -74,6 +74,16 @@ class StateFileError(LokiError):
         self.reason = reason
 
 
+class FileTooLarge(StateFileError):
+    """A state file is over the size loki reads (it is refused before parsing).
+
+    Not "broken": it may hold live records, so ``loki doctor --repair`` reports it and never
+    sets it aside (docs/storage.md).
+    """
+
+    kind = "state_file_too_large"
+
+
 class SchemaViolation(LokiError):
     """A document or record loki was about to write (or was given) breaks its schema."""
 

@@ -124,7 +124,8 @@ def compact(store: Store, *, max_records: int) -> dict[str, Any]:
         if corrupt:
             stamp = format_ts(store.clock.now()).replace(":", "")
             data = b"".join(raw + b"\n" for _, raw in corrupt)
-            corrupt_file = store.create_unique(layout.MEMORY_DIR, f"errors.jsonl.corrupt.{stamp}", data)
+            corrupt_file = store.create_unique(layout.MEMORY_DIR, f"errors.jsonl.corrupt.{stamp}", data,
+                                               state_file=False)
 
         def records() -> Iterator[dict[str, Any]]:
             for group in survivors:

@@ -35,7 +35,14 @@ import stat
 
 from loki import jsonio, layout
 from loki.clock import Clock, default_clock, format_ts
-from loki.errors import InvalidInput, LokiError, SchemaViolation, StateFileError, describe_os_error
+from loki.errors import (
+    FileTooLarge,
+    InvalidInput,
+    LokiError,
+    SchemaViolation,
+    StateFileError,
+    describe_os_error,
+)
 from loki.locks import DEFAULT_TIMEOUT, FileLock, read_lock_record
 from loki.paths import check_relpath
 from loki.schema import Registry, pointer, registry
@@ -235,6 +242,19 @@ class Store:
     def max_file_bytes(self) -> int:
         return DEFAULT_MAX_FILE_BYTES
 
+    def check_size(self, rel: str, size: int) -> None:
+        """Refuse to write a state file loki would then refuse to read.
+
+        Every reader refuses a state file over :attr:`max_file_bytes`, so a write that produced
+        one would lock every command out of the file (and all its records with it). Called with
+        the new content's size before anything touches the disk: nothing changes.
+        """
+        limit = self.max_file_bytes
+        if size > limit:
+            raise InvalidInput(f"{rel}: this change would make it {size} bytes, over the {limit}-byte limit for a "
+                               "state file (loki refuses to read larger ones); nothing was changed",
+                               file=rel, size=size, limit=limit)
+
     # -- raw file access -----------------------------------------------------------------------
 
     def _open_regular(self, rel: str, flags: int, action: str) -> tuple[int, os.stat_result] | None:
@@ -276,7 +296,7 @@ class Store:
         fd, st = opened
         try:
             if st.st_size > limit:
-                raise StateFileError(rel, f"is {st.st_size} bytes, over the {limit}-byte limit for a state file")
+                raise FileTooLarge(rel, f"is {st.st_size} bytes, over the {limit}-byte limit for a state file")
             chunks = []
             while True:
                 chunk = os.read(fd, max(st.st_size, 1 << 16))
@@ -284,7 +304,7 @@ class Store:
                     break
                 chunks.append(chunk)
                 if sum(len(c) for c in chunks) > limit:
-                    raise StateFileError(rel, f"is over the {limit}-byte limit for a state file")
+                    raise FileTooLarge(rel, f"is over the {limit}-byte limit for a state file")
             return b"".join(chunks)
         except OSError as exc:
             raise _os_error(rel, exc, "read") from None
@@ -476,7 +496,7 @@ class Store:
             os.close(fd)
 
     def create_unique(self, rel_dir: str, name: str, data: bytes, *, suffix: str = "", separator: str = "-",
-                      mtime_ns: int | None = None) -> str:
+                      mtime_ns: int | None = None, state_file: bool = True) -> str:
         """Publish a new file ``rel_dir/name`` without ever overwriting one; return its relative path.
 
         Written to a temp file, fsynced, then hard-linked into place (``link`` fails if the
@@ -484,7 +504,11 @@ class Store:
         A taken name gets ``-2``, ``-3``... (``separator`` + number) before ``suffix``.
         ``mtime_ns``: the file's modification time, set before it is published (the kernel's
         own is only as fine as a clock tick; signals are consumed in mtime order).
+        ``state_file=False``: a file loki never reads back as state (a ``.corrupt.`` set-aside),
+        which may be larger than a state file may be.
         """
+        if state_file:
+            self.check_size(f"{rel_dir}/{name}{suffix}", len(data))
         directory = self.ensure_dir(rel_dir)
         try:
             tmp = write_temp(os.path.join(directory, name + suffix), data)
@@ -511,8 +535,10 @@ class Store:
     def write_text(self, rel: str, text: str) -> None:
         """Atomically replace a non-JSON file (CONTINUITY.md, escalation edits)."""
         self._check_parent(rel)
+        data = text.encode("utf-8")
+        self.check_size(rel, len(data))
         try:
-            atomic_write(self.path(rel), text.encode("utf-8"))
+            atomic_write(self.path(rel), data)
         except OSError as exc:
             raise _os_error(rel, exc, "write") from None
 
@@ -694,13 +720,15 @@ class Transaction:
         """Stage the new content of ``rel``. ``changed``: the records this write added or modified.
 
         With ``changed`` given, the envelope and those records are validated (cheap); without
-        it, the whole document is. Nothing touches the disk before commit.
+        it, the whole document is. Content over the state-file size limit is refused here
+        (:meth:`Store.check_size`). Nothing touches the disk before commit.
         """
         self._check_domain(rel)
         kind = layout.kind_for(rel)
         if kind is not None:
             self._validate(rel, kind, doc, changed)
         data = jsonio.dumps_document(doc, kind.records_key if kind is not None else None)
+        self.store.check_size(rel, len(data))
         if rel not in self._staged:
             self._order.append(rel)
         self._staged[rel] = data

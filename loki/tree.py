@@ -16,7 +16,7 @@ from typing import Any
 
 from loki import jsonio, layout, signaltypes
 from loki.clock import format_ts
-from loki.errors import LokiError, StateFileError
+from loki.errors import FileTooLarge, LokiError, StateFileError
 from loki.locks import in_use
 from loki.schema import pointer, registry
 from loki.store import TEMP_SUFFIX, Store, fsync_dir, write_temp
@@ -211,6 +211,11 @@ def _is_signal_file(rel: str) -> bool:
 
 
 def _problem_from(rel: str, exc: LokiError) -> Problem:
+    if isinstance(exc, FileTooLarge):
+        # Too big to read is not broken: it may hold every live task of the queue, so repair must not
+        # set it aside (whole_file=False keeps doctor --repair's hands off it); a human splits it.
+        return Problem(exc.path, exc.pointer, f"{exc.reason}; loki cannot use it until it is made smaller by hand "
+                       "(`loki doctor --repair` leaves it where it is: it may hold live records)", whole_file=False)
     if isinstance(exc, StateFileError):
         return Problem(exc.path, exc.pointer, exc.reason)
     return Problem(rel, "", exc.message)
@@ -401,7 +406,8 @@ def _set_aside_records(store: Store, rel: str, stamp: str) -> dict[str, Any] | N
             (bad if store.schemas.problems(kind.schema, wrapped) else good).append(record)
         directory, name = rel.rsplit("/", 1)
         target = store.create_unique(directory, f"{name}.corrupt.{stamp}",
-                                     jsonio.dumps_document({kind.records_key: bad}, kind.records_key))
+                                     jsonio.dumps_document({kind.records_key: bad}, kind.records_key),
+                                     state_file=False)
         txn.write(rel, {**doc, kind.records_key: good})
     return {"file": rel, "moved_to": target, "records": len(bad)}
 
@@ -428,7 +434,8 @@ def _set_aside_lines(store: Store, rel: str, numbers: set[int], stamp: str) -> d
             except jsonio.JsonError:
                 removed.append(raw)
         directory, name = rel.rsplit("/", 1)
-        target = store.create_unique(directory, f"{name}.corrupt.{stamp}", b"\n".join(removed) + b"\n")
+        target = store.create_unique(directory, f"{name}.corrupt.{stamp}", b"\n".join(removed) + b"\n",
+                                     state_file=False)
         store.rewrite_lines(rel, kept)
     return {"file": rel, "moved_to": target, "lines": sorted(numbers)}
 

@@ -1,0 +1,82 @@
+"""Storage guards: no write makes a file loki refuses to read, bounded inputs, hard links, readers
+next to a stopped writer, an honest lock-timeout message, hooks that write nothing when they fail."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from loki import layout
+from loki.errors import InvalidInput
+from loki.store import Store
+from tests.helpers import cli, put_tasks, snapshot_bytes, task
+
+PENDING = layout.queue_file("pending")
+LIMIT = 16 * 1024
+
+
+@pytest.fixture
+def small_limit(monkeypatch: pytest.MonkeyPatch) -> int:
+    """A 16 KiB state-file limit instead of 64 MiB, so going over it costs nothing."""
+    import loki.store
+
+    monkeypatch.setattr(loki.store, "DEFAULT_MAX_FILE_BYTES", LIMIT)
+    return LIMIT
+
+
+def _batch(path: Path, prefix: str, count: int) -> Path:
+    path.write_text("\n".join(json.dumps({"id": f"{prefix}-{n}", "title": "x" * 200}) for n in range(count)))
+    return path
+
+
+# -- a write never produces a file loki refuses to read ---------------------------------------------
+
+
+def test_two_batches_that_each_fit_cannot_push_the_queue_file_over_the_read_limit(
+        store: Store, small_limit: int, tmp_path: Path) -> None:
+    first = cli(["queue", "add", "--from-file", str(_batch(tmp_path / "a.jsonl", "a", 20))], root=store.root)
+    assert first.code == 0, first.stderr
+    assert os.path.getsize(store.path(PENDING)) < small_limit
+    before = snapshot_bytes(store.root)
+    second = cli(["queue", "add", "--from-file", str(_batch(tmp_path / "b.jsonl", "b", 20))], root=store.root)
+    assert second.code == 1
+    assert "queue/pending.json" in second.stderr and f"over the {small_limit}-byte limit" in second.stderr
+    assert "nothing was changed" in second.stderr
+    assert snapshot_bytes(store.root) == before
+    listed = cli(["queue", "list", "--json", "--limit", "100"], root=store.root)
+    assert listed.code == 0 and listed.json()["total"] == 20
+
+
+def test_every_writer_is_held_to_the_read_limit(store: Store, small_limit: int) -> None:
+    before = snapshot_bytes(store.root)
+    with pytest.raises(InvalidInput, match="over the 16384-byte limit"):
+        store.write_text(layout.CONTINUITY, "x" * (small_limit + 1))
+    with pytest.raises(InvalidInput, match="signals/BIG"):
+        store.create_unique(layout.SIGNALS_DIR, "BIG", b"{}" + b" " * small_limit)
+    with pytest.raises(InvalidInput, match="queue/in-progress.json"), store.transaction(layout.QUEUE_LOCK) as txn:
+        txn.write(PENDING, {"version": 1, "tasks": [task("small")]})
+        txn.write(layout.queue_file("in-progress"),
+                  {"version": 1, "tasks": [task(f"t{n}", status="in-progress", description="y" * 400)
+                                           for n in range(60)]})
+    assert snapshot_bytes(store.root) == before  # the multi-file change wrote nothing at all
+
+
+def test_doctor_repair_never_sets_aside_a_queue_file_only_because_it_is_too_big(
+        store: Store, small_limit: int) -> None:
+    put_tasks(store, "pending", [task(f"t{n}", description="z" * 300) for n in range(20)])
+    Path(store.path(PENDING)).write_bytes(Path(store.path(PENDING)).read_bytes() + b" " * small_limit)
+    before = snapshot_bytes(store.root)
+    for args in (["doctor"], ["doctor", "--repair"], ["doctor", "--repair", "--json"]):
+        result = cli(args, root=store.root)
+        assert result.code == 1, args
+        assert snapshot_bytes(store.root) == before, args  # still there, every task with it
+    report = result.json()
+    assert report["moved_aside"] == [] and not report["healthy"]
+    [problem] = report["problems"]
+    assert problem["file"] == PENDING and "over the 16384-byte limit" in problem["message"]
+    assert "leaves it where it is" in problem["message"]
+    claim = cli(["queue", "claim", "--agent", "a1"], root=store.root)
+    assert claim.code == 1 and "make it smaller by hand" in claim.stderr
