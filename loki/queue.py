@@ -165,6 +165,15 @@ class Queue:
                 "idempotency_key": idempotency_key, "max_attempts": max_attempts}
         return self.add_many([spec], where="")[0]
 
+    def add_from_file(self, path: str) -> list[dict[str, Any]]:
+        """``add_many`` of a batch file: a JSON array, ``{"tasks": [...]}`` or JSON lines.
+
+        The file must be a regular file no larger than a state file may be (the batch goes into
+        ``queue/pending.json``, which may not be larger either): ``/dev/zero`` would fill memory,
+        a FIFO or ``/dev/urandom`` would never end.
+        """
+        return self.add_many(read_batch(path, self.store.max_file_bytes), where=path)
+
     def add_many(self, specs: Sequence[dict[str, Any]], *, where: str = "input") -> list[dict[str, Any]]:
         """Add several tasks in one transaction: all are added, or none (the first error is raised).
 
@@ -832,3 +841,63 @@ def parse_json_option(value: str | None, option: str, *, want_object: bool = Fal
     if want_object and not isinstance(parsed, dict):
         raise InvalidInput(f"{option}: expected a JSON object, got {type(parsed).__name__}", field=option)
     return parsed
+
+
+def read_batch(path: str, limit: int) -> list[Any]:
+    """The task specs of a batch file (see :meth:`Queue.add_from_file`), read with a bound."""
+    import os
+    import stat
+
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot read: {exc.strerror}", file=path) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, socket or device)"
+            raise InvalidInput(f"{path}: is {what}; --from-file reads a regular file", file=path)
+        too_big = f"over the {limit}-byte limit for a batch (the queue file it goes into may be no larger)"
+        if st.st_size > limit:
+            raise InvalidInput(f"{path}: is {st.st_size} bytes, {too_big}", file=path, limit=limit)
+        chunks: list[bytes] = []
+        total = 0
+        while True:  # bounded even if the file grows while it is read
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise InvalidInput(f"{path}: is {too_big}", file=path, limit=limit)
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot read: {exc.strerror}", file=path) from None
+    finally:
+        os.close(fd)
+    return parse_batch(path, b"".join(chunks))
+
+
+def parse_batch(path: str, data: bytes) -> list[Any]:
+    """A batch's task specs: a JSON array, an object with ``tasks``, one object, or JSON lines."""
+    try:
+        doc = jsonio.loads_strict(data)
+    except jsonio.JsonError as whole:
+        items = []
+        for number, line in enumerate(data.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                items.append(jsonio.loads_strict(line))
+            except jsonio.JsonError as exc:
+                reason = whole.reason if number == 1 else exc.reason
+                raise InvalidInput(f"{path}: line {number}: {reason} (expected a JSON array, an object with "
+                                   "'tasks', or one JSON object per line)") from None
+        return items
+    if isinstance(doc, dict) and isinstance(doc.get("tasks"), list):
+        return list(doc["tasks"])
+    if isinstance(doc, list):
+        return doc
+    if isinstance(doc, dict):
+        return [doc]
+    raise InvalidInput(f"{path}: expected a JSON array of tasks, an object with 'tasks', or JSON lines")

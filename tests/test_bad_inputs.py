@@ -129,7 +129,8 @@ def test_bad_input(case_path: Path, tmp_path: Path) -> None:
         _make_readonly(root, True)
     try:
         stdin = bytes.fromhex(case["stdin_hex"]) if "stdin_hex" in case else case.get("stdin", "").encode()
-        done = subprocess.run([sys.executable, "-m", "loki", "--root", str(root), *case["args"]], cwd=REPO,
+        args = [arg.replace("{root}", str(root)) for arg in case["args"]]
+        done = subprocess.run([sys.executable, "-m", "loki", "--root", str(root), *args], cwd=REPO,
                               input=stdin, capture_output=True, timeout=60, preexec_fn=limits,
                               env={**os.environ, "LOKI_NOW": "2026-01-25T10:00:00Z", "LOKI_LOCK_TIMEOUT": "5",
                                    **case.get("env", {})})

@@ -12,7 +12,7 @@ import pytest
 from loki import layout
 from loki.errors import InvalidInput
 from loki.store import Store
-from tests.helpers import cli, put_tasks, snapshot_bytes, task
+from tests.helpers import cli, loki_proc, put_tasks, snapshot_bytes, task
 
 PENDING = layout.queue_file("pending")
 LIMIT = 16 * 1024
@@ -80,3 +80,39 @@ def test_doctor_repair_never_sets_aside_a_queue_file_only_because_it_is_too_big(
     assert "leaves it where it is" in problem["message"]
     claim = cli(["queue", "claim", "--agent", "a1"], root=store.root)
     assert claim.code == 1 and "make it smaller by hand" in claim.stderr
+
+
+# -- queue add --from-file reads a bounded regular file ---------------------------------------------
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "/dev/urandom", "fifo", "directory"])
+def test_from_file_refuses_what_is_not_a_regular_file_without_reading_it(
+        store: Store, tmp_path: Path, source: str) -> None:
+    if source == "fifo":
+        source = str(tmp_path / "batch.fifo")
+        os.mkfifo(source)  # no writer: opening it for reading in blocking mode would never return
+    elif source == "directory":
+        source = str(tmp_path)
+    before = snapshot_bytes(store.root)
+    # A real process, with a guard: before the fix /dev/zero grew without limit and a FIFO hung.
+    result = loki_proc(["queue", "add", "--from-file", source], root=store.root, timeout=30)
+    assert result.code == 1, result.stderr
+    assert source in result.stderr and "--from-file reads a regular file" in result.stderr
+    assert snapshot_bytes(store.root) == before
+
+
+def test_from_file_refuses_a_batch_over_the_limit_before_parsing_it(
+        store: Store, small_limit: int, tmp_path: Path) -> None:
+    from loki.queue import Queue
+
+    big = tmp_path / "big.json"
+    big.write_bytes(b"[" + b" " * small_limit + b"]")
+    before = snapshot_bytes(store.root)
+    result = cli(["queue", "add", "--from-file", str(big)], root=store.root)
+    assert result.code == 1
+    assert str(big) in result.stderr and f"{small_limit + 2} bytes, over the {small_limit}-byte limit" in result.stderr
+    with pytest.raises(InvalidInput, match="over the 16384-byte limit for a batch"):
+        Queue(store).add_from_file(str(big))
+    assert snapshot_bytes(store.root) == before
+    big.write_bytes(b"[]")
+    assert Queue(store).add_from_file(str(big)) == []

@@ -52,7 +52,7 @@ def add(
     if from_file is not None:
         if title is not None:
             raise UsageError("give either TITLE or --from-file, not both")
-        results = queue.add_many(_read_batch(from_file), where=from_file)
+        results = queue.add_from_file(from_file)
         created = [r["task"] for r in results if r["created"]]
         existing = [r["task"] for r in results if not r["created"]]
         if json_output:
@@ -77,38 +77,6 @@ def add(
         say(f"added {_one_line(result['task'])}")
     else:
         say(f"exists {_one_line(result['task'])} (idempotency key {idempotency_key!r}); nothing added")
-
-
-def _read_batch(path: str) -> list[Any]:
-    from loki import jsonio
-    from loki.errors import InvalidInput
-
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise InvalidInput(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        doc = jsonio.loads_strict(data)
-    except jsonio.JsonError as whole:
-        items = []
-        for number, line in enumerate(data.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                items.append(jsonio.loads_strict(line))
-            except jsonio.JsonError as exc:
-                reason = whole.reason if number == 1 else exc.reason
-                raise InvalidInput(f"{path}: line {number}: {reason} (expected a JSON array, an object with "
-                                   "'tasks', or one JSON object per line)") from None
-        return items
-    if isinstance(doc, dict) and isinstance(doc.get("tasks"), list):
-        return list(doc["tasks"])
-    if isinstance(doc, list):
-        return doc
-    if isinstance(doc, dict):
-        return [doc]
-    raise InvalidInput(f"{path}: expected a JSON array of tasks, an object with 'tasks', or JSON lines")
 
 
 @app.command("list")
