@@ -35,6 +35,8 @@ def tick(root: str, branch_file_name: str) -> int | None:
     except OSError:
         return None
     try:
+        if os.fstat(fd).st_nlink > 1:  # hard-linked (perhaps out of .loki/): never write through it
+            return None
         os.write(fd, b".")
         return os.fstat(fd).st_size
     except OSError:

@@ -167,7 +167,7 @@ class FileLock:
 
     def _open(self) -> int:
         try:
-            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         except IsADirectoryError:
             raise StateFileError(self.display_path, "the lock file is a directory; loki needs a regular file "
                                  "here (move the directory away)") from None
@@ -176,6 +176,17 @@ class FileLock:
                 raise StateFileError(self.display_path, "the lock file is a symbolic link; refusing to follow it") \
                     from None
             raise StateFileError(self.display_path, f"cannot open lock file: {describe_os_error(exc)}") from None
+        try:
+            links = os.fstat(fd).st_nlink
+        except OSError:
+            links = 1
+        if links > 1:
+            # The holder record is written into the lock file in place: through a hard link it
+            # would overwrite a file outside .loki/. Refused as a symbolic link is.
+            os.close(fd)
+            raise StateFileError(self.display_path, f"the lock file has {links} hard links; refusing to write "
+                                 "through it (give it back its own file: `rm` it while no loki runs)")
+        return fd
 
     def _timeout_error(self) -> LockTimeout:
         holder = read_lock_record(self.path).get("holder") or {}

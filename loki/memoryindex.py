@@ -30,10 +30,11 @@ import json
 import os
 import re
 import sqlite3
+import stat
 
 from loki import jsonio, layout
 from loki.errors import InvalidInput, LockTimeout, StateFileError
-from loki.store import digest
+from loki.store import digest, hard_link_reason
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -198,9 +199,15 @@ class MemoryIndex:
         self.store.ensure_dir(layout.MEMORY_DIR)
         path = self.store.path(layout.MEMORY_INDEX)
         for suffix in ("", *SIDE_FILES):
-            if os.path.islink(path + suffix):
+            try:
+                st = os.lstat(path + suffix)
+            except OSError:  # absent (SQLite creates it), or unreadable (connect says why)
+                continue
+            if stat.S_ISLNK(st.st_mode):
                 raise StateFileError(layout.MEMORY_INDEX + suffix,
                                      "is a symbolic link; loki refuses to follow links out of .loki/")
+            if st.st_nlink > 1:  # SQLite writes it in place
+                raise StateFileError(layout.MEMORY_INDEX + suffix, hard_link_reason(st.st_nlink))
         db = sqlite3.connect(path, timeout=self.store.lock_timeout, isolation_level=None)
         try:
             db.execute("PRAGMA journal_mode=WAL")  # searchers read while one catches up

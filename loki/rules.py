@@ -319,7 +319,7 @@ def _append_section(store: Store, rel: str, marker: str, lines: list[str], heade
     if text is not None and marker in text:
         return False
     block = ([header] if text is None and header else []) + ["", *lines, marker]
-    store.append_text(rel, block)
+    store.append_text(rel, block, read_whole=True)  # read whole above: it may not outgrow the read limit
     return True
 
 

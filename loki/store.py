@@ -124,6 +124,12 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
+def hard_link_reason(links: int) -> str:
+    """Why a state file with other hard links is refused (the same words everywhere)."""
+    return (f"has {links} hard links: another name (perhaps outside .loki/) shares its content, and loki refuses "
+            "to write through it as it refuses a symbolic link (`loki doctor --repair` gives it its own copy)")
+
+
 def _os_error(rel: str, exc: OSError, action: str) -> LokiError:
     return StateFileError(rel, f"cannot {action}: {describe_os_error(exc)}")
 
@@ -257,11 +263,15 @@ class Store:
 
     # -- raw file access -----------------------------------------------------------------------
 
-    def _open_regular(self, rel: str, flags: int, action: str) -> tuple[int, os.stat_result] | None:
+    def _open_regular(self, rel: str, flags: int, action: str, *,
+                      writing: bool | None = None) -> tuple[int, os.stat_result] | None:
         """Open a state file without following a link; refuse anything but a regular file.
 
         Returns (fd, stat), or None when it does not exist (and ``flags`` does not create it).
-        The caller closes the descriptor.
+        The caller closes the descriptor. ``writing`` (default: ``flags`` open it for writing):
+        the file is about to be changed in place (an append), so one with other hard links is
+        refused as a symbolic link is: writing through it would change a file outside .loki/.
+        Replacing a file by rename never writes through a link, so readers need not refuse them.
         """
         self._check_parent(rel)
         try:
@@ -283,6 +293,11 @@ class Store:
             os.close(fd)
             raise StateFileError(rel, "is a directory, not a file" if stat.S_ISDIR(st.st_mode)
                                  else "is not a regular file")
+        if writing is None:
+            writing = bool(flags & (os.O_WRONLY | os.O_RDWR))
+        if writing and st.st_nlink > 1:
+            os.close(fd)
+            raise StateFileError(rel, hard_link_reason(st.st_nlink))
         return fd, st
 
     def read_bytes(self, rel: str, *, limit: int | None = None) -> bytes | None:
@@ -455,11 +470,16 @@ class Store:
         payload = "".join(jsonio.dumps_compact(r) + "\n" for r in records).encode("utf-8")
         return self.append_bytes(rel, payload, lock=lock)
 
-    def append_text(self, rel: str, lines: Iterable[str], *, lock: bool = True) -> int:
-        """Append plain text lines (``logs/circuit-recovery.log``) under the log's lock."""
-        return self.append_bytes(rel, "".join(line.rstrip("\n") + "\n" for line in lines).encode("utf-8"), lock=lock)
+    def append_text(self, rel: str, lines: Iterable[str], *, lock: bool = True, read_whole: bool = False) -> int:
+        """Append plain text lines (``logs/circuit-recovery.log``) under the log's lock.
 
-    def append_bytes(self, rel: str, payload: bytes, *, lock: bool = True) -> int:
+        ``read_whole``: the file is read back whole (a Markdown file), so it may not outgrow the
+        state-file limit: an append that would make it larger is refused (:meth:`check_size`).
+        """
+        payload = "".join(line.rstrip("\n") + "\n" for line in lines).encode("utf-8")
+        return self.append_bytes(rel, payload, lock=lock, read_whole=read_whole)
+
+    def append_bytes(self, rel: str, payload: bytes, *, lock: bool = True, read_whole: bool = False) -> int:
         if not payload:
             return 0
         if "/" in rel:
@@ -468,16 +488,24 @@ class Store:
         if holder is not None:
             holder.acquire()
         try:
-            return self._append(rel, payload)
+            return self._append(rel, payload, read_whole)
         finally:
             if holder is not None:
                 holder.release()
 
-    def _append(self, rel: str, payload: bytes) -> int:
+    def _append(self, rel: str, payload: bytes, read_whole: bool = False) -> int:
+        if read_whole:
+            self.check_size(rel, len(payload) + 1)  # before O_CREAT could leave an empty new file
         existed = os.path.lexists(self.path(rel))
         opened = self._open_regular(rel, os.O_RDWR | os.O_APPEND | os.O_CREAT, "append to")
         assert opened is not None  # O_CREAT
         fd, st = opened
+        if read_whole:
+            try:
+                self.check_size(rel, st.st_size + len(payload) + 1)  # + the newline a torn line may need
+            except InvalidInput:
+                os.close(fd)
+                raise
         if not existed:  # a new log's name must be as durable as the lines fsynced into it
             fsync_dir(os.path.dirname(self.path(rel)))
         try:
@@ -524,6 +552,9 @@ class Store:
                     os.link(tmp, target)
                 except FileExistsError:
                     continue
+                # At once, before the directory fsync: until then the new file has two links, and
+                # `loki validate` reports a state file with other hard links.
+                _unlink_quietly(tmp)
                 fsync_dir(directory)
                 return f"{rel_dir}/{candidate}{suffix}"
             raise StateFileError(f"{rel_dir}/{name}{suffix}", "could not find a free name")
@@ -602,6 +633,38 @@ class Store:
             _unlink_quietly(tmp)
             raise
         return count
+
+    def detach(self, rel: str) -> bool:
+        """Give a state file with other hard links its own copy (same bytes, a new inode); True if it had any.
+
+        The caller holds the file's lock (``with store.transaction(rel)``), so no append is lost.
+        The other names keep the old inode and are never written to. Streamed: a log may be large.
+        """
+        opened = self._open_regular(rel, os.O_RDONLY | os.O_NONBLOCK, "copy")
+        if opened is None:
+            return False
+        fd, st = opened
+        path = self.path(rel)
+        tmp = temp_name(path)
+        try:
+            if st.st_nlink <= 1:
+                return False
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                          stat.S_IMODE(st.st_mode))
+            try:
+                while chunk := os.read(fd, 1 << 20):
+                    _write_all(out, chunk)
+                os.fsync(out)
+            finally:
+                os.close(out)
+            os.replace(tmp, path)
+            fsync_dir(os.path.dirname(path))
+            return True
+        except OSError as exc:
+            _unlink_quietly(tmp)
+            raise _os_error(rel, exc, "copy") from None
+        finally:
+            os.close(fd)
 
     def remove(self, rel: str) -> bool:
         """Delete a state file loki derived and can rebuild (a hint, the search index); True if it existed."""
@@ -783,7 +846,7 @@ class Transaction:
         """A log's size before an append, checked before the journal is written: a log that is a
         symlink, a directory or unreadable must stop the commit now, not every later replay."""
         self.store.ensure_dir(rel.rsplit("/", 1)[0])
-        opened = self.store._open_regular(rel, os.O_RDONLY | os.O_NONBLOCK, "append to")
+        opened = self.store._open_regular(rel, os.O_RDONLY | os.O_NONBLOCK, "append to", writing=True)
         if opened is None:
             return 0
         os.close(opened[0])

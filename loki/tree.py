@@ -19,7 +19,7 @@ from loki.clock import format_ts
 from loki.errors import FileTooLarge, LokiError, StateFileError
 from loki.locks import in_use
 from loki.schema import pointer, registry
-from loki.store import TEMP_SUFFIX, Store, fsync_dir, write_temp
+from loki.store import TEMP_SUFFIX, Store, fsync_dir, hard_link_reason, write_temp
 
 STALE_TEMP_SECONDS = 300
 _TEMP_NAME = re.compile(r"^\..+\.(\d+)\.[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + "$")
@@ -156,6 +156,9 @@ def validate_tree(store: Store) -> list[Problem]:
         if rel.endswith(".lock"):
             if not stat.S_ISREG(st.st_mode):
                 problems.append(Problem(rel, "", "lock file is not a regular file"))
+            elif st.st_nlink > 1:
+                problems.append(Problem(rel, "", f"lock file has {st.st_nlink} hard links; loki refuses to write "
+                                        "its holder record through them", whole_file=False))
             continue
         if not stat.S_ISREG(st.st_mode):
             continue
@@ -166,6 +169,11 @@ def validate_tree(store: Store) -> list[Problem]:
                 problems.append(Problem(rel, "", "an unfinished multi-file change; `loki doctor` finishes it"))
             continue
         if _TEMP_NAME.match(name) or ".corrupt." in name:
+            continue
+        if st.st_nlink > 1:
+            # As a symbolic link: appending to it would write outside .loki/. Not broken, though:
+            # doctor --repair gives it its own copy instead of setting it aside (whole_file=False).
+            problems.append(Problem(rel, "", hard_link_reason(st.st_nlink), whole_file=False))
             continue
         kind = layout.kind_for(rel)
         if kind is not None:
@@ -296,6 +304,8 @@ class DoctorReport:
     journals_finished: list[str] = field(default_factory=list)
     temp_files: list[str] = field(default_factory=list)
     temp_removed: list[str] = field(default_factory=list)
+    detached: list[str] = field(default_factory=list)
+    """State files that had other hard links and were given their own copy (``--repair``)."""
     problems: list[Problem] = field(default_factory=list)
     moved_aside: list[dict[str, str]] = field(default_factory=list)
 
@@ -314,7 +324,8 @@ def doctor(store: Store, repair: bool = False) -> DoctorReport:
 
     Repair never deletes data: temp files older than 5 minutes, or whose writer process is
     gone, are partial writes that were never published; a corrupt file is moved aside as
-    ``<name>.corrupt.<ts>``.
+    ``<name>.corrupt.<ts>``; a state file with other hard links gets its own copy (the other
+    names keep theirs, untouched); a file only too large to read is reported and left alone.
     """
     report = DoctorReport()
     stamp = format_ts(store.clock.now()).replace(":", "")
@@ -342,6 +353,14 @@ def doctor(store: Store, repair: bool = False) -> DoctorReport:
             if repair and (now - st.st_mtime >= STALE_TEMP_SECONDS or not _writer_alive(int(match.group(1)))):
                 os.unlink(store.path(rel))
                 report.temp_removed.append(rel)
+    if repair:
+        for rel, st in list(_walk(store.root)):
+            name = rel.rsplit("/", 1)[-1]
+            if (stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and not rel.endswith(".lock")
+                    and not _TEMP_NAME.match(name) and ".corrupt." not in name and not rel.startswith(_QUARANTINE)):
+                with store.transaction(layout.lock_for(rel)):  # no append lands in the old inode meanwhile
+                    if store.detach(rel):
+                        report.detached.append(rel)
     report.problems = validate_tree(store)
     if repair:
         bad_lines: dict[str, set[int]] = {}

@@ -76,6 +76,14 @@ def _apply(setup: list[dict[str, Any]], root: Path, outside: Path) -> tuple[bool
                 target.unlink()
             os.symlink(outside / ("outside.json" if step["to"].endswith(".json") else
                                   "outside-dir" if step["to"].endswith("dir") else "outside.lock"), target)
+        elif "hardlink" in step:
+            # A second name for the file outside the tree: writing in place would change both.
+            target = root / step["hardlink"]
+            linked = outside / "linked"
+            linked.write_bytes(target.read_bytes() if target.is_file() else step.get("text", "").encode())
+            if target.exists():
+                target.unlink()
+            os.link(linked, target)
         elif "remove" in step:
             target = root / step["remove"]
             if target.exists() or target.is_symlink():

@@ -116,3 +116,88 @@ def test_from_file_refuses_a_batch_over_the_limit_before_parsing_it(
     assert snapshot_bytes(store.root) == before
     big.write_bytes(b"[]")
     assert Queue(store).add_from_file(str(big)) == []
+
+
+# -- hard links are refused like symbolic links -------------------------------------------------------
+
+
+def _hard_link_out(store: Store, rel: str, outside: Path, content: bytes = b"") -> Path:
+    """Make ``rel`` a second name of a file outside the tree; return that file."""
+    path = Path(store.path(rel))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    outside.write_bytes(path.read_bytes() if path.exists() else content)
+    if path.exists():
+        path.unlink()
+    os.link(outside, path)
+    return outside
+
+
+@pytest.mark.parametrize("rel", [layout.MEMORY_LOG, layout.KNOWLEDGE, "logs/events.jsonl", "signals/DRIFT_DETECTED"])
+def test_appending_to_a_hard_linked_state_file_is_refused_and_the_other_file_untouched(
+        store: Store, tmp_path: Path, rel: str) -> None:
+    from loki.errors import StateFileError
+
+    outside = _hard_link_out(store, rel, tmp_path / "outside.txt", b"mine\n")
+    with pytest.raises(StateFileError, match=f"{rel}: has 2 hard links"):
+        store.append_lines(rel, [{"a": 1}])
+    with pytest.raises(StateFileError, match="hard links"):
+        store.append_text(rel, ["more"])
+    assert outside.read_bytes() == b"mine\n"
+
+
+def test_a_hard_linked_lock_file_or_call_counter_is_never_written_through(store: Store, tmp_path: Path) -> None:
+    from loki import callcount
+    from loki.errors import StateFileError
+
+    lock = _hard_link_out(store, layout.QUEUE_LOCK, tmp_path / "outside.lock", b"precious")
+    with pytest.raises(StateFileError, match="queue/.lock: the lock file has 2 hard links"):
+        put_tasks(store, "pending", [task("a")])
+    assert lock.read_bytes() == b"precious"
+    counter = _hard_link_out(store, callcount.counter_file("main"), tmp_path / "outside.calls", b"...")
+    assert callcount.tick(str(store.root), "main") is None
+    assert counter.read_bytes() == b"..."
+
+
+def test_a_hard_linked_journal_append_target_stops_the_commit_before_anything_is_written(
+        store: Store, tmp_path: Path) -> None:
+    from loki.errors import StateFileError
+
+    archive = "archive/completed-2026-01.jsonl"
+    outside = _hard_link_out(store, archive, tmp_path / "outside.jsonl", b"")
+    before = snapshot_bytes(store.root)
+    with pytest.raises(StateFileError, match="hard links"), store.transaction(layout.QUEUE_LOCK) as txn:
+        txn.write(PENDING, {"version": 1, "tasks": [task("a")]})
+        txn.append(archive, [{"id": "old"}])
+    assert snapshot_bytes(store.root) == before and outside.read_bytes() == b""
+
+
+def test_validate_reports_hard_links_and_doctor_repair_gives_the_file_its_own_copy(
+        store: Store, tmp_path: Path) -> None:
+    store.append_lines(layout.MEMORY_LOG, [])  # nothing: the log may not exist yet
+    outside = _hard_link_out(store, layout.MEMORY_LOG, tmp_path / "outside.jsonl", b"")
+    put_tasks(store, "pending", [task("a")])
+    pending_outside = _hard_link_out(store, PENDING, tmp_path / "outside-pending.json")
+    pending_bytes = pending_outside.read_bytes()
+    result = cli(["validate", "--json"], root=store.root)
+    assert result.code == 1
+    assert sorted(p["file"] for p in result.json()["problems"]) == [layout.MEMORY_LOG, PENDING]
+    assert all("2 hard links" in p["message"] for p in result.json()["problems"])
+    assert cli(["doctor"], root=store.root).code == 1  # without --repair: reported, left as it is
+    assert os.stat(store.path(PENDING)).st_nlink == 2
+    repaired = cli(["doctor", "--repair", "--json"], root=store.root)
+    assert repaired.code == 0, repaired.stdout + repaired.stderr
+    report = repaired.json()
+    assert sorted(report["detached"]) == [layout.MEMORY_LOG, PENDING] and report["moved_aside"] == []
+    assert os.stat(store.path(PENDING)).st_nlink == 1 and os.stat(store.path(layout.MEMORY_LOG)).st_nlink == 1
+    assert Path(store.path(PENDING)).read_bytes() == pending_bytes  # every task still in the queue
+    store.append_lines(layout.MEMORY_LOG, [{"a": 1}])
+    assert outside.read_bytes() == b"" and pending_outside.read_bytes() == pending_bytes
+
+
+def test_an_appended_markdown_file_read_back_whole_may_not_outgrow_the_limit(store: Store, small_limit: int) -> None:
+    store.append_text(layout.KNOWLEDGE, ["x" * (small_limit // 2)], read_whole=True)
+    before = snapshot_bytes(store.root)
+    with pytest.raises(InvalidInput, match=f"{layout.KNOWLEDGE}: this change would make it"):
+        store.append_text(layout.KNOWLEDGE, ["y" * (small_limit // 2)], read_whole=True)
+    assert snapshot_bytes(store.root) == before
+    assert store.read_text(layout.KNOWLEDGE) is not None  # still readable

@@ -117,6 +117,8 @@ def doctor(
         for rel in report.temp_files:
             state = "removed" if rel in report.temp_removed else "left (younger than 5 min, or no --repair)"
             say(f"temp file {rel}: {state}")
+        for rel in report.detached:
+            say(f"gave {rel} its own copy: it had other hard links (they keep the old content, untouched)")
         for moved in report.moved_aside:
             if "records" in moved:
                 say(f"set aside {moved['records']} invalid record(s) of {moved['file']} in {moved['moved_to']}; "
