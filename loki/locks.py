@@ -52,6 +52,70 @@ def read_lock_record(path: str) -> dict[str, Any]:
     return record if isinstance(record, dict) else {}
 
 
+def holder_pids(path: str) -> list[int] | None:
+    """The pids holding a lock on the file at ``path`` right now, as the kernel reports them.
+
+    Linux lists every lock in ``/proc/locks`` by device and inode; holders are its plain lines
+    (``->`` lines are waiters). None where the system cannot tell (no ``/proc/locks``).
+    """
+    try:
+        st = os.stat(path)
+        with open("/proc/locks", "rb") as f:
+            table = f.read(1 << 22)
+    except OSError:
+        return None
+    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}".encode()
+    pids = []
+    for line in table.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] != b"->" and fields[5] == wanted and fields[4].isdigit():
+            pids.append(int(fields[4]))
+    return pids
+
+
+def _process_command(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read(4096).split(b"\0")
+    except OSError:
+        return None
+    text = " ".join(a.decode("utf-8", "replace") for a in argv if a)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def current_holder(path: str) -> dict[str, Any]:
+    """Who holds the lock at ``path`` now, naming only what the OS confirms.
+
+    The record in the lock file names the last loki process that took the lock, which may have
+    released it long ago, or died, while something else (not loki) holds it now. So the record's
+    details (command, host, since) are used only for a pid the kernel says holds the lock; another
+    verified holder is named by pid and its command line; ``{}`` when the OS cannot tell.
+    """
+    pids = holder_pids(path)
+    if not pids:
+        return {}
+    pid = pids[0]
+    record = read_lock_record(path).get("holder")
+    if isinstance(record, dict) and record.get("pid") == pid and record.get("host") == os.uname().nodename:
+        return dict(record)
+    command = _process_command(pid)
+    return {"pid": pid, **({"command": command} if command else {})}
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    """``pid N (command) on host since T``, or what can be said of an unverified holder."""
+    if not holder:
+        return "held by a process this system cannot name"
+    text = f"held by pid {holder.get('pid')}"
+    if holder.get("command"):
+        text += f" ({holder['command']!s})"
+    if holder.get("host"):
+        text += f" on {holder['host']}"
+    if holder.get("since"):
+        text += f" since {holder['since']}"
+    return text
+
+
 class _Expired(Exception):
     pass
 
@@ -189,13 +253,9 @@ class FileLock:
         return fd
 
     def _timeout_error(self) -> LockTimeout:
-        holder = read_lock_record(self.path).get("holder") or {}
-        who = ""
-        if holder:
-            who = (f"; held by pid {holder.get('pid')} ({holder.get('command')!s}) on {holder.get('host')} "
-                   f"since {holder.get('since')}")
+        holder = current_holder(self.path)
         return LockTimeout(
-            f"timed out after {self.timeout:g}s waiting for the lock {self.display_path}{who}",
+            f"timed out after {self.timeout:g}s waiting for the lock {self.display_path}; {describe_holder(holder)}",
             lock=self.display_path,
             holder=holder,
             timeout=self.timeout,

@@ -43,7 +43,7 @@ from loki.errors import (
     StateFileError,
     describe_os_error,
 )
-from loki.locks import DEFAULT_TIMEOUT, FileLock, read_lock_record
+from loki.locks import DEFAULT_TIMEOUT, FileLock, current_holder, describe_holder, in_use, read_lock_record
 from loki.paths import check_relpath
 from loki.schema import Registry, pointer, registry
 
@@ -152,6 +152,8 @@ class Store:
         self._lock_timeout = lock_timeout
         self._config: dict[str, Any] | None = None
         self._checked_dirs: set[str] = set()
+        self.notes: list[str] = []
+        """What a reader should be told about how it read (a commit in flight read from its journal)."""
         # Tests set LOKI_VALIDATE_ALL=1: every write is then validated in full, so a domain
         # module that forgets to declare a changed record cannot slip an invalid one through.
         self.validate_all = validate_all if validate_all is not None else bool(os.environ.get("LOKI_VALIDATE_ALL"))
@@ -393,12 +395,19 @@ class Store:
         recorded = read_lock_record(self.path(lock)).get("digests")
         return recorded if isinstance(recorded, dict) else {}
 
-    def snapshot(self, rels: Iterable[str], attempts: int = 20) -> dict[str, Any]:
+    def snapshot(self, rels: Iterable[str], attempts: int = 20, *, wait: bool = False) -> dict[str, Any]:
         """A consistent view of several files of one lock domain, without taking the lock.
 
         Multi-file commits replace files one by one, so a naive reader could see a task
         in two files or in none. Read everything, then check that no file changed and no
         journal appeared meanwhile; retry if so, and finally fall back to the lock.
+
+        A journal under a lock somebody holds is a commit in flight, and its holder may be
+        stopped (SIGSTOP, a debugger, a laptop lid) for as long as it likes: rather than wait
+        for the lock and time out, the reader takes the state that commit makes, the journal's
+        files over the others (the journal is complete once it exists: it is published by
+        rename), and says so in :attr:`notes`. ``wait=True`` (``loki validate``, which checks
+        the files themselves) waits for the lock instead, and a timeout is exit 5.
         """
         rels = list(rels)
         locks = {layout.lock_for(rel) for rel in rels}
@@ -408,7 +417,12 @@ class Store:
             # Checked after the first stats: a commit that had already replaced a file when they were
             # taken still has its journal on disk now (it is deleted only after the last file).
             if any(os.path.exists(j) for j in journals):
-                break
+                if wait or not self._journal_in_flight(locks):
+                    break  # the lock: wait for the commit, or finish a crash's journal
+                docs = self._committed_view(rels, locks)
+                if docs is not None:
+                    return docs
+                continue
             digests = {lock: self.recorded_digests(lock) for lock in locks}
             docs = {rel: self.read(rel, digests[layout.lock_for(rel)]) for rel in rels}
             after = [self._stat_key(rel) for rel in rels]
@@ -424,6 +438,58 @@ class Store:
         finally:
             for txn in txns.values():
                 txn.abort()
+
+    def _journal_in_flight(self, locks: set[str]) -> bool:
+        """Whether some lock with a journal is held (a commit in flight, not a crash's leftover)."""
+        return any(os.path.lexists(self.path(layout.journal_for(lock))) and in_use(self.path(lock))
+                   for lock in locks)
+
+    def _committed_view(self, rels: list[str], locks: set[str]) -> dict[str, Any] | None:
+        """The files as the journals in flight leave them, read without any lock; None to retry.
+
+        Only for a journal whose lock is held: one left by a crash (lock free) is finished by
+        taking the lock, as before. None when a journal came or went meanwhile.
+        """
+        overlay: dict[str, bytes] = {}
+        in_flight: dict[str, tuple[tuple[int, int, int, int] | None, dict[str, Any]]] = {}
+        for lock in sorted(locks):
+            journal = layout.journal_for(lock)
+            key = self._stat_key(journal)
+            if key is None:
+                continue
+            if not in_use(self.path(lock)):
+                return None  # a crash's leftover: the lock finishes it (after the retries)
+            data = self.read_bytes(journal, limit=self.max_file_bytes * (len(layout.QUEUE_STATES) + 3))
+            if data is None:
+                return None  # finished meanwhile
+            try:
+                files = jsonio.loads_strict(data).get("files")
+            except (jsonio.JsonError, AttributeError):
+                files = None
+            if not isinstance(files, dict):
+                raise StateFileError(journal, "a commit in flight has a journal that cannot be read; wait for it, "
+                                     "or run `loki doctor` once its process is gone")
+            for rel, doc in files.items():
+                if rel in rels:
+                    kind = layout.kind_for(rel)
+                    overlay[rel] = jsonio.dumps_document(doc, kind.records_key if kind is not None else None)
+            in_flight[lock] = (key, current_holder(self.path(lock)))
+        if not in_flight:
+            return None
+        before = {rel: self._stat_key(rel) for rel in rels if rel not in overlay}
+        docs = {rel: self.parse(rel, overlay[rel]) for rel in overlay}
+        digests = {lock: self.recorded_digests(lock) for lock in locks}
+        docs.update({rel: self.read(rel, digests[layout.lock_for(rel)]) for rel in before})
+        # Files outside the journal do not change while its holder holds the lock; if a journal is
+        # gone or new, a newer commit may have started: look again.
+        if any(self._stat_key(layout.journal_for(lock)) != key for lock, (key, _) in in_flight.items()) or \
+                any(self._stat_key(rel) != key for rel, key in before.items()):
+            return None
+        for lock, (_, holder) in sorted(in_flight.items()):
+            self.notes.append(f"{lock} is {describe_holder(holder)}, in the middle of a commit: showing the state "
+                              f"that commit makes, from its journal {layout.journal_for(lock)} (written, not yet "
+                              "applied to the files)")
+        return docs
 
     def stat_key(self, rel: str) -> tuple[int, int, int, int] | None:
         """(inode, size, mtime, ctime) of a state file, None if absent: equal keys, same content.

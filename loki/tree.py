@@ -16,7 +16,7 @@ from typing import Any
 
 from loki import jsonio, layout, signaltypes
 from loki.clock import format_ts
-from loki.errors import FileTooLarge, LokiError, StateFileError
+from loki.errors import FileTooLarge, LockTimeout, LokiError, StateFileError
 from loki.locks import in_use
 from loki.schema import pointer, registry
 from loki.store import TEMP_SUFFIX, Store, fsync_dir, hard_link_reason, write_temp
@@ -202,7 +202,9 @@ def validate_tree(store: Store) -> list[Problem]:
         # taking it finishes the journal: validate only looks, so it skips the cross-file check.
         # (A journal under a held lock is a live commit: the snapshot waits for it, as it should.)
         try:
-            docs.update(store.snapshot(queue_rels))
+            docs.update(store.snapshot(queue_rels, wait=True))
+        except LockTimeout:
+            raise  # not a problem of the tree: nothing was checked across files (exit 5)
         except LokiError as exc:
             problems.append(_problem_from(layout.QUEUE_LOCK, exc))
     if not unfinished:  # mid-change, a task may well be in two files: the journal says which one wins

@@ -201,3 +201,91 @@ def test_an_appended_markdown_file_read_back_whole_may_not_outgrow_the_limit(sto
         store.append_text(layout.KNOWLEDGE, ["y" * (small_limit // 2)], read_whole=True)
     assert snapshot_bytes(store.root) == before
     assert store.read_text(layout.KNOWLEDGE) is not None  # still readable
+
+
+# -- readers do not block on a stopped writer ---------------------------------------------------------
+
+
+@pytest.fixture
+def stopped_writer(store: Store):  # type: ignore[no-untyped-def]
+    """A process stopped (SIGSTOP) in the middle of claiming task 'a': lock held, journal written,
+    pending.json already without 'a', in-progress.json not yet with it. Yields its pid."""
+    import signal
+    import subprocess
+    import sys
+
+    put_tasks(store, "pending", [task("a"), task("b")])
+    proc = subprocess.Popen([sys.executable, "-m", "tests.procs.stopped_writer", str(store.root)],
+                            cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "LOKI_NOW": "2026-01-25T10:00:00Z"})
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "stopped\n"
+        _, status = os.waitpid(proc.pid, os.WUNTRACED)  # returns once it is really stopped
+        assert os.WIFSTOPPED(status)
+        assert os.path.exists(store.path("queue/.journal.json"))
+        yield proc.pid
+        os.kill(proc.pid, signal.SIGCONT)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and out.strip() == "a"
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_readers_show_the_last_committed_state_while_the_writer_is_stopped_mid_commit(
+        store: Store, stopped_writer: int) -> None:
+    before = snapshot_bytes(store.root)
+    # A long lock timeout: a reader that waited for the lock would hang the test, not pass it.
+    env = {"LOKI_LOCK_TIMEOUT": "600", "LOKI_NOW": "2026-01-25T10:00:00Z"}
+    status = loki_proc(["status", "--json"], root=store.root, env=env, timeout=60)
+    assert status.code == 0, status.stderr
+    assert status.json()["queue"]["pending"] == 1 and status.json()["queue"]["in-progress"] == 1
+    for result in (status, loki_proc(["queue", "list", "--json", "--state", "all"], root=store.root, env=env,
+                                     timeout=60),
+                   loki_proc(["queue", "show", "a", "--json"], root=store.root, env=env, timeout=60)):
+        assert result.code == 0, result.stderr
+        note = f"queue/.lock is held by pid {stopped_writer}"
+        assert note in result.stderr and "in the middle of a commit" in result.stderr
+        assert any(note in n for n in result.json()["notes"])
+    listed = loki_proc(["queue", "list", "--json", "--state", "all"], root=store.root, env=env, timeout=60).json()
+    assert sorted((t["id"], t["state"]) for t in listed["tasks"]) == [("a", "in-progress"), ("b", "pending")]
+    shown = loki_proc(["queue", "show", "a", "--json"], root=store.root, env=env, timeout=60).json()
+    assert shown["state"] == "in-progress" and shown["task"]["claimed_by"] == "stopped-agent"
+    assert snapshot_bytes(store.root) == before  # readers finish nothing: the journal is the writer's
+
+
+def test_validate_waits_for_the_stopped_writer_and_its_timeout_is_exit_5(store: Store, stopped_writer: int) -> None:
+    result = loki_proc(["validate"], root=store.root, env={"LOKI_LOCK_TIMEOUT": "0.2"}, timeout=60)
+    assert result.code == 5, result.stdout + result.stderr
+    assert "timed out" in result.stderr and f"held by pid {stopped_writer}" in result.stderr
+
+
+def test_a_lock_timeout_names_the_process_holding_the_lock_now_not_the_last_loki_holder(
+        store: Store, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from loki.errors import LockTimeout
+
+    lock = store.path(layout.QUEUE_LOCK)
+    put_tasks(store, "pending", [task("a")])  # the lock file exists and names this (loki) process
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    record = json.loads(Path(lock).read_text())
+    record["holder"]["pid"] = int(dead.stdout)  # the last loki holder: gone now
+    Path(lock).write_text(json.dumps(record))
+    # Not loki: a plain flock from another program, which writes nothing into the lock file.
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1], 'rb'); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()", lock],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(LockTimeout) as caught, Store(store.root, lock_timeout=0.05).transaction(PENDING):
+            pass
+        message = caught.value.message
+        assert f"held by pid {holder.pid}" in message and f"pid {int(dead.stdout)}" not in message
+        assert caught.value.details["holder"]["pid"] == holder.pid
+        assert "-c" in caught.value.details["holder"]["command"]  # its own command line, from the OS
+    finally:
+        holder.communicate("", timeout=60)

@@ -6,7 +6,7 @@ import os
 
 import typer
 
-from loki.cli.common import JSON_HELP, print_json, root_option, say, store_from, table
+from loki.cli.common import JSON_HELP, print_json, report_notes, root_option, say, store_from, table
 
 
 def register(app: typer.Typer) -> None:
@@ -59,7 +59,9 @@ def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json",
     """Counts per queue, breakers by state, signals waiting, dead-letter size and last review."""
     from loki.tree import status as tree_status
 
-    report = tree_status(store_from(ctx))
+    store = store_from(ctx)
+    report = tree_status(store)
+    report_notes(store, report)
     if json_output:
         print_json(report)
         return

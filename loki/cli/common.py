@@ -79,6 +79,15 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
     console().print(grid)
 
 
+def report_notes(store: Store, result: dict[str, Any] | None = None) -> None:
+    """Tell the user how the store read what they see (a commit in flight, read from its journal):
+    one ``note:`` line each on stderr, and a ``notes`` list in a ``--json`` result when there are any."""
+    for note in store.notes:
+        sys.stderr.write(f"note: {note}\n")
+    if result is not None and store.notes:
+        result["notes"] = list(store.notes)
+
+
 def fail(message: str, code: int = 1) -> None:
     sys.stderr.write(f"error: {message}\n")
     raise typer.Exit(code)

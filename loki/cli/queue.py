@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from loki.cli.common import JSON_HELP, print_json, say, store_from, table
+from loki.cli.common import JSON_HELP, print_json, report_notes, say, store_from, table
 from loki.wording import plural
 
 app = typer.Typer(help="The task queue: add, list, claim, heartbeat, complete, fail, release, cancel, retry.",
@@ -89,7 +89,9 @@ def list_(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """List tasks (pending by default, in claim order), with the total count."""
-    result = _queue(ctx).list_tasks(state, type=type_, label=label, limit=limit)
+    queue = _queue(ctx)
+    result = queue.list_tasks(state, type=type_, label=label, limit=limit)
+    report_notes(queue.store, result)
     if json_output:
         print_json(result)
         return
@@ -109,7 +111,9 @@ def show(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Everything about one task, wherever it is (including dead-letter, abandoned and the archive)."""
-    result = _queue(ctx).show(task_id)
+    queue = _queue(ctx)
+    result = queue.show(task_id)
+    report_notes(queue.store, result)
     if json_output:
         print_json(result)
         return
