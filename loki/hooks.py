@@ -194,10 +194,15 @@ def _record_failure(payload: dict[str, Any], root: str, outcome: Outcome, event_
     store = _store(root)
     strikes = Strikes(store, cwd=work_dir(payload))
     strikes.state()  # an unusable strike file ends the hook here, before anything is written
-    call = callcount.tick(root, gitbranch.file_name(strikes.branch))
-    memory_id = _capture(store, payload, outcome, strikes)
+
+    def capture() -> tuple[str | None, int | None]:
+        # Run by record_failure once the branch's strike lock is held: a hook that times out on
+        # that lock exits 1 having written nothing, neither the call count nor error memory.
+        call = callcount.tick(root, gitbranch.file_name(strikes.branch))
+        return _capture(store, payload, outcome, strikes), call
+
     recorded = strikes.record_failure(tool, tool_input, outcome.error, result=outcome.result,
-                                      session=payload.get("session_id"), memory_id=memory_id, call_number=call)
+                                      session=payload.get("session_id"), capture=capture)
     if recorded.guidance is None:
         return None
     return context_answer(event_name, recorded.guidance)

@@ -178,6 +178,7 @@ class Strikes:
         session: str | None = None,
         memory_id: str | None = None,
         call_number: int | None = None,
+        capture: Callable[[], tuple[str | None, int | None]] | None = None,
     ) -> StrikeOutcome:
         """Count one failure of a call; escalate (once per streak) when it reaches the stop tier.
 
@@ -185,6 +186,9 @@ class Strikes:
         code and the command); without it the text is scanned on its own. ``memory_id``: the error
         memory record of this failure, kept with the streak so a success can name what it resolved;
         ``call_number``: the branch's call count at this failure (:mod:`loki.callcount`).
+        ``capture``: writes that belong to this failure elsewhere (the hooks count the call and
+        append it to error memory) and returns ``(memory_id, call_number)``; it runs once the
+        branch file's lock is held, so a failure that times out on that lock has written nothing.
         """
         if result is None:
             from loki.errorscan import scan
@@ -203,6 +207,8 @@ class Strikes:
         escalation = signal = None
         with self.store.transaction(self.rel) as txn:
             doc = self._read(txn)
+            if capture is not None:
+                memory_id, call_number = capture()
             entry = doc["keys"].get(key)
             if entry is None:
                 entry = {"tool": tool, "input_hash": input_hash, "input_preview": preview, "strike_count": 0,

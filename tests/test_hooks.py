@@ -251,11 +251,12 @@ def test_unknown_events_and_missing_roots_are_errors_not_blocks(project: Path, t
     assert missing.code == 1 and "does not exist" in missing.stderr
 
 
-def test_a_lock_timeout_is_exit_1_never_a_block(project: Path) -> None:
+def test_a_lock_timeout_is_exit_1_never_a_block_and_writes_nothing(project: Path) -> None:
     from loki.locks import FileLock
 
     fail_cargo(project)
     lock = FileLock(str(project / ".loki" / "state" / "errors" / "main.json.lock"), 5, "state/errors/main.json.lock")
+    before = snapshot_bytes(project)
     lock.acquire()
     try:
         result = hook("post-tool-use-failure", payload("post_tool_use_failure_bash", project), cwd=project,
@@ -263,6 +264,8 @@ def test_a_lock_timeout_is_exit_1_never_a_block(project: Path) -> None:
     finally:
         lock.release()
     assert result.code == 1 and "lock" in result.stderr and result.stdout == ""
+    # "Exit 1: nothing written" (docs/hooks.md): not error memory, not the call counter either.
+    assert snapshot_bytes(project) == before
 
 
 def test_a_corrupt_strike_file_is_reported_and_left_alone(project: Path) -> None:
