@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,8 @@ def test_every_writer_is_held_to_the_read_limit(store: Store, small_limit: int) 
         store.write_text(layout.CONTINUITY, "x" * (small_limit + 1))
     with pytest.raises(InvalidInput, match="signals/BIG"):
         store.create_unique(layout.SIGNALS_DIR, "BIG", b"{}" + b" " * small_limit)
-    with pytest.raises(InvalidInput, match="queue/in-progress.json"), store.transaction(layout.QUEUE_LOCK) as txn:
+    too_big = pytest.raises(InvalidInput, match=re.escape("queue/in-progress.json"))
+    with too_big, store.transaction(layout.QUEUE_LOCK) as txn:
         txn.write(PENDING, {"version": 1, "tasks": [task("small")]})
         txn.write(layout.queue_file("in-progress"),
                   {"version": 1, "tasks": [task(f"t{n}", status="in-progress", description="y" * 400)
@@ -150,7 +152,7 @@ def test_a_hard_linked_lock_file_or_call_counter_is_never_written_through(store:
     from loki.errors import StateFileError
 
     lock = _hard_link_out(store, layout.QUEUE_LOCK, tmp_path / "outside.lock", b"precious")
-    with pytest.raises(StateFileError, match="queue/.lock: the lock file has 2 hard links"):
+    with pytest.raises(StateFileError, match=re.escape("queue/.lock: the lock file has 2 hard links")):
         put_tasks(store, "pending", [task("a")])
     assert lock.read_bytes() == b"precious"
     counter = _hard_link_out(store, callcount.counter_file("main"), tmp_path / "outside.calls", b"...")
