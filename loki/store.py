@@ -439,6 +439,10 @@ class Store:
             for txn in txns.values():
                 txn.abort()
 
+    def _note(self, text: str) -> None:
+        if text not in self.notes:  # a long-lived store (a watcher) reads again and again
+            self.notes.append(text)
+
     def _journal_in_flight(self, locks: set[str]) -> bool:
         """Whether some lock with a journal is held (a commit in flight, not a crash's leftover)."""
         return any(os.path.lexists(self.path(layout.journal_for(lock))) and in_use(self.path(lock))
@@ -486,9 +490,9 @@ class Store:
                 any(self._stat_key(rel) != key for rel, key in before.items()):
             return None
         for lock, (_, holder) in sorted(in_flight.items()):
-            self.notes.append(f"{lock} is {describe_holder(holder)}, in the middle of a commit: showing the state "
-                              f"that commit makes, from its journal {layout.journal_for(lock)} (written, not yet "
-                              "applied to the files)")
+            self._note(f"{lock} is {describe_holder(holder)}, in the middle of a commit: showing the state "
+                       f"that commit makes, from its journal {layout.journal_for(lock)} (written, not yet "
+                       "applied to the files)")
         return docs
 
     def stat_key(self, rel: str) -> tuple[int, int, int, int] | None:

@@ -170,7 +170,7 @@ def validate_tree(store: Store) -> list[Problem]:
             continue
         if _TEMP_NAME.match(name) or ".corrupt." in name:
             continue
-        if st.st_nlink > 1:
+        if st.st_nlink > 1 and _hard_link_matters(rel):
             # As a symbolic link: appending to it would write outside .loki/. Not broken, though:
             # doctor --repair gives it its own copy instead of setting it aside (whole_file=False).
             problems.append(Problem(rel, "", hard_link_reason(st.st_nlink), whole_file=False))
@@ -210,6 +210,13 @@ def validate_tree(store: Store) -> list[Problem]:
     if not unfinished:  # mid-change, a task may well be in two files: the journal says which one wins
         problems.extend(_cross_file_problems(docs))
     return problems
+
+
+def _hard_link_matters(rel: str) -> bool:
+    """Whether a second link to ``rel`` is a problem. A signal file is never written in place (it is
+    published by ``link()``, claimed by rename and deleted), and copying it could race the consumer's
+    claim into a second delivery; the drift log, appended to, is a state file like any other."""
+    return not _is_signal_file(rel) or signaltypes.type_of_file(rel.rsplit("/", 1)[-1]) == signaltypes.DRIFT
 
 
 def _is_signal_file(rel: str) -> bool:
@@ -358,7 +365,7 @@ def doctor(store: Store, repair: bool = False) -> DoctorReport:
     if repair:
         for rel, st in list(_walk(store.root)):
             name = rel.rsplit("/", 1)[-1]
-            if (stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and not rel.endswith(".lock")
+            if (stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and not rel.endswith(".lock") and _hard_link_matters(rel)
                     and not _TEMP_NAME.match(name) and ".corrupt." not in name and not rel.startswith(_QUARANTINE)):
                 with store.transaction(layout.lock_for(rel)):  # no append lands in the old inode meanwhile
                     if store.detach(rel):
