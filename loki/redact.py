@@ -10,10 +10,18 @@ recognisable. Rules are either *shapes* (a token format that is a secret whereve
 Context rules leave placeholders, variable references and code alone (``password=os.environ[...]``,
 ``token=${TOKEN}``, ``max_tokens=5``), so printed source code and prose are not mangled.
 
-Cost: a rule's regex only runs when one of its literal needles occurs in the text; every regex starts with
-a literal so the engine can skip to candidates, and none has nested unbounded repetition. Case-insensitive
-rules run on the lower-cased text (the engine cannot skip ahead under IGNORECASE). Regexes are compiled on
-first use, keeping the hook's import cheap.
+Keys are judged whole: ``DB_PASS``, ``SECRET_KEY``, ``AccountKey`` name a secret; ``SORT_KEY``, ``key``
+and docker's ``auth`` are generic, and count only with a generated-looking value; ``PWD``, ``bypass``,
+``max_tokens`` name none. Commands with their own password syntax (``mysql -pPW``, ``curl -u user:pw``,
+``docker login -p``, ``aws configure set``, ``.netrc``) have a rule each, and a bare 40-character AWS
+secret key is told from a git SHA or an identifier by its letters (see :func:`_replace_bare_aws_secret`).
+The shapes follow the rule lists of gitleaks and detect-secrets (the regexes here are loki's own; running
+either tool from a hook would cost more than the hook's whole budget).
+
+Cost: a rule's regex only runs when one of its literal needles occurs in the text; every regex but the
+bare AWS key's starts with a literal so the engine can skip to candidates, and none has nested unbounded
+repetition. Case-insensitive rules run on the lower-cased text (the engine cannot skip ahead under
+IGNORECASE). Regexes are compiled on first use, keeping the hook's import cheap. About 0.2 ms per 5 KB.
 """
 
 from __future__ import annotations
@@ -90,13 +98,68 @@ def _group(text: str, match: re.Match[str], name: str) -> str | None:
     return None if start < 0 else text[start:end]
 
 
-# Words that make a key sensitive when the key *ends* with them (db_password, GITHUB_TOKEN, x-api-key).
-# Keys merely containing them (max_tokens, token_count, password_hint) are ordinary settings.
+# Words that make a key sensitive when the key *ends* with them (db_password, GITHUB_TOKEN, x-api-key,
+# DB_PASS, SECRET_KEY). Keys merely containing them (max_tokens, token_count, password_hint) are ordinary
+# settings. The assignment rule finds the last word of a key with _KEY_WORDS and then judges the whole key
+# (_secret_key_class), so `bypass=1`, `PWD=/home/ada` and `SORT_KEY=name` stay as they are.
 _SECRET_WORDS = (
-    r"password|passwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
-    r"|client[_-]?secret"
+    r"password|passwd|passphrase|pass|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
+    r"|client[_-]?secret|key"
 )
-_SENSITIVE_KEY = LazyRegex(rf"^[\w.-]*?(?:{_SECRET_WORDS})$|^(?:proxy-)?authorization$|^(?:set-)?cookie$", re.I)
+_KEY_WORDS = r"pass(?:word|wd|phrase)?|pwd|secret|token|key|auth"
+# The key, normalised (camelCase split, lower case, '-' and '.' as '_'), names a secret outright...
+_STRONG_KEY = LazyRegex(
+    r"(?:password|passwd|passphrase|(?:^|_)pass|_pwd|secret|token|apikey|(?:^|_)(?:"
+    # ...or is a key whose qualifier says what kind: SECRET_KEY, ENCRYPTION_KEY, AccountKey, x-api-key
+    r"secret|encryption|encrypt|decryption|signing|sign|master|private|priv|api|access|auth|app|session|service"
+    r"|account|client|db|database|hmac|jwt|crypto|cipher|fernet|license|storage|webhook|deploy|ssh|gpg|pgp|aes"
+    r"|rsa|shared_access|sas|stripe|twilio|sendgrid|mailgun|openai|anthropic|consumer|bot|admin|root)_key)$"
+    r"|^(?:proxy_)?authorization$|^(?:set_)?cookie$"
+)
+# ...or is a generic key (SORT_KEY, key, _auth) whose value counts only if it looks generated.
+_WEAK_KEY = LazyRegex(r"(?:^|_)(?:key|auth)$")
+_CAMEL = LazyRegex(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _normalised_key(key: str) -> str:
+    return _CAMEL.get().sub("_", key).lower().replace("-", "_").replace(".", "_")
+
+
+def _secret_key_class(key: str) -> str | None:
+    """"strong" when ``key`` names a secret, "weak" when only a generated-looking value is one, else None."""
+    normal = _normalised_key(key)
+    if _STRONG_KEY.get().search(normal):
+        return "strong"
+    if _WEAK_KEY.get().search(normal):
+        return "weak"
+    return None
+
+
+def _looks_generated(value: str) -> bool:
+    """A value under a generic key (SORT_KEY, auth) that is a secret: long, letters and digits, no spaces.
+
+    ``created_at``, ``user:42`` and ``required`` are settings; ``k8Xq2...`` (16+ characters) and a base64
+    ``user:password`` (docker's ``auth``) are not.
+    """
+    if len(value) < 12 or any(ch.isspace() for ch in value):
+        return False
+    if len(value) >= 16 and any(ch.isdigit() for ch in value) and any(ch.isalpha() for ch in value):
+        return True
+    return ":" in _base64_text(value)
+
+
+def _base64_text(value: str) -> str:
+    if len(value) % 4 or not _BASE64.get().fullmatch(value):
+        return ""
+    import binascii
+
+    try:
+        return binascii.a2b_base64(value).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        return ""
+
+
+_BASE64 = LazyRegex(r"[A-Za-z0-9+/]+={0,2}")
 _SECRET_WORD = LazyRegex(_SECRET_WORDS, re.IGNORECASE)
 _CODE_REFERENCE = LazyRegex(r"[A-Za-z_][\w.]*")
 _ENV_REFERENCE = LazyRegex(r"\$\{?\w+\}?|%\w+%")
@@ -147,6 +210,7 @@ def _kind_of_key(key: str) -> str:
         return "aws_secret_access_key"
     for word, kind in (
         ("pass", "password"),
+        ("pwd", "password"),
         ("client_secret", "client_secret"),
         ("private", "private_key"),
         ("secret", "secret"),
@@ -155,6 +219,7 @@ def _kind_of_key(key: str) -> str:
         ("token", "token"),
         ("authorization", "authorization"),
         ("cookie", "cookie"),
+        ("auth", "auth"),
     ):
         if word in key:
             return kind
@@ -171,7 +236,10 @@ def _replace_assignment(text: str, match: re.Match[str]) -> str:
         quoted, quote = _group(text, match, "sq"), "'"
     key = _key_before(text, match.start()) + word
     value = quoted if quoted is not None else _group(text, match, "bare") or ""
-    if not _is_literal_secret(value, key):
+    strength = _secret_key_class(key)
+    if strength is None or not _is_literal_secret(value, key):
+        return whole
+    if strength == "weak" and not _looks_generated(value.strip()):
         return whole
     if quoted is None:
         quote = ""
@@ -180,6 +248,20 @@ def _replace_assignment(text: str, match: re.Match[str]) -> str:
         if ":" in sep and _looks_like_prose_word(value):
             return whole
     return f"{word}{sep}{quote}{_mark(_kind_of_key(key))}{quote}"
+
+
+def _replace_env_line(text: str, match: re.Match[str]) -> str:
+    """``KEY=value`` at the start of a line (a .env file, ``env`` output): the value runs to the next blank,
+    ``&``, ``;`` and ``(`` included, as dotenv reads it (``key = value`` with blanks is code: the assignment
+    rule judges it)."""
+    key = _group(text, match, "key") or ""
+    value = _group(text, match, "value") or ""
+    strength = _secret_key_class(key)
+    if strength is None or not _is_literal_secret(value, key) or _CALL.get().match(value):
+        return text[match.start() : match.end()]
+    if strength == "weak" and not _looks_generated(value):
+        return text[match.start() : match.end()]
+    return f"{_group(text, match, 'lead')}{_mark(_kind_of_key(key))}"
 
 
 def _replace_flag(text: str, match: re.Match[str]) -> str:
@@ -211,6 +293,49 @@ def _replace_url_password(text: str, match: re.Match[str]) -> str:
     if not _is_literal_secret(_group(text, match, "password") or ""):
         return text[match.start() : match.end()]
     return f"://{_group(text, match, 'user')}:{_mark('password')}@"
+
+
+def _replace_value(kind: str, *, prose_check: bool = False) -> Callable[[str, re.Match[str]], str]:
+    """A replacement keeping group ``lead`` and redacting group ``value`` (quotes kept), unless it is a
+    placeholder or reference (or, with ``prose_check``, a short word of prose)."""
+    def replace(text: str, match: re.Match[str]) -> str:
+        value = _group(text, match, "value") or ""
+        quote = value[0] if len(value) > 1 and value[0] in ("'", '"') and value[-1] == value[0] else ""
+        inner = value[1:-1] if quote else value
+        if not _is_literal_secret(inner) or (prose_check and not quote and _looks_like_prose_word(inner)):
+            return text[match.start() : match.end()]
+        return f"{_group(text, match, 'lead')}{quote}{_mark(kind)}{quote}"
+
+    return replace
+
+
+def _replace_configure_set(text: str, match: re.Match[str]) -> str:
+    """``aws configure set aws_secret_access_key VALUE``: only keys that name a secret."""
+    key = _group(text, match, "key") or ""
+    if _secret_key_class(key.rsplit(".", 1)[-1]) != "strong":
+        return text[match.start() : match.end()]
+    return _replace_value(_kind_of_key(key))(text, match)
+
+
+_CALL = LazyRegex(r"[A-Za-z_][\w.]*[(\[]")  # get_key(), env["X"]: code, not a value
+_LOWER_RUN = LazyRegex(r"[a-z]{3,}")
+
+
+def _replace_bare_aws_secret(text: str, match: re.Match[str]) -> str:
+    """A bare 40-character AWS secret access key (base64 of 30 random bytes), told from look-alikes.
+
+    * a git SHA or any hex digest has no upper case: both cases are required;
+    * an identifier or a path (``getUserAccountPreferencesFromDatabase123``) is made of words: 28 or more
+      of its 40 characters sit in runs of 3+ lower-case letters, which 1 random key in more than 300,000
+      reaches;
+    * filler (``AAAA...A``) has little variety: at least 12 distinct characters (a random key has ~30).
+    """
+    value = text[match.start() : match.end()]
+    if value.lower() == value or value.upper() == value:
+        return value
+    if len(set(value)) < 12 or sum(len(run) for run in _LOWER_RUN.get().findall(value)) >= 28:
+        return value
+    return _mark("aws_secret_access_key")
 
 
 def _replace_openai(text: str, match: re.Match[str]) -> str:
@@ -252,6 +377,51 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("pypi_token", r"pypi-AgE[A-Za-z0-9_-]{50,}", ("pypi-",)),
     _Rule("huggingface_token", r"hf_(?<!\whf_)[A-Za-z0-9]{30,}", ("hf_",)),
     _Rule("gitlab_token", r"glpat-[A-Za-z0-9_-]{20,}", ("glpat-",)),
+    # No literal to look for: runs on every text (linear: the look-behind rejects every position inside a run).
+    _Rule(
+        "aws_secret_access_key",
+        r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
+        (),
+        replace=_replace_bare_aws_secret,
+    ),
+    # Commands that take a password in their own way. Each starts at the program's name; the option must
+    # be a word of its own (after a blank) within the same command (no newline, ';', '&', '|').
+    _Rule(
+        "mysql_password",
+        r"(?P<lead>(?:mysql|mariadb)[\w-]*[ \t][^\n;&|]{0,500}?(?<=[ \t])-p)"
+        r"(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\";&|]+)",
+        ("mysql", "mariadb"),
+        replace=_replace_value("password"),
+    ),
+    _Rule(
+        "registry_password",
+        r"(?P<lead>(?:docker|podman|buildah|nerdctl|skopeo)[ \t]+login[ \t][^\n;&|]{0,500}?(?<=[ \t])-p(?:[ \t]+|=)?)"
+        r"(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\";&|]+)",
+        ("login",),
+        replace=_replace_value("password"),
+    ),
+    _Rule(
+        "curl_user",
+        r"(?P<lead>curl[ \t][^\n;&|]{0,500}?(?<=[ \t])(?:-u|--user|--proxy-user|-U)(?:[ \t]+|=)?"
+        r"(?:(?P<sq>')|(?P<dq>\"))?[^\s:'\"]{0,256}:)(?P<value>(?(sq)[^'\n]+|(?(dq)[^\"\n]+|[^\s'\"]+)))",
+        ("curl",),
+        replace=_replace_value("password"),
+    ),
+    _Rule(
+        "aws_configure",
+        r"(?P<lead>aws[ \t]+configure[ \t]+set[ \t]+(?:--profile[ \t=]+[^\s]+[ \t]+)?(?P<key>[\w.-]+)[ \t]+)"
+        r"(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)",
+        ("configure",),
+        replace=_replace_configure_set,
+    ),
+    _Rule(  # ~/.netrc: machine HOST [login USER] [account A] password PW
+        "netrc_password",
+        r"(?P<lead>(?:machine[ \t\r\n]+[^\s]+|default)(?:[ \t\r\n]+(?:login|account|port)[ \t\r\n]+[^\s]+){0,3}"
+        r"[ \t\r\n]+password[ \t\r\n]+)(?P<value>[^\s]+)",
+        ("password",),
+        replace=_replace_value("password", prose_check=True),
+        folded=True,
+    ),
     _Rule(
         "password",
         r"://(?P<user>[^\s:/?#@'\"\[\]]{0,256}):(?P<password>[^\s/?#@'\"]{1,256})@",
@@ -282,10 +452,16 @@ _RULES: tuple[_Rule, ...] = (
         folded=True,
     ),
     _Rule(
+        "env_line",
+        r"(?m)^(?P<lead>[ \t]*(?:export[ \t]+)?(?P<key>[A-Za-z_][\w.-]{0,63})=)(?P<value>[^\s'\"][^\s]*)",
+        ("pass", "pwd", "secret", "token", "key", "auth"),
+        replace=_replace_env_line,
+    ),
+    _Rule(
         "assignment",
-        rf"(?P<word>{_SECRET_WORDS})(?P<sep>[\"']?[ \t]*[:=][ \t]*)"
+        rf"(?P<word>{_KEY_WORDS})(?P<sep>[\"']?[ \t]*[:=][ \t]*)"
         r"(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s\"',;&|(){}\[\]<>`]+))",
-        ("pass", "secret", "token", "key"),
+        ("pass", "pwd", "secret", "token", "key", "auth"),
         replace=_replace_assignment,
         folded=True,
     ),
@@ -298,7 +474,7 @@ def redact(text: str) -> str:
         return text
     lowered = text.lower()
     for rule in _RULES:
-        if any(needle in lowered for needle in rule.needles):
+        if not rule.needles or any(needle in lowered for needle in rule.needles):
             redacted = rule.apply(text, lowered)
             if redacted != text:
                 text = redacted
@@ -318,7 +494,7 @@ def redact_obj(value: Any) -> Any:
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         for key, item in value.items():
-            if isinstance(key, str) and _is_secret_scalar(item) and _SENSITIVE_KEY.get().match(key):
+            if isinstance(key, str) and _is_secret_item(key, item):
                 out[key] = _mark(_kind_of_key(key))
             else:
                 out[key] = redact_obj(item)
@@ -328,6 +504,13 @@ def redact_obj(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(redact_obj(item) for item in value)
     return value
+
+
+def _is_secret_item(key: str, item: Any) -> bool:
+    strength = _secret_key_class(key)
+    if strength == "weak":  # a generic key (sort_key, auth): only a generated-looking value is a secret
+        return isinstance(item, str) and _looks_generated(item.strip()) and not _is_placeholder(item)
+    return strength == "strong" and _is_secret_scalar(item)
 
 
 def _is_secret_scalar(item: Any) -> bool:

@@ -99,6 +99,81 @@ def test_near_misses_are_untouched(text: str) -> None:
     assert redact(text) == text
 
 
+# The shapes the review found stored in clear (issue: "12 of 35 realistic fake secrets were stored"),
+# one case each: (text, the secret value that must go, what the text becomes).
+AZURE_KEY = "Zm9vYmFyYmF6cXV4K2Zvb2Jhci9iYXpxdXhmb29iYXJiYXpxdXg0Mg=="
+DJANGO_KEY = "django-insecure-7h!s1s@n0t$ecret*k3y_f0r-d3v"
+SHAPES = {
+    "env SECRET_KEY": ("$ cat .env\nDEBUG=false\nSECRET_KEY=8f2k9Xq1mZ7wLp3R\nPORT=8000",
+                       "8f2k9Xq1mZ7wLp3R", "$ cat .env\nDEBUG=false\nSECRET_KEY=[REDACTED:secret]\nPORT=8000"),
+    "env DB_PASS": ("DB_HOST=db.internal\nDB_PASS=Tr0ub4dor&3\n", "Tr0ub4dor&3",
+                    "DB_HOST=db.internal\nDB_PASS=[REDACTED:password]\n"),
+    "env ENCRYPTION_KEY": ("ENCRYPTION_KEY=c29tZS1lbmNyeXB0aW9uLWtleS0xMjM0NQ==",
+                           "c29tZS1lbmNyeXB0aW9uLWtleS0xMjM0NQ==", "ENCRYPTION_KEY=[REDACTED:secret]"),
+    "bare AWS secret": (f"botocore.exceptions.ClientError: SignatureDoesNotMatch for secret {AWS_SECRET} (check it)",
+                        AWS_SECRET, "botocore.exceptions.ClientError: SignatureDoesNotMatch for secret "
+                        "[REDACTED:aws_secret_access_key] (check it)"),
+    "mysql -pPASS": ("mysql -u root -pS3cr3tPw! -h db.internal app", "S3cr3tPw!",
+                     "mysql -u root -p[REDACTED:password] -h db.internal app"),
+    "curl -u user:pw": ("curl -sS -u admin:Adm1nPa55w0rd https://api.example.com/v1", "Adm1nPa55w0rd",
+                        "curl -sS -u admin:[REDACTED:password] https://api.example.com/v1"),
+    "docker login -p": ("docker login -u ada -p Dck3rPa55 registry.example.com", "Dck3rPa55",
+                        "docker login -u ada -p [REDACTED:password] registry.example.com"),
+    "aws configure set": (f"aws configure set aws_secret_access_key {AWS_SECRET} --profile dev", AWS_SECRET,
+                          "aws configure set aws_secret_access_key [REDACTED:aws_secret_access_key] --profile dev"),
+    ".netrc password": ("machine api.example.com\n  login ada\n  password n3tRcPw0rd\n", "n3tRcPw0rd",
+                        "machine api.example.com\n  login ada\n  password [REDACTED:password]\n"),
+    "docker config auth": ('{"auths": {"registry.example.com": {"auth": "YWRhOmQwY2tlclB3ZA=="}}}',
+                           "YWRhOmQwY2tlclB3ZA==", '{"auths": {"registry.example.com": {"auth": "[REDACTED:auth]"}}}'),
+    "Azure AccountKey": (f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={AZURE_KEY};"
+                         "EndpointSuffix=core.windows.net", AZURE_KEY,
+                         "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=[REDACTED:secret];"
+                         "EndpointSuffix=core.windows.net"),
+    "Django SECRET_KEY": (f"SECRET_KEY = '{DJANGO_KEY}'", DJANGO_KEY, "SECRET_KEY = '[REDACTED:secret]'"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_reported_shape_is_redacted(shape: str) -> None:
+    text, secret, expected = SHAPES[shape]
+    out = redact(text)
+    assert secret not in out
+    assert out == expected
+    assert redact(out) == out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # KEY=VALUE whose key names no secret, and generic keys with ordinary values
+        "PATH=/usr/local/bin:/usr/bin\nHOME=/home/ada\nPWD=/home/ada/app\nOLDPWD=/tmp\nNODE_ENV=production",
+        "SORT_KEY=created_at PRIMARY_KEY=id CACHE_KEY=user:42 bypass=1 compass: north monkey=banana",
+        '{"auth": "required", "key": "value", "keyboard": "us", "oauth": "enabled"}',
+        # 40-character look-alikes of an AWS secret: a git SHA, identifiers, a path
+        "commit da39a3ee5e6b4b0d3255bfef95601890afd80709\nMerge: 1a2b3c4 5d6e7f8",
+        "DA39A3EE5E6B4B0D3255BFEF95601890AFD80709 getUserAccountPreferencesFromDatabase123",
+        "at ThisIsAVeryLongCamelCaseIdentifierName40 (XMLHttpRequestEventTargetPrototypeChain1)",
+        "com/example/myapp/services/UserServiceImp and AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAB",
+        # the commands without a password in them
+        "mysql -u root -p app_db && mysql --port 3306 -h db",
+        "docker run -u 1000:1000 -p 8080:80 img; docker login --password-stdin -u ada registry",
+        "curl -u \"$USER:$PASS\" https://x && curl --user-agent 'Mozilla/5.0 (X11: Linux)' https://y",
+        "aws configure set region eu-west-1 && aws configure set output json",
+        "machine learning password is hard",
+    ],
+)
+def test_ordinary_text_of_the_new_shapes_is_untouched(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_redact_obj_judges_generic_keys_by_their_value() -> None:
+    out = redact_obj({"SORT_KEY": "created_at", "auth": "YWRhOmQwY2tlclB3ZA==", "DB_PASS": "x1", "bypass": "y",
+                      "PWD": "/home/ada", "SECRET_KEY": "8f2k9Xq1mZ7wLp3R", "license_key": "ABCD-1234"})
+    assert out == {"SORT_KEY": "created_at", "auth": "[REDACTED:auth]", "DB_PASS": "[REDACTED:password]",
+                   "bypass": "y", "PWD": "/home/ada", "SECRET_KEY": "[REDACTED:secret]",
+                   "license_key": "[REDACTED:secret]"}
+
+
 def test_redact_is_idempotent() -> None:
     text = f"DB_PASSWORD=hunter2 {GHP} https://u:p4ss@h/x Authorization: Bearer abc123def456ghi"
     once = redact(text)
