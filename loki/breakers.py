@@ -106,7 +106,10 @@ def _clean_error(error: str | None) -> str | None:
     """An error text as it is stored: valid UTF-8, at most MAX_ERROR_LENGTH characters."""
     if error is None:
         return None
-    text = error.encode("utf-8", "backslashreplace").decode("utf-8")
+    from loki.redact import redact
+
+    # Redacted before the cut: a cut through a token would leave a piece no rule recognises.
+    text = redact(error[: MAX_ERROR_LENGTH + 4096].encode("utf-8", "backslashreplace").decode("utf-8"))
     return text if len(text) <= MAX_ERROR_LENGTH else text[: MAX_ERROR_LENGTH - 3] + "..."
 
 

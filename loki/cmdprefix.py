@@ -26,7 +26,8 @@ origin`` is ``git push``; ``make`` is ``make``.
 
 For **other tools** the prefix is the path or URL the call works on (``file_path``,
 ``notebook_path``, ``path``, ``url``), or empty when it has none; an empty prefix matches only the
-identical call. Prefixes are redacted (a URL argument can carry a password) so they can be stored.
+identical call. Prefixes are redacted (a URL argument can carry a password) so they can be stored; a
+command is redacted before its prefix is taken, since an option's secret value can become the argument.
 
 This runs on the PreToolUse hot path: it imports only ``re`` (loaded by ``json`` already);
 :mod:`loki.redact` is imported when a prefix is actually computed.
@@ -76,9 +77,13 @@ def call_prefix(tool: str, tool_input: Any) -> str:
     """The redacted prefix of one call (``""`` when it has none)."""
     if not isinstance(tool_input, dict):
         return ""
+    from loki.redact import redact
+
     if tool == "Bash":
         command = tool_input.get("command")
-        raw = command_prefix(command) if isinstance(command, str) else ""
+        # The whole command is redacted first: the prefix's argument can be an option's secret value
+        # (`curl -u ada:PW URL` -> `curl ada:PW`) that no rule recognises once its option is dropped.
+        raw = command_prefix(redact(command[:MAX_COMMAND_CHARS])) if isinstance(command, str) else ""
     else:
         raw = ""
         for field in SUBJECT_FIELDS:
@@ -88,8 +93,6 @@ def call_prefix(tool: str, tool_input: Any) -> str:
                 break
     if not raw:
         return ""
-    from loki.redact import redact
-
     return redact(raw)
 
 

@@ -36,6 +36,7 @@ import time
 from loki import jsonio, layout, outcomes, rules, signals, signaltypes
 from loki.config import setting
 from loki.errors import LockTimeout, LokiError
+from loki.redact import redact_obj
 from loki.store import crashpoint, fsync_dir
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -352,10 +353,12 @@ class Consumer:
             return None, f"not a JSON object (a {type(body).__name__})"
         schema = signaltypes.schema_for(signal_type)
         found = self.store.schemas.problems(schema, body)
+        # Validated as written, then redacted: the rules' effects (notes, errors, Markdown, escalations) and
+        # the outcome log only ever see the redacted body of a file an agent dropped by hand.
         if found:
             where, why = found[0]
-            return body, f"does not match {schema} at {where or '/'}: {why}"
-        return body, None
+            return redact_obj(body), f"does not match {schema} at {where or '/'}: {why}"
+        return redact_obj(body), None
 
     def _quarantine(self, entry: str, name: str, reason: str, body: Any, recovered: bool) -> dict[str, Any] | None:
         signal_type = signaltypes.type_of_file(name)
@@ -459,6 +462,7 @@ class Consumer:
             result = {"rule": "drift", "outcome": "rejected", "reason": reason,
                       "detail": f"line rejected (it stays in the log): {reason}"}
         else:
+            body = redact_obj(body)  # a line appended by hand, like a file dropped by hand (see _read)
             result = rules.apply_drift(self.store, rules.Signal(entry, signaltypes.DRIFT, body), state)
             crashpoint("drift-applied")
         if entry in self._logged or entry in self._drift_unsaved:

@@ -47,7 +47,10 @@ def error_summary(attempts: list[dict[str, Any]]) -> str:
     """A brief description of the failure pattern: the last error, and how many ways it was tried."""
     if not attempts:
         return "no attempts recorded"
-    last = (attempts[-1].get("error_message") or "").strip().splitlines()
+    from loki.redact import redact
+
+    # Redacted again: attempts written by older versions or by hand reach the summary and the escalation.
+    last = redact(attempts[-1].get("error_message") or "").strip().splitlines()
     message = last[0] if last else "(no error message)"
     if len(message) > 200:
         message = message[:197] + "..."

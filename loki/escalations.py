@@ -98,7 +98,14 @@ def _default_options(strategy: str | None) -> list[str]:
 
 
 def write_file(store: Store, *, task_id: str, values: dict[str, str], now: str) -> str:
-    """Render the template and publish the escalation file; returns its path under ``.loki/``."""
+    """Render the template and publish the escalation file; returns its path under ``.loki/``.
+
+    Every value is redacted here, whoever escalates (the 3-strike protocol, the dead-letter review,
+    ``loki escalate``, drift): the attempts table and the analysis quote errors and commands.
+    """
+    from loki.redact import redact
+
+    values = {key: redact(value) for key, value in values.items()}
     path, name = template_path(store)
     try:
         with open(path, encoding="utf-8") as f:
@@ -129,10 +136,12 @@ def escalate(
     escalated), and the file is written there too, so it exists only if the task was parked.
     """
     from loki.queue import DEAD_LETTER, Queue, Session
+    from loki.redact import redact
 
     check_id(task_id, "task id")
     if not trigger.strip():
         raise InvalidInput("--trigger must say why (e.g. security_decision, 3+ failures)", field="trigger")
+    trigger = redact(trigger)  # it also becomes the blocked task's reason
     hours = float(setting(store.config, "signals", "human_review_timeout_hours"))
     parkable = ("pending", "in-progress", "blocked", "failed")
     with store.transaction(layout.QUEUE_LOCK) as txn:
@@ -248,7 +257,9 @@ def mark_resolved(store: Store, file_name: str | None, text: str) -> None:
     current = store.read_text(rel)
     if current is None or RESOLUTION_HEADING in current:
         return
-    store.write_text(rel, current.rstrip("\n") + f"\n\n{RESOLUTION_HEADING}\n{text}\n")
+    from loki.redact import redact
+
+    store.write_text(rel, current.rstrip("\n") + f"\n\n{RESOLUTION_HEADING}\n{redact(text)}\n")
 
 
 def resolve(store: Store, task_id: str, decision: str, *, note: str | None = None,

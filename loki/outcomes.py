@@ -30,7 +30,10 @@ rejected: a malformed DRIFT_DETECTED line (it stays in the log)."""
 
 
 def append(store: Store, records: Iterable[dict[str, Any]]) -> None:
-    store.append_lines(LOG, records)
+    """Append outcome lines, redacted: they copy the signal and quote reasons from files agents wrote."""
+    from loki.redact import redact_obj
+
+    store.append_lines(LOG, [redact_obj(record) for record in records])
 
 
 def parse_lines(data: bytes) -> list[dict[str, Any]]:

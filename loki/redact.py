@@ -116,8 +116,9 @@ _STRONG_KEY = LazyRegex(
     r"|rsa|shared_access|sas|stripe|twilio|sendgrid|mailgun|openai|anthropic|consumer|bot|admin|root)_key)$"
     r"|^(?:proxy_)?authorization$|^(?:set_)?cookie$"
 )
-# ...or is a generic key (SORT_KEY, key, _auth) whose value counts only if it looks generated.
-_WEAK_KEY = LazyRegex(r"(?:^|_)(?:key|auth)$")
+# ...or is a bare generic key (key, auth, npm's _auth) whose value counts only if it looks generated.
+# Other *_KEY keys name no secret (SORT_KEY, strike_key, idempotency_key: ids and hashes by design).
+_WEAK_KEY = LazyRegex(r"^_?(?:key|auth)$")
 _CAMEL = LazyRegex(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
@@ -262,6 +263,15 @@ def _replace_env_line(text: str, match: re.Match[str]) -> str:
     if strength == "weak" and not _looks_generated(value):
         return text[match.start() : match.end()]
     return f"{_group(text, match, 'lead')}{_mark(_kind_of_key(key))}"
+
+
+def _replace_netrc_line(text: str, match: re.Match[str]) -> str:
+    """``password VALUE`` alone on a line; prose (``Password expired``) is a lower-case word, a password
+    rarely is (one that is stays caught with its ``machine`` line, by the netrc rule)."""
+    value = _group(text, match, "value") or ""
+    if (value.isalpha() and value[1:].islower()) or not _is_literal_secret(value):
+        return text[match.start() : match.end()]
+    return f"{_group(text, match, 'lead')}{_mark('password')}"
 
 
 def _replace_flag(text: str, match: re.Match[str]) -> str:
@@ -449,6 +459,13 @@ _RULES: tuple[_Rule, ...] = (
         r"|access-token|auth-token)(?:=|[ \t]+))(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"';&|,()<>`]+)",
         ("-pass", "-token", "-secret", "-api", "-client-secret", "-access-token", "-auth-token"),
         replace=_replace_flag,
+        folded=True,
+    ),
+    _Rule(  # the password line of a .netrc on its own: the line an error message or a grep shows
+        "netrc_line",
+        r"(?m)^(?P<lead>[ \t]*password[ \t]+)(?P<value>[^\s]+)[ \t]*$",
+        ("password",),
+        replace=_replace_netrc_line,
         folded=True,
     ),
     _Rule(

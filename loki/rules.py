@@ -315,10 +315,12 @@ def _append_section(store: Store, rel: str, marker: str, lines: list[str], heade
     The marker comes last in one append: a section cut by a crash has no marker and is written
     again whole, while a section that has its marker is complete.
     """
+    from loki.redact import redact
+
     text = store.read_text(rel)
     if text is not None and marker in text:
         return False
-    block = ([header] if text is None and header else []) + ["", *lines, marker]
+    block = ([header] if text is None and header else []) + ["", *(redact(line) for line in lines), marker]
     store.append_text(rel, block, read_whole=True)  # read whole above: it may not outgrow the read limit
     return True
 

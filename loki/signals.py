@@ -125,7 +125,14 @@ def build(
     severity: str | None = None,
     agent: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """``(name, signal)``: the published name and the validated document (nothing is written)."""
+    """``(name, signal)``: the published name and the validated document (nothing is written).
+
+    The fields are redacted (:func:`loki.redact.redact_obj`): a reason or context quoting a command or
+    an error must not carry its secrets into ``signals/``, the outcome log or the effects.
+    """
+    from loki.redact import redact_obj
+
+    fields = redact_obj(fields) if fields else fields
     name = signal_name(signal_type, subject)
     signal: dict[str, Any] = {"timestamp": store.now_ts()}
     for key, value in (("task_id", task_id), ("severity", severity), ("agent", agent)):

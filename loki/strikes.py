@@ -377,8 +377,7 @@ class Strikes:
             "timestamp": now,
             "agent": session or "loki hook",
         }
-        values = {name: redact(value) for name, value in values.items()}
-        rel = escalations.write_file(self.store, task_id=task_id, values=values, now=now)
+        rel = escalations.write_file(self.store, task_id=task_id, values=values, now=now)  # redacts them
         file_name = rel.rsplit("/", 1)[-1]
         emitted = signals.emit(
             self.store, signaltypes.HUMAN_REVIEW_NEEDED,

@@ -95,7 +95,10 @@ def clear_claim(task: dict[str, Any]) -> None:
 
 
 def add_note(task: dict[str, Any], text: str, now: str, author: str | None = None) -> None:
-    note: dict[str, Any] = {"timestamp": now, "text": text}
+    """Append a note; its text is redacted (notes quote reasons, errors and human decisions)."""
+    from loki.redact import redact
+
+    note: dict[str, Any] = {"timestamp": now, "text": redact(text)}
     if author:
         note["author"] = author
     task.setdefault("notes", []).append(note)
@@ -114,14 +117,20 @@ def backoff_seconds(failures: int, initial: float, multiplier: float, maximum: f
 
 def make_attempt(task: dict[str, Any], *, now: str, agent_id: str, approach: str, error_type: str,
                  error_message: str) -> dict[str, Any]:
-    """The next attempt record of ``task`` (the dead-letter reference's fields exactly)."""
+    """The next attempt record of ``task`` (the dead-letter reference's fields exactly).
+
+    The error message is redacted here, the one place every attempt is made (``queue fail``, a lease
+    that expired, TESTS_FAILED): a task's ``last_error`` and a dead-letter entry's attempts copy it.
+    """
+    from loki.redact import redact
+
     return {
         "attempt_number": len(task.get("attempts", [])) + 1,
         "timestamp": now,
         "agent_id": agent_id,
         "approach": approach,
         "error_type": error_type,
-        "error_message": error_message,
+        "error_message": redact(error_message),
     }
 
 

@@ -48,8 +48,11 @@ class Tick:
                   *self.deadletter_review(now)]
         if events:
             stamp = format_ts(now)
-            self.store.append_lines(EVENTS_LOG, [{"timestamp": stamp, "source": SOURCE,
-                                                  **{k: v for k, v in e.items() if k != "event"}} for e in events])
+            from loki.redact import redact_obj
+
+            self.store.append_lines(EVENTS_LOG, [redact_obj({"timestamp": stamp, "source": SOURCE,
+                                                             **{k: v for k, v in e.items() if k != "event"}})
+                                                 for e in events])
         return events
 
     def requeue_expired(self, now: datetime) -> list[dict[str, Any]]:

@@ -121,6 +121,8 @@ SHAPES = {
                         "docker login -u ada -p [REDACTED:password] registry.example.com"),
     "aws configure set": (f"aws configure set aws_secret_access_key {AWS_SECRET} --profile dev", AWS_SECRET,
                           "aws configure set aws_secret_access_key [REDACTED:aws_secret_access_key] --profile dev"),
+    ".netrc password line": ("password: wrong\n  password n3tRcPw0rd\n", "n3tRcPw0rd",
+                             "password: wrong\n  password [REDACTED:password]\n"),
     ".netrc password": ("machine api.example.com\n  login ada\n  password n3tRcPw0rd\n", "n3tRcPw0rd",
                         "machine api.example.com\n  login ada\n  password [REDACTED:password]\n"),
     "docker config auth": ('{"auths": {"registry.example.com": {"auth": "YWRhOmQwY2tlclB3ZA=="}}}',
@@ -148,6 +150,7 @@ def test_reported_shape_is_redacted(shape: str) -> None:
         # KEY=VALUE whose key names no secret, and generic keys with ordinary values
         "PATH=/usr/local/bin:/usr/bin\nHOME=/home/ada\nPWD=/home/ada/app\nOLDPWD=/tmp\nNODE_ENV=production",
         "SORT_KEY=created_at PRIMARY_KEY=id CACHE_KEY=user:42 bypass=1 compass: north monkey=banana",
+        "strike_key=Bash:3f2a9c1d7e8b4a60 idempotency_key: 9b1f0c2d-4e5a-6b7c-8d9e-0f1a2b3c4d5e",
         '{"auth": "required", "key": "value", "keyboard": "us", "oauth": "enabled"}',
         # 40-character look-alikes of an AWS secret: a git SHA, identifiers, a path
         "commit da39a3ee5e6b4b0d3255bfef95601890afd80709\nMerge: 1a2b3c4 5d6e7f8",
@@ -159,7 +162,7 @@ def test_reported_shape_is_redacted(shape: str) -> None:
         "docker run -u 1000:1000 -p 8080:80 img; docker login --password-stdin -u ada registry",
         "curl -u \"$USER:$PASS\" https://x && curl --user-agent 'Mozilla/5.0 (X11: Linux)' https://y",
         "aws configure set region eu-west-1 && aws configure set output json",
-        "machine learning password is hard",
+        "machine learning password is hard\nPassword expired\npassword: see below",
     ],
 )
 def test_ordinary_text_of_the_new_shapes_is_untouched(text: str) -> None:
