@@ -85,14 +85,27 @@ def parse_payload(data: bytes, event_name: str) -> dict[str, Any]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise HookError(f"stdin is not valid UTF-8 (byte {exc.start})") from None
+    from loki.jsonio import STRICT_HOOKS, JsonError, replace_lone_surrogates
+
     try:
-        payload = json.loads(text)
+        # Strict as loki's own files: Claude Code's JSON.stringify never writes a duplicate key or
+        # NaN, and guessing which of two tool_names was meant would put a strike on the wrong call.
+        payload = json.loads(text, **STRICT_HOOKS)
+        if "\\u" in text:
+            # But a lone surrogate escape is what JSON.stringify writes for an emoji cut in half
+            # (tool output truncated mid-pair): refusing it would lose the failure, so it becomes
+            # U+FFFD and the strike is recorded (docs/hooks.md).
+            payload, _ = replace_lone_surrogates(payload)
+    except JsonError as exc:
+        raise HookError(f"stdin is not valid JSON: {exc.reason}") from None
     except json.JSONDecodeError as exc:
         ended = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
         cut = "; it ends early (truncated?)" if ended else ""
         raise HookError(f"stdin is not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno}){cut}") from None
     except RecursionError:
         raise HookError("stdin is not valid JSON: nesting is too deep") from None
+    except ValueError as exc:  # an integer longer than Python converts
+        raise HookError(f"stdin is not valid JSON: {exc}") from None
     if not isinstance(payload, dict):
         raise HookError(f"stdin is JSON but not an object (got {type(payload).__name__})")
     named = payload.get("hook_event_name")

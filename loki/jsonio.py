@@ -55,6 +55,12 @@ def _finite_float(text: str) -> float:
     return value
 
 
+STRICT_HOOKS: dict[str, Any] = {"object_pairs_hook": _no_duplicates, "parse_constant": _reject_constant,
+                                "parse_float": _finite_float}
+"""``json.loads`` keyword arguments refusing duplicate keys, NaN/Infinity and overflowing floats; a
+:class:`JsonError` says which (for parsers that keep their own error wording, such as hook stdin)."""
+
+
 def loads_strict(data: bytes | str) -> Any:
     """Parse JSON, refusing duplicate keys, NaN/Infinity (spelled or overflowing), non-UTF-8 (lone
     surrogates included), a BOM and trailing data: whatever it accepts, loki can write back."""
@@ -62,8 +68,7 @@ def loads_strict(data: bytes | str) -> Any:
     if text.startswith("\ufeff"):
         raise JsonError("starts with a byte-order mark (BOM); save it as UTF-8 without BOM")
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant,
-                           parse_float=_finite_float)
+        value = json.loads(text, **STRICT_HOOKS)
     except JsonError:
         raise
     except json.JSONDecodeError as exc:
@@ -91,6 +96,31 @@ def _check_encodable(value: Any) -> None:
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
+
+
+def replace_lone_surrogates(value: Any) -> tuple[Any, int]:
+    """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD, and how many
+    strings changed. JavaScript's ``JSON.stringify`` writes a string cut inside a surrogate pair (an
+    emoji cut in half) as a ``\\ud83d`` escape, so documents from JS programs may hold them."""
+    changed = 0
+
+    def fix(item: Any) -> Any:
+        nonlocal changed
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                changed += 1
+                # Through UTF-16 a valid pair stays one character and a lone half becomes U+FFFD.
+                return item.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+            return item
+        if isinstance(item, dict):
+            return {fix(k): fix(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [fix(v) for v in item]
+        return item
+
+    return fix(value), changed
 
 
 def loads_trusted(data: bytes) -> Any:

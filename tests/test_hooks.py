@@ -214,6 +214,11 @@ BAD_STDIN = {
     "no tool": (b'{"session_id": "s", "hook_event_name": "PostToolUseFailure"}', "no tool_name"),
     "wrong event": (b'{"hook_event_name": "PreToolUse", "tool_name": "Bash"}', "is a PreToolUse payload"),
     "huge": (b'{"tool_name": "Bash", "error": "' + b"x" * (10 * 1024 * 1024) + b'"}', "over the"),
+    # Claude Code's JSON.stringify never writes these: an ambiguous payload is refused, not guessed.
+    "duplicate key": (b'{"tool_name": "Bash", "tool_name": "Read", "error": "x"}', "duplicate key 'tool_name'"),
+    "NaN": (b'{"tool_name": "Bash", "tool_input": {"timeout": NaN}, "error": "x"}', "NaN is not valid JSON"),
+    "Infinity": (b'{"tool_name": "Bash", "tool_input": {"timeout": 1e999}, "error": "x"}', "too large"),
+    "huge integer": (b'{"tool_name": "Bash", "tool_input": {"n": 1' + b"0" * 5000 + b'}}', "not valid JSON"),
 }
 
 
@@ -227,6 +232,29 @@ def test_bad_stdin_is_exit_1_with_one_line_and_changes_nothing(project: Path, ca
     assert message in result.stderr and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("loki hook post-tool-use-failure: ")
     assert snapshot_bytes(project) == before
+
+
+def _cut_emoji(data: dict[str, Any]) -> bytes:
+    """``data`` as JSON.stringify writes a string cut inside a surrogate pair: ``@`` becomes a lone
+    ``\\ud83d`` escape (the first half of an emoji)."""
+    return json.dumps(data).replace("@", "\\ud83d").encode()
+
+
+def test_a_lone_surrogate_is_replaced_and_the_strike_recorded(project: Path) -> None:
+    failure = payload("post_tool_use_failure_bash", project, tool_input={"command": "echo @"},
+                      error="Exit code 1\nboom @")
+    for _ in range(2):
+        result = hook("post-tool-use-failure", _cut_emoji(failure), cwd=project)
+        assert result.code == 0 and "internal error" not in result.stderr, result.stderr
+    assert "strike 2 of 3" in context_of(result, "PostToolUseFailure")
+    (streak,) = strikes_of(project).active()
+    assert streak["strike_count"] == 2 and "\ufffd" in streak["input_preview"]
+    # PreToolUse reads the same call the same way, now that the branch has strikes.
+    pre = payload("pre_tool_use_bash", project, tool_input={"command": "echo @"})
+    answer = hook("pre-tool-use", _cut_emoji(pre), cwd=project)
+    assert answer.code == 0 and "internal error" not in answer.stderr, answer.stderr
+    assert "MUST use a different approach" in answer.stdout or "failed 2 times" in answer.stdout, answer.stdout
+    assert tree_problems(project / ".loki") == []
 
 
 @pytest.mark.parametrize("event", ["pre-tool-use", "post-tool-use", "session-start", "stop"])
