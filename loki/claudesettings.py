@@ -37,6 +37,8 @@ TOOL_EVENTS_MATCHER = "*"
 """Tool events: every tool (a strike can concern any tool, MCP tools included)."""
 UNMATCHED_EVENTS = frozenset({"SessionStart", "Stop"})
 """Events installed without a matcher (SessionStart fires for startup, resume, clear and compact)."""
+MAX_SETTINGS_BYTES = 64 * 1024 * 1024
+"""Far beyond any real settings file; only there so that reading one is bounded."""
 
 
 class SettingsError(InvalidInput):
@@ -99,13 +101,19 @@ def _split(command: str) -> list[str]:
 
 def load(path: str) -> tuple[dict[str, Any], bool]:
     """The settings document (``{}`` for a missing or empty file) and whether the file existed."""
+    from loki.regularfile import NotRegularFile, read_regular
+
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_regular(path, MAX_SETTINGS_BYTES + 1)
     except FileNotFoundError:
         return {}, False
+    except NotRegularFile:
+        raise SettingsError(path, "is not a regular file (a FIFO, socket, device or directory); loki will not "
+                            "read or replace it") from None
     except OSError as exc:
         raise SettingsError(path, f"cannot be read ({exc.strerror})") from None
+    if len(data) > MAX_SETTINGS_BYTES:
+        raise SettingsError(path, f"is over {MAX_SETTINGS_BYTES} bytes, too large for a settings file")
     if not data.strip():
         return {}, True
     try:

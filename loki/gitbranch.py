@@ -56,9 +56,12 @@ def _follow_gitfile(path: str) -> str | None:
 
 
 def _read_small(path: str) -> str | None:
+    """The start of a small git file; None when it is absent, unreadable or not a regular file (a
+    FIFO planted as ``HEAD`` must not hang the hook that asks for the branch)."""
+    from loki.regularfile import read_regular
+
     try:
-        with open(path, "rb") as f:
-            data = f.read(_MAX_HEAD_BYTES)
+        data = read_regular(path, _MAX_HEAD_BYTES)
     except OSError:
         return None
     return data.decode("utf-8", "replace")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from loki import claudesettings
-from tests.helpers import cli
+from tests.helpers import cli, loki_proc
 
 EVENTS = ["PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionStart", "Stop"]
 
@@ -139,6 +140,16 @@ def test_a_malformed_settings_file_is_refused_and_left_alone(root: Path, setting
         assert result.code == 1
         assert str(settings) in result.stderr and where in result.stderr, result.stderr
     assert settings.read_text() == content
+
+
+def test_a_fifo_as_the_settings_file_is_refused_without_blocking(root: Path, settings: Path) -> None:
+    settings.parent.mkdir()
+    os.mkfifo(settings)
+    for command in (["hooks", "install"], ["hooks", "uninstall"]):
+        # A real process with a timeout: a blocking open() fails the test instead of hanging the suite.
+        result = loki_proc(command, root=root, timeout=20)
+        assert result.code == 1 and "is not a regular file" in result.stderr, result.stderr
+    assert stat.S_ISFIFO(os.lstat(settings).st_mode)
 
 
 def test_settings_option_and_a_symlinked_file(root: Path, tmp_path: Path) -> None:

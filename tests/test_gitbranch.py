@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from loki.gitbranch import NO_GIT, current_branch, file_name, find_git_dir
+from loki.regularfile import NotRegularFile, read_regular
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -90,3 +94,45 @@ def test_branch_file_names_are_safe_and_distinct() -> None:
     for name in ("main", "feature/login", "../../etc", ".hidden", "a b", long):
         encoded = file_name(name)
         assert "/" not in encoded and not encoded.startswith(".") and encoded != ".."
+
+
+# A FIFO where git keeps HEAD (or a worktree's .git file): a plain open() would block until a writer
+# comes. Each check runs in a subprocess with a timeout, so a hang fails the test instead of the suite.
+FIFO_PAYLOADS = {
+    "post-tool-use-failure": {"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "make"},
+                              "error": "Exit code 2\nmake: *** No rule to make target"},
+    "pre-tool-use": {"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "make"}},
+    "session-start": {"session_id": "s", "source": "startup"},
+    "stop": {"session_id": "s", "stop_hook_active": False},
+}
+
+
+def _run(args: list[str], cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "loki", *args], cwd=cwd, input=stdin, capture_output=True,
+                          timeout=20, env={**os.environ, "LOKI_NOW": "2026-01-25T10:00:00Z"})
+
+
+@pytest.mark.parametrize("where", ["HEAD", "gitfile"])
+def test_a_fifo_is_never_opened_as_a_git_file(tmp_path: Path, where: str) -> None:
+    if where == "HEAD":
+        (tmp_path / ".git").mkdir()
+        os.mkfifo(tmp_path / ".git" / "HEAD")
+    else:
+        os.mkfifo(tmp_path / ".git")
+    assert _run(["init"], tmp_path).returncode == 0
+    for event, data in FIFO_PAYLOADS.items():
+        done = _run(["hook", event], tmp_path, json.dumps({**data, "cwd": str(tmp_path)}).encode())
+        assert done.returncode == 0, (event, done.stderr)
+    listed = _run(["errors", "list", "--json"], tmp_path)
+    assert listed.returncode == 0 and json.loads(listed.stdout)["branch"] == NO_GIT
+    assert current_branch(str(tmp_path)) == NO_GIT
+
+
+def test_read_regular_refuses_a_fifo_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(NotRegularFile, match="FIFO"):
+        read_regular(str(tmp_path / "pipe"), 100)
+    with pytest.raises(NotRegularFile, match="directory"):
+        read_regular(str(tmp_path), 100)
+    (tmp_path / "f").write_bytes(b"x" * 50)
+    assert read_regular(str(tmp_path / "f"), 10) == b"x" * 10

@@ -1,0 +1,46 @@
+"""Read a small file outside ``.loki/`` without ever blocking on it.
+
+``.git/HEAD``, a worktree's ``.git`` file and ``.claude/settings.json`` belong to other tools, and
+nothing stops them being a FIFO or a device: a plain ``open()`` of a FIFO blocks until a writer
+comes, which would hang a hook (and the agent's session with it). So the file is opened with
+``O_NONBLOCK`` and refused unless ``fstat`` says it is a regular file. (State files inside
+``.loki/`` go through :mod:`loki.store`, which does the same.)
+
+Imports only ``os`` and ``stat``: the PreToolUse hook reads ``HEAD`` through here.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+
+class NotRegularFile(OSError):
+    """The path exists but is a FIFO, socket, device or directory."""
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the regular file at ``path``.
+
+    Raises :class:`FileNotFoundError` when it does not exist, :class:`NotRegularFile` when it is
+    not a regular file, and :class:`OSError` when it cannot be read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "not a regular file")
+            raise NotRegularFile(f"{path} is {kind}, not a regular file")
+        chunks = []
+        size = 0
+        while size < limit:
+            chunk = os.read(fd, limit - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
