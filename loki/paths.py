@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 
-from loki.errors import InvalidInput, NotInitialized
+from loki.errors import InvalidInput, NotInitialized, UsageError
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 STATE_DIR_NAME = ".loki"
@@ -92,3 +92,24 @@ def find_root(explicit: str | os.PathLike[str] | None = None, start: str | os.Pa
         f"no {STATE_DIR_NAME}/ directory in {here} or any parent; run `loki init` (or pass --root / set {ROOT_ENV})",
         cwd=str(here),
     )
+
+
+def init_directory(path: str | None, cwd: str) -> tuple[str, str]:
+    """Where ``loki init`` puts ``.loki/``: the project directory, and why (``"path"``, ``"git_top"``:
+    the top of the git repository containing ``cwd``, or ``"cwd"``: outside any repository).
+
+    ``--path DIR`` is taken as given (it must be a directory, or not exist yet). Otherwise the top of
+    the git repository: that is where Claude Code runs the hooks from and where
+    ``.claude/settings.json`` lives, so a tree created in a subdirectory would be found only by
+    commands run below it.
+    """
+    if path is not None:
+        chosen = os.path.abspath(path)
+        if os.path.exists(chosen) and not os.path.isdir(chosen):
+            raise UsageError(f"--path {path!r} is not a directory: give the project directory that is to "
+                             f"hold {STATE_DIR_NAME}/")
+        return chosen, "path"
+    from loki.gitbranch import find_work_tree
+
+    top = find_work_tree(cwd)
+    return (os.path.abspath(cwd), "cwd") if top is None else (top, "git_top")

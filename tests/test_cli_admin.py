@@ -307,3 +307,48 @@ def test_doctor_repair_sets_aside_only_the_invalid_tasks_of_a_queue_file(store: 
     assert [t["id"] for t in Store(store.root).read("queue/pending.json")["tasks"]] == ["good"]
     aside = json.loads(Path(store.path(moved["moved_to"])).read_text())
     assert [t["id"] for t in aside["tasks"]] == ["bad"]  # kept, not deleted
+
+
+def test_init_in_a_subdirectory_of_a_repository_goes_to_its_top(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    deep = tmp_path / "src" / "pkg"
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    result = cli(["init"])
+    assert result.code == 0, result.stderr
+    assert (tmp_path / ".loki" / "queue" / "pending.json").is_file() and not (deep / ".loki").exists()
+    assert str(tmp_path / ".loki") in result.stdout and "top of the git repository" in result.stdout
+    assert "--path ." in result.stdout  # and how to put it here instead
+    assert cli(["init", "--json"]).json() == {"root": str(tmp_path / ".loki"), "created": [], "location": "git_top"}
+    # A worktree (.git is a file) has its own top.
+    wt = tmp_path / "wt"
+    (wt / "sub").mkdir(parents=True)
+    (wt / ".git").write_text("gitdir: ../.git\n")
+    monkeypatch.chdir(wt / "sub")
+    assert cli(["init", "--path", str(wt / "sub"), "--json"]).json()["location"] == "path"
+    assert (wt / "sub" / ".loki").is_dir() and not (wt / ".loki").exists()
+
+
+def test_init_root_and_path_together_are_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for args in (["--root", str(tmp_path / "a"), "init", "--path", str(tmp_path / "b")],
+                 ["init", "--path", str(tmp_path / "b"), "--root", str(tmp_path / "a")]):
+        result = cli(args)
+        assert result.code == 2 and "either --root" in result.stderr and "--path" in result.stderr, result
+    assert list(tmp_path.iterdir()) == []
+    # LOKI_ROOT is the environment's default: an explicit --path on the command line wins over it.
+    chosen = cli(["init", "--path", str(tmp_path / "b"), "--json"], env={"LOKI_ROOT": str(tmp_path / "a")})
+    assert chosen.code == 0 and chosen.json()["root"] == str(tmp_path / "b" / ".loki")
+    assert not (tmp_path / "a").exists()
+
+
+def test_init_path_at_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("x")
+    result = cli(["init", "--path", str(tmp_path / "notes.txt")])
+    assert result.code == 2 and "is not a directory" in result.stderr and "internal error" not in result.stderr
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / ".loki").write_text("not a tree")
+    taken = cli(["init", "--path", str(tmp_path / "p")])
+    assert taken.code == 1 and "exists and is not a directory" in taken.stderr, taken
+    assert (tmp_path / "notes.txt").read_text() == "x" and (tmp_path / "p" / ".loki").read_text() == "not a tree"

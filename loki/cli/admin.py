@@ -19,23 +19,41 @@ def register(app: typer.Typer) -> None:
 def init(
     ctx: typer.Context,
     path: str | None = typer.Option(None, "--path",
-                                    help="Project directory to create .loki/ in (default: the current one)."),
+                                    help="Project directory to create .loki/ in (default: the top of the git "
+                                         "repository, else the current directory)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Create the .loki/ tree. Idempotent: existing files are never overwritten."""
-    from loki.paths import STATE_DIR_NAME
+    from loki.errors import InvalidInput, UsageError
+    from loki.paths import STATE_DIR_NAME, init_directory
     from loki.tree import init_tree
 
     explicit = root_option(ctx)
-    if explicit is None and path is None:
-        _refuse_nested_tree(os.getcwd())
-    root = explicit or os.path.join(os.path.abspath(path or os.getcwd()), STATE_DIR_NAME)
+    source = ctx.find_root().get_parameter_source("root")  # LOKI_ROOT is ambient, --root is explicit
+    on_command_line = source is not None and source.name == "COMMANDLINE"
+    if explicit is not None and path is not None and on_command_line:
+        raise UsageError("give either --root (the .loki/ directory itself) or --path (the project directory "
+                         "that holds it), not both")
+    if explicit is not None and path is None:  # --root, or LOKI_ROOT when --path does not say otherwise
+        root, location = os.path.abspath(explicit), "root" if on_command_line else "env"
+    else:
+        project, location = init_directory(path, os.getcwd())
+        if path is None:
+            _refuse_nested_tree(project)
+        root = os.path.join(project, STATE_DIR_NAME)
+    if os.path.lexists(root) and not os.path.isdir(root):
+        raise InvalidInput(f"{root} exists and is not a directory; move it away to create the loki tree there")
     created = init_tree(root)
     if json_output:
-        print_json({"root": root, "created": created})
+        print_json({"root": root, "created": created, "location": location})
         return
+    where = {"root": "as --root says", "env": "as LOKI_ROOT says", "path": "as --path says",
+             "cwd": "in the current directory (not in a git repository)",
+             "git_top": "at the top of the git repository, where Claude Code looks"}[location]
+    if location == "git_top" and os.path.dirname(root) != os.path.abspath(os.getcwd()):
+        where += " (`loki init --path .` puts it in the current directory instead)"
     if created:
-        say(f"initialised {root} ({len(created)} new: {', '.join(created)})")
+        say(f"initialised {root} {where}; {len(created)} new: {', '.join(created)}")
     else:
         say(f"{root} is already initialised; nothing changed")
 
