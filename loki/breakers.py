@@ -49,13 +49,12 @@ when a check has a transition to write or a probe slot to claim.
 from __future__ import annotations
 
 import math
-import re
 from enum import Enum
 
 from loki import layout
 from loki.clock import add_seconds, format_ts, parse_ts
 from loki.config import breaker_settings, setting
-from loki.errors import CircuitOpen, InvalidInput, NotFound, StateFileError
+from loki.errors import CircuitOpen, InvalidArgument, InvalidInput, NotFound, StateFileError
 from loki.schema import pointer
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -70,9 +69,10 @@ RECOVERY_LOG = "logs/circuit-recovery.log"
 MAX_NAME_LENGTH = 200
 MAX_ERROR_LENGTH = 500
 MAX_TRIP_SECONDS = 10**9  # ~31 years: beyond this a datetime overflows long before anyone cares
-# Control characters (C0, DEL, C1) would break the one-line log format; lone surrogates cannot be
-# written as UTF-8. The same rule is the schema's propertyNames pattern, for hand-edited files.
-_FORBIDDEN_IN_NAME = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# Names may not hold control characters (C0, DEL, C1: they would break the one-line log format and
+# reach terminals), bidi overrides or lone surrogates (loki.textsafe.check_name). The schema's
+# propertyNames pattern refuses the controls and surrogates in hand-edited files; a bidi override
+# there is tolerated, and escaped wherever the name is printed.
 
 
 class State(str, Enum):
@@ -85,21 +85,14 @@ class State(str, Enum):
 
 
 def check_name(name: object) -> str:
-    """Return ``name`` if it can name a breaker, else raise :class:`InvalidInput` saying why.
+    """Return ``name`` if it can name a breaker, else raise :class:`InvalidArgument` saying why.
 
     A name is a key in one JSON file, never a path: any 1-200 characters without control
-    characters (``api/claude``, ``github api``, ``db:primary``).
+    characters or bidi overrides (``api/claude``, ``github api``, ``db:primary``).
     """
-    if not isinstance(name, str) or name == "":
-        raise InvalidInput("invalid breaker name '': it is empty", field="name")
-    if len(name) > MAX_NAME_LENGTH:
-        raise InvalidInput(f"invalid breaker name {name[:40]!r}...: it is {len(name)} characters long; "
-                           f"the limit is {MAX_NAME_LENGTH}", field="name")
-    bad = _FORBIDDEN_IN_NAME.search(name)
-    if bad is not None:
-        raise InvalidInput(f"invalid breaker name {name!r}: it contains the control character "
-                           f"{bad.group()!r} at position {bad.start()}", field="name")
-    return name
+    from loki.textsafe import check_name as check
+
+    return check(name, "breaker name", MAX_NAME_LENGTH)
 
 
 def _clean_error(error: str | None) -> str | None:
@@ -569,8 +562,8 @@ class Breakers:
         """
         check_name(name)
         if isinstance(max_agents, bool) or not isinstance(max_agents, int) or max_agents < 1:
-            raise InvalidInput(f"invalid --max {max_agents!r}: it must be a whole number of agents, at least 1",
-                               field="max_agents")
+            raise InvalidArgument(f"invalid --max {max_agents!r}: it must be a whole number of agents, at least 1",
+                                  field="max_agents")
         entry = self.store.read(layout.BREAKERS).get(name)
         now = self.store.clock.now()
         machine = effective(name, entry if entry is not None else new_entry(None), self.settings(name), now)
@@ -666,8 +659,8 @@ class Breakers:
         """Open ``name`` by hand for ``for_seconds`` (default: its cooldown); then it probes as usual."""
         if for_seconds is not None and (isinstance(for_seconds, bool) or not isinstance(for_seconds, (int, float))
                                         or not 0 <= for_seconds <= MAX_TRIP_SECONDS):
-            raise InvalidInput(f"invalid --for {for_seconds!r}: it must be a number of seconds between 0 and "
-                               f"{MAX_TRIP_SECONDS}", field="for_seconds")
+            raise InvalidArgument(f"invalid --for {for_seconds!r}: it must be a number of seconds between 0 and "
+                                  f"{MAX_TRIP_SECONDS}", field="for_seconds")
         return self._update(name, lambda machine: machine.trip(for_seconds))
 
     def reset(self, name: str) -> Change:

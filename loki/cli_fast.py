@@ -74,10 +74,12 @@ def emit_check(decision: Decision, json_output: bool) -> int:
     A refusal's message goes to stderr as the error it is: the typer command raises
     ``decision.error()``, the fast lane writes it with :func:`write_error`.
     """
+    from loki.textsafe import for_terminal, json_for_terminal
+
     if json_output:
-        sys.stdout.write(json.dumps(decision.to_json(), ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(json_for_terminal(json.dumps(decision.to_json(), ensure_ascii=False, default=str)) + "\n")
     elif decision.allowed:
-        sys.stdout.write(f"go: {decision.reason}\n")
+        sys.stdout.write(f"go: {for_terminal(decision.reason)}\n")
     return 0 if decision.allowed else decision.error().exit_code
 
 
@@ -87,13 +89,14 @@ def write_error(exc: LokiError, json_output: bool) -> int:
     The one place that formats errors, for the typer app (:func:`loki.cli.run`) and the fast lanes.
     """
     from loki.errors import ExitCode
+    from loki.textsafe import for_terminal, json_for_terminal
 
     if json_output:
-        sys.stderr.write(json.dumps(exc.to_json(), ensure_ascii=False) + "\n")
+        sys.stderr.write(json_for_terminal(json.dumps(exc.to_json(), ensure_ascii=False)) + "\n")
     else:
         # "Nothing ready" (3) and "circuit open, retry later" (75) are answers, not failures.
         answer = exc.exit_code in (ExitCode.NOTHING_TO_DO, ExitCode.CIRCUIT_OPEN)
-        sys.stderr.write(f"{'' if answer else 'error: '}{exc.message}\n")
+        sys.stderr.write(f"{'' if answer else 'error: '}{for_terminal(exc.message)}\n")
         if exc.kind == "invalid_state_file":
             sys.stderr.write("hint: fix it by hand, or run `loki doctor --repair`: it sets broken records and files "
                              "aside (nothing is deleted)\n")
@@ -138,7 +141,10 @@ def guarded(command: Callable[[], int], json_output: bool) -> int:
     except Exception as exc:
         if os.environ.get("LOKI_DEBUG"):
             raise
-        sys.stderr.write(f"internal error: {type(exc).__name__}: {exc} (set LOKI_DEBUG=1 for the traceback)\n")
+        from loki.textsafe import for_terminal
+
+        sys.stderr.write(for_terminal(f"internal error: {type(exc).__name__}: {exc}") +
+                         " (set LOKI_DEBUG=1 for the traceback)\n")
         return 1
 
 
@@ -206,8 +212,10 @@ def parse_signal_emit(args: list[str]) -> dict[str, Any] | None:
 
 def print_emitted(result: dict[str, object], json_output: bool) -> None:
     """What ``loki signal emit`` prints (typer command and fast lane alike)."""
+    from loki.textsafe import json_for_terminal
+
     if json_output:
-        sys.stdout.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(json_for_terminal(json.dumps(result, ensure_ascii=False, default=str)) + "\n")
     elif "offset" in result:
         sys.stdout.write(f"appended to {result['file']} at byte {result['offset']}\n")
     else:
@@ -284,10 +292,12 @@ def queue_claim(args: list[str]) -> int | None:
 
         task = Queue(Store.open(parsed["root"])).claim(parsed["agent"], types=parsed["types"],
                                                        lease_seconds=parsed["lease"])
+        from loki.textsafe import for_terminal, json_for_terminal
+
         if parsed["json"]:
-            sys.stdout.write(json.dumps({"task": task}, ensure_ascii=False, default=str) + "\n")
+            sys.stdout.write(json_for_terminal(json.dumps({"task": task}, ensure_ascii=False, default=str)) + "\n")
         else:
-            sys.stdout.write("".join(line + "\n" for line in claim_lines(task)))
+            sys.stdout.write("".join(for_terminal(line) + "\n" for line in claim_lines(task)))
         return 0
 
     return guarded(run_claim, parsed["json"])

@@ -12,7 +12,7 @@ import hashlib
 from loki import archive, layout
 from loki.clock import add_seconds, format_ts, parse_ts
 from loki.config import setting
-from loki.errors import InvalidInput, NotFound
+from loki.errors import InvalidArgument, NotFound
 from loki.paths import check_id
 from loki.tasks import add_note, clear_claim
 from loki.wording import plural
@@ -141,7 +141,7 @@ class DeadLetter:
     def propose(self, task_id: str, approach: str) -> dict[str, Any]:
         """Record a new approach for the next review to act on (the retry condition "new approach")."""
         if not approach.strip():
-            raise InvalidInput("--approach must describe the new approach", field="approach")
+            raise InvalidArgument("--approach must describe the new approach", field="approach")
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
             doc = txn.read(layout.DEADLETTER)
             entry = _entry(doc, task_id)
@@ -152,7 +152,7 @@ class DeadLetter:
     def abandon(self, task_id: str, reason: str) -> dict[str, Any]:
         """Human explicitly abandons: into abandoned.json with the reason."""
         if not reason.strip():
-            raise InvalidInput("--reason is required: abandoned tasks keep why", field="reason")
+            raise InvalidArgument("--reason is required: abandoned tasks keep why", field="reason")
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
             now = self.store.now_ts()
             doc = txn.read(layout.DEADLETTER)
@@ -170,7 +170,7 @@ class DeadLetter:
 
         titles = [t.strip() for t in titles if t.strip()]
         if not titles:
-            raise InvalidInput("split needs at least one --title for the simpler task", field="title")
+            raise InvalidArgument("split needs at least one --title for the simpler task", field="title")
         queue = Queue(self.store)
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
             now = self.store.now_ts()

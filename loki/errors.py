@@ -49,6 +49,13 @@ class InvalidInput(LokiError):
     kind = "invalid_input"
 
 
+class InvalidArgument(UsageError, InvalidInput):
+    """An argument or option value that breaks its own rules (a choice not offered, a number out of
+    range, an empty required text, a malformed id or name): exit 2, like any usage error. What can
+    only be judged against the state (no such task, a dependency cycle) or a file's content stays
+    :class:`InvalidInput` (exit 1). Still an :class:`InvalidInput` for ``except`` clauses."""
+
+
 class NotFound(LokiError):
     kind = "not_found"
 

@@ -21,7 +21,7 @@ from loki import jsonio, layout, signals, signaltypes
 from loki.clock import add_seconds, format_ts
 from loki.config import setting
 from loki.deadletter import error_summary
-from loki.errors import Conflict, InvalidInput, NotFound, StateFileError
+from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, StateFileError
 from loki.paths import check_id, resource_dir
 from loki.tasks import add_note, clear_claim
 
@@ -139,8 +139,12 @@ def escalate(
     from loki.redact import redact
 
     check_id(task_id, "task id")
+    if agent is not None:
+        from loki.textsafe import check_name
+
+        check_name(agent, "agent name")
     if not trigger.strip():
-        raise InvalidInput("--trigger must say why (e.g. security_decision, 3+ failures)", field="trigger")
+        raise InvalidArgument("--trigger must say why (e.g. security_decision, 3+ failures)", field="trigger")
     trigger = redact(trigger)  # it also becomes the blocked task's reason
     hours = float(setting(store.config, "signals", "human_review_timeout_hours"))
     parkable = ("pending", "in-progress", "blocked", "failed")
@@ -275,7 +279,7 @@ def resolve(store: Store, task_id: str, decision: str, *, note: str | None = Non
     from loki.queue import Session
 
     if decision not in DECISIONS:
-        raise InvalidInput(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
+        raise InvalidArgument(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
     check_id(task_id, "task id")
     who = approver or "human"
     escalation_file = None

@@ -33,7 +33,7 @@ import sqlite3
 import stat
 
 from loki import jsonio, layout
-from loki.errors import InvalidInput, LockTimeout, StateFileError
+from loki.errors import InvalidArgument, LockTimeout, StateFileError
 from loki.store import digest, hard_link_reason
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -165,9 +165,9 @@ class MemoryIndex:
         """
         terms = [f'"{word}"' for word in _WORD.findall(query)]
         if not terms:
-            raise InvalidInput("the search query has no words in it", field="query")
+            raise InvalidArgument("the search query has no words in it", field="query")
         if limit < 1:
-            raise InvalidInput("--limit must be at least 1", field="limit")
+            raise InvalidArgument("--limit must be at least 1", field="limit")
         self.sync()
 
         def run() -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 
-from loki.errors import InvalidInput, NotInitialized, UsageError
+from loki.errors import InvalidArgument, InvalidInput, NotInitialized, UsageError
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 STATE_DIR_NAME = ".loki"
@@ -41,7 +41,7 @@ def check_id(value: str, what: str = "id") -> str:
             problem = "is longer than 128 characters"
         else:
             problem = "may only contain letters, digits, '.', '_' and '-' and must start with a letter or digit"
-        raise InvalidInput(
+        raise InvalidArgument(
             f"invalid {what} {value!r}: {problem}",
             field=what,
             pattern=ID_PATTERN.pattern,

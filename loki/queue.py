@@ -22,7 +22,7 @@ import re
 from loki import archive, deadletter, jsonio, layout
 from loki.clock import add_seconds, format_ts, parse_ts
 from loki.config import setting
-from loki.errors import Conflict, InvalidInput, NotFound, NothingToDo
+from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, NothingToDo
 from loki.paths import check_id
 from loki.store import Store
 from loki.tasks import (
@@ -212,15 +212,16 @@ class Queue:
         try:
             return self._build_task(spec, now, where)
         except InvalidInput as exc:
-            if where and not exc.message.startswith(where):
-                raise InvalidInput(f"{where}: {exc.message}", **exc.details) from None
+            if where:  # the spec came from a file: a bad file is exit 1, not a usage error
+                message = exc.message if exc.message.startswith(where) else f"{where}: {exc.message}"
+                raise InvalidInput(message, **exc.details) from None
             raise
 
     def _build_task(self, spec: Any, now: str, where: str) -> dict[str, Any]:
         from loki.compat import import_task, is_loki_task
 
         if not isinstance(spec, dict):
-            raise InvalidInput(f"{_at(where)}a task must be a JSON object, got {type(spec).__name__}")
+            raise InvalidArgument(f"{_at(where)}a task must be a JSON object, got {type(spec).__name__}")
         if is_loki_task(spec) or any(k in spec for k in ("createdAt", "maxRetries", "claimedBy", "dependsOn")):
             raw = dict(spec)
             if raw.get("id") is None:
@@ -233,32 +234,39 @@ class Queue:
             unknown = set(spec) - {"title", "description", "type", "priority", "dependencies", "depends_on",
                                    "labels", "payload", "id", "idempotency_key", "max_attempts"}
             if unknown:
-                raise InvalidInput(f"{_at(where)}unknown field(s) {', '.join(sorted(unknown))}",
-                                   field=sorted(unknown)[0])
+                raise InvalidArgument(f"{_at(where)}unknown field(s) {', '.join(sorted(unknown))}",
+                                      field=sorted(unknown)[0])
             title = spec.get("title")
             if not isinstance(title, str) or not title.strip():
-                raise InvalidInput(f"{_at(where)}title must be a non-empty string", field="title")
+                raise InvalidArgument(f"{_at(where)}title must be a non-empty string", field="title")
             priority = spec.get("priority") or "medium"
             if priority not in PRIORITIES:
-                raise InvalidInput(f"{_at(where)}priority must be one of high, medium, low (got {priority!r})",
-                                   field="priority")
+                raise InvalidArgument(f"{_at(where)}priority must be one of high, medium, low (got {priority!r})",
+                                      field="priority")
             task_id = new_task_id() if spec.get("id") is None else spec["id"]
             if not isinstance(task_id, str):
-                raise InvalidInput(f"{_at(where)}id must be a string", field="id")
+                raise InvalidArgument(f"{_at(where)}id must be a string", field="id")
             check_id(task_id, "task id")
             deps = spec.get("dependencies") or spec.get("depends_on") or []
             if not isinstance(deps, list):
-                raise InvalidInput(f"{_at(where)}dependencies must be a list of task ids", field="dependencies")
+                raise InvalidArgument(f"{_at(where)}dependencies must be a list of task ids", field="dependencies")
             for dep in deps:
                 check_id(dep, "dependency id")
+            from loki.textsafe import check_name
+
+            if spec.get("type") is not None:
+                check_name(spec["type"], "task type")
+            for label in spec.get("labels") or []:
+                check_name(label, "label")
             payload = spec.get("payload")
             if payload is not None and not isinstance(payload, dict):
-                raise InvalidInput(f"{_at(where)}payload must be a JSON object", field="payload")
+                raise InvalidArgument(f"{_at(where)}payload must be a JSON object", field="payload")
             max_attempts = spec.get("max_attempts")
             if max_attempts is None:
                 max_attempts = self._setting("max_attempts")
             if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not 1 <= max_attempts <= 1000:
-                raise InvalidInput(f"{_at(where)}max_attempts must be an integer from 1 to 1000", field="max_attempts")
+                raise InvalidArgument(f"{_at(where)}max_attempts must be an integer from 1 to 1000",
+                                      field="max_attempts")
             task = make_task(
                 task_id=task_id, title=title.strip(), now=now, description=spec.get("description") or "",
                 type=spec.get("type") or "general", priority=priority, dependencies=deps,
@@ -266,11 +274,11 @@ class Queue:
                 idempotency_key=spec.get("idempotency_key"),
             )
         if task["id"] in task["dependencies"]:
-            raise InvalidInput(f"{_at(where)}task {task['id']!r} depends on itself (a cycle)", field="dependencies")
+            raise InvalidArgument(f"{_at(where)}task {task['id']!r} depends on itself (a cycle)", field="dependencies")
         found = self.store.schemas.problems("task.json", task)
         if found:
             pointer, reason = found[0]
-            raise InvalidInput(f"{where}{pointer}: {reason}", field=pointer)
+            raise InvalidArgument(f"{where}{pointer}: {reason}", field=pointer)
         return task
 
     def _known_ids(self, session: Session) -> set[str]:
@@ -318,11 +326,11 @@ class Queue:
         states = [*HOT_STATES, DEAD_LETTER, ABANDONED] if state == "all" else [state]
         for name in states:
             if name not in (*HOT_STATES, DEAD_LETTER, ABANDONED):
-                raise InvalidInput(f"unknown state {name!r}; one of {', '.join((*HOT_STATES, DEAD_LETTER, ABANDONED))}"
-                                   " or all", field="state")
+                known = ", ".join((*HOT_STATES, DEAD_LETTER, ABANDONED))
+                raise InvalidArgument(f"unknown state {name!r}; one of {known} or all", field="state")
         limit = self._setting("list_limit") if limit is None else limit
         if limit < 0:
-            raise InvalidInput("--limit must be 0 or more", field="limit")
+            raise InvalidArgument("--limit must be 0 or more", field="limit")
         files = {name: layout.queue_file(name) for name in states if name in HOT_STATES}
         if DEAD_LETTER in states:
             files[DEAD_LETTER] = layout.DEADLETTER
@@ -399,8 +407,8 @@ class Queue:
     def _lease(self, lease_seconds: float | None) -> float:
         lease = float(self._setting("lease_seconds") if lease_seconds is None else lease_seconds)
         if not 0 < lease <= MAX_LEASE_SECONDS:
-            raise InvalidInput(f"--lease must be a positive number of seconds, at most {MAX_LEASE_SECONDS:,} "
-                               "(a year)", field="lease")
+            raise InvalidArgument(f"--lease must be a positive number of seconds, at most {MAX_LEASE_SECONDS:,} "
+                                  "(a year)", field="lease")
         return lease
 
     def _select(self, session: Session, now: str, types: set[str]) -> tuple[dict[str, Any] | None, str]:
@@ -486,11 +494,11 @@ class Queue:
         dead-letter review can retry it once they have.
         """
         if error_type not in ERROR_TYPES:
-            raise InvalidInput(f"--error-type must be one of {', '.join(ERROR_TYPES)} (got {error_type!r})",
-                               field="error_type")
+            raise InvalidArgument(f"--error-type must be one of {', '.join(ERROR_TYPES)} (got {error_type!r})",
+                                  field="error_type")
         if not error.strip():
-            raise InvalidInput("--error must say what went wrong: the dead-letter review groups failures by it",
-                               field="error")
+            raise InvalidArgument("--error must say what went wrong: the dead-letter review groups failures by it",
+                                  field="error")
         for dep in depends_on:
             check_id(dep, "dependency id")
         with self.store.transaction(layout.QUEUE_LOCK) as txn:
@@ -511,7 +519,7 @@ class Queue:
         known = self._known_ids(session)
         for dep in deps:
             if dep == task["id"]:
-                raise InvalidInput(f"task {task['id']!r} cannot depend on itself", field="depends_on")
+                raise InvalidArgument(f"task {task['id']!r} cannot depend on itself", field="depends_on")
             if dep not in known and archive.find(self.store, dep) is None:
                 raise InvalidInput(f"--depends-on {dep!r}: no such task", field="depends_on", dependency=dep)
         graph = _dependency_graph(session)
@@ -789,7 +797,7 @@ class _DependencyIndex:
 
 def check_fix_commit(fix_commit: str | None) -> None:
     if fix_commit is not None and re.fullmatch(r"[0-9a-fA-F]{4,64}", fix_commit) is None:
-        raise InvalidInput(f"--fix-commit {fix_commit!r} is not a commit hash (4-64 hex digits)", field="fix_commit")
+        raise InvalidArgument(f"--fix-commit {fix_commit!r} is not a commit hash (4-64 hex digits)", field="fix_commit")
 
 
 def _at(where: str) -> str:
@@ -802,8 +810,9 @@ def _claim_order_key(task: dict[str, Any]) -> tuple[int, str]:
 
 
 def _check_agent(agent: str) -> None:
-    if not isinstance(agent, str) or not agent.strip() or len(agent) > 200 or any(ord(c) < 32 for c in agent):
-        raise InvalidInput(f"invalid agent name {agent!r}: 1-200 printable characters", field="agent")
+    from loki.textsafe import check_name
+
+    check_name(agent, "agent name")
 
 
 def _dependency_graph(session: Session) -> dict[str, list[str]]:
@@ -837,9 +846,9 @@ def parse_json_option(value: str | None, option: str, *, want_object: bool = Fal
     try:
         parsed = jsonio.loads_strict(value)
     except jsonio.JsonError as exc:
-        raise InvalidInput(f"{option}: {exc.reason}", field=option) from None
+        raise InvalidArgument(f"{option}: {exc.reason}", field=option) from None
     if want_object and not isinstance(parsed, dict):
-        raise InvalidInput(f"{option}: expected a JSON object, got {type(parsed).__name__}", field=option)
+        raise InvalidArgument(f"{option}: expected a JSON object, got {type(parsed).__name__}", field=option)
     return parsed
 
 

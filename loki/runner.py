@@ -44,7 +44,7 @@ from typing import IO, Any
 
 from loki.breakers import Breakers, check_name
 from loki.clock import Clock, SystemClock
-from loki.errors import InvalidInput, LokiError
+from loki.errors import InvalidArgument, InvalidInput, LokiError
 from loki.stopsignals import stop_requests
 
 TAIL_BYTES = 64 * 1024
@@ -88,8 +88,8 @@ class RetryPolicy:
         ]
         for option, ok, expected in checks:
             if not ok:
-                raise InvalidInput(f"invalid --{option} {getattr(self, option.replace('-', '_'))!r}: "
-                                   f"it must be {expected}", field=option)
+                raise InvalidArgument(f"invalid --{option} {getattr(self, option.replace('-', '_'))!r}: "
+                                      f"it must be {expected}", field=option)
 
     def nominal_delay(self, failures: int) -> float:
         """The wait after the ``failures``-th failure, before jitter: 5, 10, 20, 40, ... <= max_delay."""
@@ -235,7 +235,7 @@ class Runner:
         kill_grace: float = KILL_GRACE_SECONDS,
     ) -> None:
         if not command:
-            raise InvalidInput("no command given: loki run [OPTIONS] -- CMD [ARGS]...")
+            raise InvalidArgument("no command given: loki run [OPTIONS] -- CMD [ARGS]...")
         if breaker is not None:
             check_name(breaker)
             if breakers is None:
@@ -446,7 +446,7 @@ def resolve(command: list[str]) -> str:
     """The executable ``command`` would run; :class:`CommandNotFound` (127) or
     :class:`CommandNotExecutable` (126) before anything else happens."""
     if not command:
-        raise InvalidInput("no command given: loki run [OPTIONS] -- CMD [ARGS]...")
+        raise InvalidArgument("no command given: loki run [OPTIONS] -- CMD [ARGS]...")
     program = command[0]
     if os.sep in program:
         if not os.path.exists(program):

@@ -26,7 +26,7 @@ import stat
 import time
 
 from loki import jsonio, layout, signaltypes
-from loki.errors import InvalidInput, LokiError, NotFound, SchemaViolation
+from loki.errors import InvalidArgument, LokiError, NotFound, SchemaViolation
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -52,21 +52,21 @@ def signal_name(signal_type: str, subject: str | None = None) -> str:
     """The file name a signal is published under: ``FEATURE_READY`` + ``auth`` -> ``FEATURE_READY_auth``."""
     if subject is not None:
         if signaltypes.SUBJECT_PATTERN.fullmatch(subject) is None:
-            raise InvalidInput(f"invalid subject {subject!r}: letters, digits, '_' and '-', at most 100",
-                               field="subject")
+            raise InvalidArgument(f"invalid subject {subject!r}: letters, digits, '_' and '-', at most 100",
+                                  field="subject")
         prefix = signal_type if signal_type.endswith("_") else signal_type + "_"
         if prefix not in signaltypes.SUBJECT_PREFIXES:
-            raise InvalidInput(f"{signal_type} takes no subject; subjects go with "
-                               f"{', '.join(p.rstrip('_') for p in signaltypes.SUBJECT_PREFIXES)}", field="subject")
+            raise InvalidArgument(f"{signal_type} takes no subject; subjects go with "
+                                  f"{', '.join(p.rstrip('_') for p in signaltypes.SUBJECT_PREFIXES)}", field="subject")
         name = prefix + subject
     else:
         name = signal_type
     if not signaltypes.is_signal_name(name):
-        raise InvalidInput(f"invalid signal type {name!r}: UPPER_CASE letters, digits and '_' (a subject may follow "
-                           "as _name)", field="type")
+        raise InvalidArgument(f"invalid signal type {name!r}: UPPER_CASE letters, digits and '_' (a subject may follow "
+                              "as _name)", field="type")
     for prefix in signaltypes.SUBJECT_PREFIXES:
         if name + "_" == prefix:
-            raise InvalidInput(f"{name} needs a subject: {name}_<name> or --subject NAME", field="subject")
+            raise InvalidArgument(f"{name} needs a subject: {name}_<name> or --subject NAME", field="subject")
     return name
 
 
@@ -80,19 +80,19 @@ def parse_assignments(items: Iterable[str]) -> dict[str, Any]:
     for item in items:
         equals = item.find("=")
         if equals <= 0 or (equals == 1 and item[0] == ":"):
-            raise InvalidInput(f"{item!r}: expected key=value (a string) or key:=JSON", field="fields")
+            raise InvalidArgument(f"{item!r}: expected key=value (a string) or key:=JSON", field="fields")
         if item[equals - 1] == ":":
             key, raw = item[: equals - 1], item[equals + 1:]
             try:
                 value: Any = jsonio.loads_strict(raw)
             except jsonio.JsonError as exc:
-                raise InvalidInput(f"{key}:= {exc.reason}", field=key) from None
+                raise InvalidArgument(f"{key}:= {exc.reason}", field=key) from None
         else:
             key, value = item[:equals], item[equals + 1:]
         if not key.isidentifier():
-            raise InvalidInput(f"{item!r}: field names are letters, digits and '_'", field="fields")
+            raise InvalidArgument(f"{item!r}: field names are letters, digits and '_'", field="fields")
         if key in fields:
-            raise InvalidInput(f"field {key!r} given twice", field=key)
+            raise InvalidArgument(f"field {key!r} given twice", field=key)
         fields[key] = value
     return fields
 
@@ -104,13 +104,13 @@ def fields_from(data: str | None, assignments: Iterable[str]) -> dict[str, Any]:
         try:
             parsed = jsonio.loads_strict(data)
         except jsonio.JsonError as exc:
-            raise InvalidInput(f"--data: {exc.reason}", field="data") from None
+            raise InvalidArgument(f"--data: {exc.reason}", field="data") from None
         if not isinstance(parsed, dict):
-            raise InvalidInput(f"--data: expected a JSON object, got {type(parsed).__name__}", field="data")
+            raise InvalidArgument(f"--data: expected a JSON object, got {type(parsed).__name__}", field="data")
         fields.update(parsed)
     for key, value in parse_assignments(assignments).items():
         if key in fields:
-            raise InvalidInput(f"field {key!r} is both in --data and given as {key}=...", field=key)
+            raise InvalidArgument(f"field {key!r} is both in --data and given as {key}=...", field=key)
         fields[key] = value
     return fields
 
@@ -134,6 +134,10 @@ def build(
 
     fields = redact_obj(fields) if fields else fields
     name = signal_name(signal_type, subject)
+    if agent is not None:
+        from loki.textsafe import check_name
+
+        check_name(agent, "agent name")
     signal: dict[str, Any] = {"timestamp": store.now_ts()}
     for key, value in (("task_id", task_id), ("severity", severity), ("agent", agent)):
         if value is not None:
@@ -235,7 +239,7 @@ def show(store: Store, name: str) -> dict[str, Any]:
     from loki import outcomes
 
     if not name or "/" in name or name.startswith(".") or "\x00" in name:
-        raise InvalidInput(f"invalid signal name {name!r}", field="name")
+        raise InvalidArgument(f"invalid signal name {name!r}", field="name")
     found: dict[str, Any] | None = None
     for place, rel_dir in PLACES.items():
         rel = f"{rel_dir}/{name}"

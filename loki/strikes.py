@@ -31,7 +31,7 @@ Python use::
 from __future__ import annotations
 
 from loki import cmdprefix, gitbranch, layout, strikekey, strikeview
-from loki.errors import InvalidInput, NotFound
+from loki.errors import InvalidArgument, InvalidInput, NotFound
 from loki.redact import redact
 from loki.tiers import RECORD, STOP, WARN, Tiers, clip, hash_chars, stop_text, warn_text
 
@@ -297,7 +297,7 @@ class Strikes:
     def reset(self, key: str | None = None, *, all_keys: bool = False) -> list[dict[str, Any]]:
         """Clear one call's strikes (``key``: full key, hash or unique prefix) or every call's."""
         if all_keys == (key is not None):
-            raise InvalidInput("name one strike to reset, or ask for all of them", field="key")
+            raise InvalidArgument("name one strike to reset, or ask for all of them", field="key")
         keys = list(self.state()["keys"]) if all_keys else [self.find_key(str(key))]
         cleared = self._clear(keys, "reset") if keys else []
         for entry in cleared:

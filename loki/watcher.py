@@ -51,10 +51,10 @@ class Watcher:
         self.tick_seconds = float(setting(store.config, "watch", "tick_seconds"))
         self.observer_mode = observer or str(setting(store.config, "watch", "observer"))
         if self.observer_mode not in OBSERVERS:
-            from loki.errors import InvalidInput
+            from loki.errors import InvalidArgument
 
-            raise InvalidInput(f"--observer must be one of {', '.join(OBSERVERS)} (got {self.observer_mode!r})",
-                               field="observer")
+            raise InvalidArgument(f"--observer must be one of {', '.join(OBSERVERS)} (got {self.observer_mode!r})",
+                                  field="observer")
         self.lock = ConsumerLock(store)
         self.consumer: Consumer | None = None
         self.tick = Tick(store)

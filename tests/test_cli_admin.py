@@ -309,7 +309,8 @@ def test_doctor_repair_sets_aside_only_the_invalid_tasks_of_a_queue_file(store: 
     assert [t["id"] for t in aside["tasks"]] == ["bad"]  # kept, not deleted
 
 
-def test_init_in_a_subdirectory_of_a_repository_goes_to_its_top(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_init_in_a_subdirectory_of_a_repository_goes_to_its_top(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     deep = tmp_path / "src" / "pkg"

@@ -58,7 +58,7 @@ def test_search_options(seeded: Store, root: Path) -> None:
 
 def test_search_refuses_a_query_without_words(seeded: Store, root: Path) -> None:
     result = cli(["errors", "search", "***"], root=root)
-    assert result.code == 1 and "the search query has no words in it" in result.stderr
+    assert result.code == 2 and "the search query has no words in it" in result.stderr
     assert cli(["errors", "search", "x", "--limit", "0"], root=root).code == 2
 
 

@@ -94,25 +94,29 @@ def test_fail_with_a_bad_error_type_is_refused(root: Path) -> None:
     cli(["queue", "claim", "--agent", "a"], root=root)
     before = snapshot_bytes(root)
     result = cli(["queue", "fail", "t1", "--agent", "a", "--error", "e", "--error-type", "flaky"], root=root)
-    assert result.code == 1 and "--error-type must be one of" in result.stderr
+    assert result.code == 2 and "--error-type must be one of" in result.stderr  # a usage error
     assert snapshot_bytes(root) == before
 
 
 def test_bad_input_messages_and_nothing_written(root: Path) -> None:
     before = snapshot_bytes(root)
+    # 2: the value breaks the option's own rules; 1: only the state can say it is wrong.
     cases = [
-        (["queue", "add", "x", "--priority", "urgent"], "priority must be one of high, medium, low"),
-        (["queue", "add", "x", "--depends-on", "ghost"], "depends on 'ghost', which does not exist"),
-        (["queue", "add", "x", "--id", "../../etc/passwd"], "invalid task id"),
-        (["queue", "add", "x", "--payload", "[1, 2]"], "--payload: expected a JSON object"),
-        (["queue", "add", "x", "--payload", '{"a": NaN}'], "--payload: NaN is not valid JSON"),
-        (["queue", "show", "a/b"], "invalid task id"),
-        (["queue", "claim", "--agent", "a", "--lease", "0"], "--lease must be a positive number"),
-        (["queue", "list", "--state", "done"], "unknown state 'done'"),
+        (["queue", "add", "x", "--priority", "urgent"], 2, "priority must be one of high, medium, low"),
+        (["queue", "add", "x", "--depends-on", "ghost"], 1, "depends on 'ghost', which does not exist"),
+        (["queue", "add", "x", "--id", "../../etc/passwd"], 2, "invalid task id"),
+        (["queue", "add", "x", "--payload", "[1, 2]"], 2, "--payload: expected a JSON object"),
+        (["queue", "add", "x", "--payload", '{"a": NaN}'], 2, "--payload: NaN is not valid JSON"),
+        (["queue", "add", ""], 2, "title must be a non-empty string"),
+        (["queue", "add", "  "], 2, "title must be a non-empty string"),
+        (["queue", "show", "a/b"], 2, "invalid task id"),
+        (["queue", "claim", "--agent", "a", "--lease", "0"], 2, "--lease must be a positive number"),
+        (["queue", "list", "--state", "done"], 2, "unknown state 'done'"),
+        (["queue", "list", "--limit", "-1"], 2, "--limit must be 0 or more"),
     ]
-    for args, message in cases:
+    for args, code, message in cases:
         result = cli(args, root=root)
-        assert result.code == 1, args
+        assert result.code == code, (args, result.stderr)
         assert message in result.stderr, (args, result.stderr)
     assert snapshot_bytes(root) == before
 
@@ -228,7 +232,7 @@ def test_claim_fast_lane_prints_exactly_what_the_typer_command_prints(tmp_path: 
     for fast, typer_out in zip(outputs["fast"], outputs["typer"], strict=True):
         assert fast[0] == typer_out[0] and fast[2] == typer_out[2]
         assert _without_tokens(fast[1]) == _without_tokens(typer_out[1])
-    assert [code for code, _, _ in outputs["fast"]] == [0, 0, 3, 3, 1]
+    assert [code for code, _, _ in outputs["fast"]] == [0, 0, 3, 3, 2]
 
 
 def test_claim_with_a_short_option_and_equals_means_what_click_says(root: Path) -> None:

@@ -155,7 +155,7 @@ def test_watch_once_while_another_watcher_consumes_does_nothing(root: Path) -> N
 
 def test_watch_refuses_an_unknown_observer(root: Path) -> None:
     result = cli(["watch", "--once", "--observer", "magic"], root=root)
-    assert result.code == 1 and "--observer" in result.stderr
+    assert result.code == 2 and "--observer" in result.stderr
 
 
 def test_watch_once_exits_1_when_a_signal_cannot_be_applied_now(root: Path) -> None:

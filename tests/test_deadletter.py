@@ -272,7 +272,7 @@ def test_operations_on_a_task_not_in_dead_letter(store: Store) -> None:
                                                                                "--reason", "r"]):
         result = cli(args, root=store.root)
         assert result.code == 1 and "not in the dead-letter queue" in result.stderr
-    assert cli(["deadletter", "retry", "t1", "--fix-commit", "main"], root=store.root).code == 1
+    assert cli(["deadletter", "retry", "t1", "--fix-commit", "main"], root=store.root).code == 2  # usage
 
 
 # -- escalate / approve / escalations ---------------------------------------------------------------
@@ -335,7 +335,7 @@ def test_approve_emits_human_approved_and_applies_it_when_no_watcher_runs(store:
     assert Queue(store).show("t1")["state"] == "pending"
     assert not [n for n in os.listdir(store.path("signals")) if n.startswith("HUMAN_APPROVED")]
     bad = cli(["approve", "t1", "--decision", "maybe"], root=store.root)
-    assert bad.code == 1 and "--decision must be one of approve, cancel, clarify" in bad.stderr
+    assert bad.code == 2 and "--decision must be one of approve, cancel, clarify" in bad.stderr
     strike = cli(["approve", "strike-0123abcd", "--decision", "approve"], root=store.root)
     assert strike.code == 1 and "loki errors reset" in strike.stderr
 

@@ -426,7 +426,9 @@ def test_loki_run_command_not_found_is_127(root: Path) -> None:
     result = cli(["run", "--", "no-such-command-xyz", "--flag"], root=root)
     assert (result.code, result.stderr) == (127, "error: command not found: no-such-command-xyz (not in PATH)\n")
     missing = cli(["run"], root=root)
-    assert missing.code == 1 and "no command given" in missing.stderr
+    assert missing.code == 2 and "no command given" in missing.stderr
+    with_breaker = cli(["run", "--breaker", "x"], root=root)
+    assert with_breaker.code == 2 and "no command given" in with_breaker.stderr
 
 
 def test_loki_run_bad_options_are_refused(root: Path) -> None:

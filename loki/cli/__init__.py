@@ -178,7 +178,10 @@ def run(args: list[str]) -> int:
     except Exception as exc:  # a bug: say so plainly, never a traceback unless asked for
         if os.environ.get("LOKI_DEBUG"):
             raise
-        sys.stderr.write(f"internal error: {type(exc).__name__}: {exc} (set LOKI_DEBUG=1 for the traceback)\n")
+        from loki.textsafe import for_terminal
+
+        sys.stderr.write(for_terminal(f"internal error: {type(exc).__name__}: {exc}") +
+                         " (set LOKI_DEBUG=1 for the traceback)\n")
         return 1
     return 0
 

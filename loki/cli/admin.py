@@ -6,7 +6,7 @@ import os
 
 import typer
 
-from loki.cli.common import JSON_HELP, print_json, report_notes, root_option, say, store_from, table
+from loki.cli.common import JSON_HELP, echo, print_json, report_notes, root_option, say, store_from, table
 
 
 def register(app: typer.Typer) -> None:
@@ -112,8 +112,8 @@ def validate(ctx: typer.Context, json_output: bool = typer.Option(False, "--json
                     "problems": [{"file": p.file, "pointer": p.pointer, "message": p.message} for p in problems]})
     elif problems:
         for problem in problems:
-            typer.echo(f"{problem}", err=True)
-        typer.echo(f"{len(problems)} problem(s) in {store.root}", err=True)
+            echo(f"{problem}", err=True)
+        echo(f"{len(problems)} problem(s) in {store.root}", err=True)
     else:
         say(f"{store.root}: valid")
     if problems:
@@ -149,7 +149,7 @@ def doctor(
             else:
                 say(f"moved corrupt {moved['file']} aside to {moved['moved_to']}")
         for problem in report.problems:
-            typer.echo(f"{problem}", err=True)
+            echo(f"{problem}", err=True)
         say("healthy" if report.healthy else f"{len(report.problems)} problem(s) remain")
     if not report.healthy:
         raise typer.Exit(1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from loki.cli.common import JSON_HELP, print_json, store_from
+from loki.cli.common import JSON_HELP, echo, print_json, store_from
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,9 +72,9 @@ def _echo_change(change: Change, verb: str, json_output: bool) -> None:
         print_json(change.to_json())
         return
     for transition in change.transitions:
-        typer.echo(transition.log_line())
+        echo(transition.log_line())
     breaker = change.breaker
-    typer.echo(f"{verb} {breaker.name}: now {breaker.state.value} (failures {breaker.failure_count}, "
+    echo(f"{verb} {breaker.name}: now {breaker.state.value} (failures {breaker.failure_count}, "
                f"successes {breaker.success_count})")
 
 
@@ -92,21 +92,21 @@ def status(
             print_json(one.to_json())
         else:
             for line in _describe(one):
-                typer.echo(line)
+                echo(line)
         return
     every = breakers.status()
     if json_output:
         print_json({"now": breakers.store.now_ts(), "breakers": [b.to_json() for b in every]})
         return
     if not every:
-        typer.echo("no breakers recorded yet (every name is CLOSED until its first failure)")
+        echo("no breakers recorded yet (every name is CLOSED until its first failure)")
         return
     rows = [["NAME", "STATE", "FAILURES", "SUCCESSES", "COOLDOWN LEFT", "NEXT PROBE", "LAST ERROR"]]
     rows += [[b.name, b.state.value, f"{b.failure_count}/{b.settings.threshold}",
               f"{b.success_count}/{b.settings.recovery_threshold}", _left(b.cooldown_remaining),
               b.next_probe_at or "", b.last_error or ""] for b in every]
     for line in _columns(rows):
-        typer.echo(line)
+        echo(line)
 
 
 @app.command("check")
@@ -183,4 +183,4 @@ def capacity(
         print_json(result.to_json())
         return
     step = f"; next step at {result.next_step_at}" if result.next_step_at else ""
-    typer.echo(f"{result.agents} of {result.max_agents} agents ({result.percent:g} %): {result.reason}{step}")
+    echo(f"{result.agents} of {result.max_agents} agents ({result.percent:g} %): {result.reason}{step}")

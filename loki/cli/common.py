@@ -34,7 +34,9 @@ def root_option(ctx: typer.Context) -> str | None:
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, default=str) + "\n")
+    from loki.textsafe import json_for_terminal
+
+    sys.stdout.write(json_for_terminal(json.dumps(value, ensure_ascii=False, default=str)) + "\n")
 
 
 _console: Console | None = None
@@ -63,19 +65,32 @@ def err_console() -> Console:
 
 
 def say(message: str) -> None:
-    """One plain line for people (markup-free, so ids with brackets print as they are)."""
-    console().print(message, markup=False, soft_wrap=True)
+    """One plain line for people (markup-free, so ids with brackets print as they are; control
+    characters and bidi overrides escaped, so a title cannot drive the terminal: loki/textsafe.py)."""
+    from loki.textsafe import for_terminal
+
+    console().print(for_terminal(message), markup=False, soft_wrap=True)
+
+
+def echo(message: str, err: bool = False) -> None:
+    """A line without rich (plain text, as typer.echo), escaped as :func:`say` does."""
+    from loki.textsafe import for_terminal
+
+    (sys.stderr if err else sys.stdout).write(for_terminal(message) + "\n")
 
 
 def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
     from rich.table import Table
 
-    grid = Table(title=title, show_header=True, header_style="bold", title_justify="left")
+    from loki.textsafe import for_terminal
+
+    grid = Table(title=None if title is None else for_terminal(title), show_header=True, header_style="bold",
+                 title_justify="left")
     for index, column in enumerate(columns):
         # The first column is what you copy into the next command (an id, a file): never cut it.
         grid.add_column(column, no_wrap=index == 0, min_width=None)
     for row in rows:
-        grid.add_row(*["" if cell is None else str(cell) for cell in row])
+        grid.add_row(*["" if cell is None else for_terminal(str(cell)) for cell in row])
     console().print(grid)
 
 
@@ -89,5 +104,7 @@ def report_notes(store: Store, result: dict[str, Any] | None = None) -> None:
 
 
 def fail(message: str, code: int = 1) -> None:
-    sys.stderr.write(f"error: {message}\n")
+    from loki.textsafe import for_terminal
+
+    sys.stderr.write(f"error: {for_terminal(message)}\n")
     raise typer.Exit(code)

@@ -141,7 +141,8 @@ def split(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Replace an entry with simpler task(s) linked to it (split_from); the original is abandoned with that reason."""
-    result = _deadletter(ctx).split(task_id, title, description=description, priority=priority)
+    result = _deadletter(ctx).split(task_id, title, description=description,
+                                    priority=None if priority is None else priority.lower())
     if json_output:
         print_json(result)
         return

@@ -145,8 +145,10 @@ def _report_sync(report: dict[str, Any], warnings: list[str], json_output: bool)
     """Skipped lines and automatic rebuilds go to stderr (people) or into the JSON document (agents)."""
     if json_output:
         return
+    from loki.textsafe import for_terminal
+
     for warning in warnings:
-        sys.stderr.write(f"warning: {warning}\n")
+        sys.stderr.write(f"warning: {for_terminal(warning)}\n")
     if report.get("rebuilt"):
         sys.stderr.write(f"note: the search index was rebuilt from memory/errors.jsonl: {report['rebuilt']}\n")
 

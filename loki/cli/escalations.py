@@ -54,7 +54,7 @@ def approve(
 
     from loki import signals, signaltypes
     from loki.consumer import consume_pending
-    from loki.errors import InvalidInput
+    from loki.errors import InvalidArgument, InvalidInput
     from loki.escalations import DECISIONS
     from loki.paths import check_id
     from loki.strikes import ESCALATION_PREFIX
@@ -63,9 +63,14 @@ def approve(
     if task_id.startswith(ESCALATION_PREFIX):
         raise InvalidInput(f"{task_id} is a strike escalation (a tool call that kept failing), not a task: once the "
                            "cause is fixed, clear it with `loki errors reset`", field="task_id")
+    decision = decision.lower()  # choices are case-blind on the command line (`--decision Approve`)
     if decision not in DECISIONS:
-        raise InvalidInput(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
+        raise InvalidArgument(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
     who = approver or os.environ.get("USER") or "human"
+    if approver is not None:
+        from loki.textsafe import check_name
+
+        check_name(approver, "approver name")
     fields = {"decision": decision, "approver": who, **({"note": note} if note else {})}
     store = store_from(ctx)
     from loki.errors import Conflict

@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from loki.cli.common import JSON_HELP, print_json, root_option
+from loki.cli.common import JSON_HELP, echo, print_json, root_option
 from loki.hookio import EVENTS
 
 SETTINGS_HELP = "Claude Code's settings file (default: .claude/settings.json beside .loki/)."
@@ -69,21 +69,24 @@ def _report(path: str, before: str, after: str, actions: list[dict[str, str]], *
                     "document": document})
         return
     for action in actions:
-        typer.echo(f"{action['action']:<9} {action['event']:<19} {action['command']}")
+        echo(f"{action['action']:<9} {action['event']:<19} {action['command']}")
     if not actions:
-        typer.echo("no loki hooks found")
+        echo("no loki hooks found")
     if dry_run and changed:
         import difflib
 
         shown = _shown(path)
         diff = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
                                     fromfile=shown, tofile=shown)
-        sys.stdout.writelines(diff)
-        typer.echo("(dry run: nothing written)")
+        from loki.textsafe import for_terminal
+
+        sys.stdout.writelines(for_terminal(line.rstrip("\n")) + "\n" if line.endswith("\n") else for_terminal(line)
+                              for line in diff)
+        echo("(dry run: nothing written)")
     elif changed:
-        typer.echo(f"wrote {_shown(path)}")
+        echo(f"wrote {_shown(path)}")
     else:
-        typer.echo(f"{_shown(path)} already up to date")
+        echo(f"{_shown(path)} already up to date")
 
 
 @hooks_app.command("install")
@@ -134,7 +137,7 @@ def uninstall(
         if json_output:
             print_json({"settings": path, "dry_run": dry_run, "changed": False, "actions": [], "document": None})
         else:
-            typer.echo(f"no settings file at {_shown(path)}: nothing to uninstall")
+            echo(f"no settings file at {_shown(path)}: nothing to uninstall")
         return
     new, actions = claudesettings.uninstall(doc)
     changed = existed and new != doc

@@ -67,7 +67,7 @@ def add(
     if title is None:
         raise UsageError("missing TITLE (or --from-file FILE)")
     result = queue.add(
-        title, description=description, type=type_, priority=priority, depends_on=depends_on or [],
+        title, description=description, type=type_, priority=priority.lower(), depends_on=depends_on or [],
         labels=label or [], payload=parse_json_option(payload, "--payload", want_object=True), task_id=task_id,
         idempotency_key=idempotency_key, max_attempts=max_attempts,
     )
@@ -212,8 +212,8 @@ def fail(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Record a failed attempt: retry with backoff, or dead-letter at max attempts, or failed with --final."""
-    outcome = _queue(ctx).fail(task_id, agent, error=error, error_type=error_type, approach=approach, token=token,
-                               final=final, depends_on=depends_on or [])
+    outcome = _queue(ctx).fail(task_id, agent, error=error, error_type=error_type.lower(), approach=approach,
+                               token=token, final=final, depends_on=depends_on or [])
     if json_output:
         print_json({"task": outcome["task"], "state": outcome["state"], "retry_at": outcome["retry_at"]})
         return

@@ -12,6 +12,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from loki.textsafe import for_terminal
+
 STATE_STYLE = {"CLOSED": "green", "OPEN": "bold red", "HALF_OPEN": "yellow"}
 OUTCOME_STYLE = {"applied": "green", "already_applied": "cyan", "skipped": "yellow", "logged": "",
                  "archived": "magenta", "quarantined": "bold red", "rejected": "red"}
@@ -36,7 +38,7 @@ def _span(seconds: int) -> str:
 
 
 def _cut(text: Any, width: int) -> str:
-    value = " ".join(str(text or "").split())
+    value = for_terminal(" ".join(str(text or "").split()))
     return value if len(value) <= width else value[: width - 1] + "…"
 
 
@@ -49,11 +51,11 @@ def header(snap: dict[str, Any], message: str | None = None) -> Text:
     else:
         role = Text("view")
     sig = snap["signals"]
-    line = Text.assemble(("loki watch ", "bold"), role, f"  {snap['now']}  {snap['root']}\n",
+    line = Text.assemble(("loki watch ", "bold"), role, f"  {snap['now']}  {for_terminal(str(snap['root']))}\n",
                          f"signals: {sig['waiting']} waiting, {sig['processing']} processing, "
                          f"{sig['quarantined']} quarantined, drift backlog {sig['drift_pending_bytes']} bytes")
     if message:
-        line.append(f"\n{message}", style="dim")
+        line.append(f"\n{for_terminal(message)}", style="dim")
     return line
 
 
@@ -75,7 +77,7 @@ def in_progress_table(snap: dict[str, Any]) -> Table:
         grid.add_column(column)
     for task in held["tasks"]:
         left = task["lease_left"]
-        grid.add_row(task["id"], _cut(task["holder"], 24),
+        grid.add_row(for_terminal(str(task["id"])), _cut(task["holder"], 24),
                      Text(lease_left(left), style="bold red" if left is not None and left < 0 else ""),
                      _cut(task["title"], 50))
     return grid
@@ -87,7 +89,7 @@ def breakers_table(snap: dict[str, Any]) -> Table:
         grid.add_column(column)
     for b in snap["breakers"]:
         cooldown = f"{b['cooldown_remaining']}s left" if b["cooldown_remaining"] is not None else ""
-        grid.add_row(_cut(b["name"], 30), Text(b["state"], style=STATE_STYLE.get(b["state"], "")),
+        grid.add_row(_cut(b["name"], 30), Text(for_terminal(str(b["state"])), style=STATE_STYLE.get(b["state"], "")),
                      f"{b['failures']}/{b['threshold']}", cooldown)
     return grid
 
