@@ -15,7 +15,6 @@ import os
 from datetime import datetime, timedelta, timezone
 
 UTC = timezone.utc
-_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 class Clock:
@@ -49,16 +48,41 @@ class ManualClock(Clock):
         self._now = parse_ts(when) if isinstance(when, str) else when.astimezone(UTC)
 
 
+MIN_YEAR = 2000
+MAX_YEAR = 9998
+"""The supported range for ``LOKI_NOW``: every timestamp stays ISO 8601 with a 4-digit year, and
+even a year-long lease or a long manual trip added to it stays below the year 10000."""
+
+
 def default_clock() -> Clock:
-    """The system clock, or a fixed instant when ``LOKI_NOW`` is set."""
+    """The system clock, or a fixed instant when ``LOKI_NOW`` is set (a usage error, exit 2, naming
+    ``LOKI_NOW`` when it is not a timestamp in the supported range)."""
     fixed = os.environ.get("LOKI_NOW")
     if fixed:
-        return ManualClock(fixed)
+        return ManualClock(parse_loki_now(fixed))
     return SystemClock()
 
 
+def parse_loki_now(text: str) -> datetime:
+    from loki.errors import UsageError
+
+    expected = (f"expected an ISO 8601 UTC time such as 2026-01-25T10:00:00Z, between the years {MIN_YEAR} and "
+                f"{MAX_YEAR}")
+    try:
+        when = parse_ts(text.strip())
+    except (ValueError, OverflowError) as exc:
+        raise UsageError(f"LOKI_NOW={text[:60]!r} is not a time loki can use ({exc}); {expected}",
+                         variable="LOKI_NOW") from None
+    if not MIN_YEAR <= when.year <= MAX_YEAR:
+        raise UsageError(f"LOKI_NOW={text[:60]!r} is outside the supported range; {expected}", variable="LOKI_NOW")
+    return when.replace(microsecond=0)
+
+
 def format_ts(when: datetime) -> str:
-    return when.astimezone(UTC).strftime(_FORMAT)
+    # Not strftime("%Y"): glibc writes year 1 as "1", which no ISO parser (loki's included) reads back.
+    when = when.astimezone(UTC)
+    return (f"{when.year:04d}-{when.month:02d}-{when.day:02d}T{when.hour:02d}:{when.minute:02d}:"
+            f"{when.second:02d}Z")
 
 
 def parse_ts(text: str) -> datetime:

@@ -226,9 +226,16 @@ class DeadLetter:
             now = format_ts(now_dt)
             doc = txn.read(layout.DEADLETTER)
             last = doc["metadata"]["last_reviewed"]
+            skew: str | None = None
             if last is not None and not force:
                 age = (now_dt - parse_ts(last)).total_seconds()
-                if age < interval * 3600:
+                if age < 0:
+                    # A review dated in the future was run under a wrong clock (LOKI_NOW, a clock set
+                    # ahead and back): honouring it would switch the daily review off until then. No
+                    # rule can date a review after now, so it is due now, and says why.
+                    skew = (f"last_reviewed {last} is in the future (clock skew?); reviewing now and dating "
+                            f"the review {now}")
+                elif age < interval * 3600:
                     return {"skipped": True, "last_reviewed": last, "entries": len(doc["tasks"]),
                             "next_review_after": format_ts(add_seconds(parse_ts(last), interval * 3600)),
                             "decisions": []}
@@ -267,7 +274,7 @@ class DeadLetter:
         counts = {action: sum(1 for d in decisions if d["action"] == action)
                   for action in ("retry", "abandon", "escalate", "leave")}
         return {"skipped": False, "reviewed_at": now, "entries": len(decisions), "counts": counts,
-                "decisions": decisions, "metadata": doc["metadata"]}
+                "decisions": decisions, "metadata": doc["metadata"], "clock_skew": skew}
 
     def _decide(self, entry: dict[str, Any], states: _TaskStates) -> dict[str, Any]:
         from loki.errorscan import normalise_error

@@ -396,6 +396,9 @@ class Queue:
 
     def _take(self, session: Session, best: dict[str, Any], agent: str, now_dt: datetime, lease: float) -> None:
         now = format_ts(now_dt)
+        if not ts_before_or_at(best["available_at"], now):  # only past the skew bound (see _select)
+            add_note(best, f"available_at {best['available_at']} was further ahead than the longest backoff "
+                           f"({float(self._setting('backoff_max')):g}s): clock skew, so it was claimable at once", now)
         session.remove(PENDING, best)
         best["claimed_by"] = agent
         best["claimed_at"] = now
@@ -420,11 +423,14 @@ class Queue:
         best_key: tuple[int, str, int] | None = None
         other_type = waiting = 0
         next_time: str | None = None
+        # No rule sets available_at further ahead than the longest backoff: a later one was written
+        # under a clock that has since gone back (LOKI_NOW, a clock set ahead), and is not waited for.
+        skew_bound = format_ts(add_seconds(parse_ts(now), float(self._setting("backoff_max"))))
         for index, task in enumerate(pending):
             if types and task.get("type") not in types:
                 other_type += 1
                 continue
-            if not ts_before_or_at(task["available_at"], now):
+            if not ts_before_or_at(task["available_at"], now) and ts_before_or_at(task["available_at"], skew_bound):
                 waiting += 1
                 if next_time is None or ts_before_or_at(task["available_at"], next_time):
                     next_time = task["available_at"]

@@ -73,6 +73,8 @@ def review(
             f"{result['next_review_after']} ({plural(result['entries'], 'entry', 'entries')}; "
             "--force to review now)")
         return
+    if result.get("clock_skew"):
+        say(f"note: {result['clock_skew']}")
     if result["decisions"]:
         table(f"dead-letter review at {result['reviewed_at']}", ["task", "action", "why"],
               [[d["task_id"], d["action"], d["reason"]] for d in result["decisions"]])

@@ -1,0 +1,72 @@
+"""What a wrong clock can do: LOKI_NOW is checked and named, and a timestamp from the future (a clock
+set ahead and then back) is bounded by what the rule that wrote it could have set. Time moves by
+LOKI_NOW, never by sleeping."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from loki.clock import format_ts, parse_ts
+from tests.helpers import cli, snapshot_bytes
+
+T0 = "2026-01-25T10:00:00Z"
+FUTURE = "2027-06-01T10:00:00Z"  # 16 months ahead
+
+
+@pytest.mark.parametrize("value, why", [
+    ("garbage", "is not a time loki can use"),
+    ("2026-01-25T10:00:00", "has no time zone"),
+    ("0001-01-01T00:00:00Z", "outside the supported range"),
+    ("9999-12-31T23:59:59Z", "outside the supported range"),
+    ("1999-12-31T23:59:59Z", "outside the supported range"),
+])
+def test_a_bad_loki_now_is_a_usage_error_naming_it(root: Path, value: str, why: str) -> None:
+    before = snapshot_bytes(root)
+    for args in (["breaker", "status"], ["queue", "claim", "--agent", "a"], ["deadletter", "review"], ["status"]):
+        result = cli(args, root=root, env={"LOKI_NOW": value})
+        assert result.code == 2, (args, result)
+        assert "LOKI_NOW" in result.stderr and why in result.stderr and "2000 and 9998" in result.stderr, result
+        assert "internal error" not in result.stderr
+    assert snapshot_bytes(root) == before
+
+
+def test_timestamps_always_have_four_digit_years() -> None:
+    early = datetime(1, 1, 1, tzinfo=timezone.utc)
+    assert format_ts(early) == "0001-01-01T00:00:00Z" and parse_ts(format_ts(early)) == early
+    assert format_ts(parse_ts(T0)) == T0
+
+
+def test_a_review_dated_in_the_future_does_not_switch_the_daily_review_off(root: Path) -> None:
+    ahead = cli(["deadletter", "review", "--json"], root=root, env={"LOKI_NOW": FUTURE})
+    assert ahead.code == 0 and ahead.json()["skipped"] is False
+    back = cli(["deadletter", "review", "--json"], root=root, env={"LOKI_NOW": T0})
+    assert back.code == 0, back.stderr
+    result = back.json()
+    assert result["skipped"] is False and "clock skew" in result["clock_skew"] and FUTURE in result["clock_skew"]
+    assert result["metadata"]["last_reviewed"] == T0
+    said = cli(["deadletter", "review", "--force"], root=root, env={"LOKI_NOW": T0})
+    assert said.code == 0
+    # Now dated correctly, the next review is due 24 h later, as usual.
+    again = cli(["deadletter", "review", "--json"], root=root, env={"LOKI_NOW": "2026-01-25T12:00:00Z"})
+    assert again.json()["skipped"] is True
+    text = cli(["deadletter", "review"], root=root, env={"LOKI_NOW": FUTURE})
+    back_text = cli(["deadletter", "review"], root=root, env={"LOKI_NOW": T0})
+    assert text.code == back_text.code == 0 and "note: last_reviewed" in back_text.stdout
+
+
+def test_a_backoff_set_under_a_clock_ahead_is_not_waited_out(root: Path) -> None:
+    cli(["queue", "add", "flaky", "--id", "t1"], root=root, env={"LOKI_NOW": T0})
+    assert cli(["queue", "claim", "--agent", "a"], root=root, env={"LOKI_NOW": FUTURE}).code == 0
+    failed = cli(["queue", "fail", "t1", "--agent", "a", "--error", "boom", "--approach", "x", "--json"], root=root,
+                 env={"LOKI_NOW": FUTURE})
+    assert failed.code == 0 and failed.json()["retry_at"] > FUTURE
+    # A real backoff is still waited for...
+    assert cli(["queue", "claim", "--agent", "a"], root=root, env={"LOKI_NOW": FUTURE}).code == 3
+    # ...but back at the right time, a retry time 16 months ahead is clock skew, not a backoff.
+    claimed = cli(["queue", "claim", "--agent", "b", "--json"], root=root, env={"LOKI_NOW": T0})
+    assert claimed.code == 0, claimed.stderr
+    notes = [n["text"] for n in claimed.json()["task"]["notes"]]
+    assert any("clock skew" in n and "longest backoff" in n for n in notes), notes
