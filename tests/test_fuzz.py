@@ -2,7 +2,7 @@
 
 State files, signal files, hook stdin, the config, and the JSON arguments (--payload, --result,
 --data, key:=JSON). Each failure must be one of loki's own errors, with its exit code: for the
-CLI, exit 0/1 (or 3/4 where the state says so) and never "internal error".
+CLI, exit 0/1 (2 for a value its option refuses, 3/4 where the state says so) and never "internal error".
 """
 
 from __future__ import annotations
@@ -143,9 +143,10 @@ def test_hook_stdin(event: str, data: bytes) -> None:
 @given(value=st.one_of(st.text(max_size=60), json_values.map(json.dumps)))
 def test_json_arguments(value: str) -> None:
     with Tree() as root:
-        assert_clean(cli(["queue", "add", "x", "--payload", value], root=root))
-        assert_clean(cli(["signal", "emit", "DOCS_NEEDED", "--data", value], root=root))
-        assert_clean(cli(["signal", "emit", "DOCS_NEEDED", f"message:={value}"], root=root))
+        # A value its option refuses is a usage error (2); a signal breaking its type's schema is 1.
+        assert_clean(cli(["queue", "add", "x", "--payload", value], root=root), (0, 2))
+        assert_clean(cli(["signal", "emit", "DOCS_NEEDED", "--data", value], root=root), (0, 1, 2))
+        assert_clean(cli(["signal", "emit", "DOCS_NEEDED", f"message:={value}"], root=root), (0, 1, 2))
         cli(["queue", "add", "y", "--id", "t1"], root=root)
         cli(["queue", "claim", "--agent", "a"], root=root)
-        assert_clean(cli(["queue", "complete", "t1", "--agent", "a", "--result", value], root=root), (0, 1, 4))
+        assert_clean(cli(["queue", "complete", "t1", "--agent", "a", "--result", value], root=root), (0, 2, 4))
