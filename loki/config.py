@@ -34,7 +34,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "recovery_step_percent": 25,
         "recovery_step_seconds": 60,
     },
-    "signals": {"human_review_timeout_hours": 24, "drift_accumulated_threshold": 3, "legacy_strict_mode": False},
+    "signals": {"human_review_timeout_hours": 24, "drift_accumulated_threshold": 3, "legacy_strict_mode": False,
+                # Signals another tool waits for, left where they are (docs/signals.md): what Loki Mode's
+                # run.sh (and the streams it spawns) read in .loki/signals/. "X_*" matches X_ and a subject.
+                "leave_for_others": ["PLAN_APPROVED", "POLICY_APPROVED", "POLICY_REJECTED", "TASK_COMPLETION_CLAIMED",
+                                     "COMPLETION_REQUESTED", "BUDGET_EXCEEDED", "COUNCIL_REVIEW_REQUESTED",
+                                     "GATE_ESCALATION", "RATE_LIMITED", "MERGE_REQUESTED_*",
+                                     "SPAWN_QUEUED_*"]},
     "watch": {"rescan_seconds": 1.0, "tick_seconds": 5.0, "settle_seconds": 2.0, "observer": "auto"},
     # The "adr" preset's values; loki/tiers.py resolves preset + explicit keys (docs/hooks.md).
     "strikes": {"preset": "adr", "warn_at": 2, "stop_at": 3, "stop_decision": "deny", "escalate": True,

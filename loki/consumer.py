@@ -32,8 +32,10 @@ from __future__ import annotations
 import os
 import stat
 import time
+from datetime import datetime, timezone
 
 from loki import jsonio, layout, outcomes, rules, signals, signaltypes
+from loki.clock import format_ts
 from loki.config import setting
 from loki.errors import LockTimeout, LokiError
 from loki.redact import redact_obj
@@ -118,6 +120,21 @@ def consumer_status(store: Store) -> dict[str, Any] | None:
     return None
 
 
+def _text_signal(data: bytes, written: datetime, signal_type: str) -> dict[str, Any] | None:
+    """An empty or plain-text signal file (Loki Mode's ``touch``/``echo text >``) as a signal.
+
+    Its text (stripped) is the ``message``; its time is when the file was written. A review
+    request's required ``reason`` is the text too. None when the bytes are not text (quarantined).
+    """
+    text = signaltypes.text_of(data)
+    if text is None:
+        return None
+    body: dict[str, Any] = {"timestamp": format_ts(written), "message": text}
+    if signal_type == signaltypes.HUMAN_REVIEW_NEEDED:
+        body["reason"] = text[:200] or "human review needed"
+    return body
+
+
 # -- the consumer ---------------------------------------------------------------------------------
 
 
@@ -129,6 +146,7 @@ class Consumer:
         self.store = store
         self.on_event = on_event or (lambda event: None)
         self.settle_seconds = float(setting(store.config, "watch", "settle_seconds"))
+        self.leave_for_others = tuple(setting(store.config, "signals", "leave_for_others"))
         self._timer = timer
         self._wall = wall
         self._retry_at: dict[str, float] = {}
@@ -197,6 +215,8 @@ class Consumer:
         for entry in scan:
             if not signals.is_signal_entry(entry.name):
                 continue
+            if signaltypes.left_for_others(entry.name, self.leave_for_others):
+                continue  # another tool (Loki Mode's run.sh) waits for it: consuming it would steal it
             try:
                 st = entry.stat(follow_symlinks=False)
             except FileNotFoundError:
@@ -344,9 +364,14 @@ class Consumer:
             return None, f"{signal_type!r} is not a signal name (UPPER_CASE letters, digits and '_', an optional " \
                          "_subject)"
         try:
-            body = jsonio.loads_strict(self.store.read_bytes(rel) or b"")
+            data = self.store.read_bytes(rel) or b""
+            body = jsonio.loads_strict(data)
         except jsonio.JsonError as exc:
-            return None, f"not valid JSON: {exc.reason.removeprefix('invalid JSON: ')}"
+            # Not a clock reading from the future (a test's LOKI_NOW): the file's time, or now if earlier.
+            written = min(datetime.fromtimestamp(st.st_mtime, timezone.utc), self.store.clock.now())
+            body = _text_signal(data, written, signal_type)
+            if body is None:
+                return None, f"not valid JSON: {exc.reason.removeprefix('invalid JSON: ')}"
         except LokiError as exc:
             return None, exc.message
         if not isinstance(body, dict):

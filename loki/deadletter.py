@@ -316,10 +316,11 @@ class DeadLetter:
                 return decision("abandon", f"same error across {len(approaches)} different approaches: "
                                            f"{error[:160]}")
         for dep in task.get("dependencies", []):
+            # The reference's criterion is a dependency that was cancelled or abandoned. One loki does
+            # not know (a Loki Mode task, a dependency of an imported entry) may complete elsewhere.
             dep_state = states.state_of(dep)
-            if dep_state in ("cancelled", "abandoned", None):
-                why = "does not exist" if dep_state is None else f"was {dep_state}"
-                return decision("abandon", f"dependency {dep} will never complete ({why})")
+            if dep_state in ("cancelled", "abandoned"):
+                return decision("abandon", f"dependency {dep} will never complete (was {dep_state})")
         if entry.get("escalated_at"):
             return decision("leave", f"escalated at {entry['escalated_at']}; awaiting a human decision")
         labels = sorted(set(task.get("labels", [])) & set(self._setting("escalation_labels")))

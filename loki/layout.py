@@ -75,7 +75,7 @@ class FileKind:
         record_schema: str | None = None,
         *,
         records_are_values: bool = False,
-        normalise: Callable[[Any, str], Any] | None = None,
+        normalise: Callable[[Any, str, Callable[[], str]], Any] | None = None,
     ) -> None:
         self.name = name
         self.schema = schema
@@ -86,7 +86,10 @@ class FileKind:
         self.records_are_values = records_are_values
         """The document is a mapping name -> record (circuit breakers)."""
         self.normalise = normalise
-        """Turn an accepted on-disk shape into the canonical one (a bare array into {version, tasks})."""
+        """Turn an accepted on-disk shape into the canonical one (Loki Mode's shapes into loki's).
+
+        Called as ``normalise(doc, rel, stamp)``; ``stamp()`` is the time that stands in for one a
+        foreign record does not give (docs/loki-mode-compat.md): stable between reads."""
 
     def envelope(self, doc: Any) -> Any:
         """The document with its records taken out, for a cheap check of everything else."""
@@ -105,13 +108,20 @@ class FileKind:
         return []
 
 
-def _normalise_queue(doc: Any, rel: str) -> Any:
-    if isinstance(doc, list):
-        from loki.compat import import_tasks
+def _normalise_queue(doc: Any, rel: str, stamp: Callable[[], str]) -> Any:
+    from loki import compat
 
+    if compat.is_foreign_queue(doc):
+        tasks = compat.tasks_of(doc) or []
         state = rel.rsplit("/", 1)[-1][: -len(".json")]
-        return {"version": 1, "tasks": import_tasks(doc, status=state)}
+        return {"version": 1, "tasks": compat.import_tasks(tasks, stamp(), status=state)}
     return doc
+
+
+def _normalise_deadletter(doc: Any, rel: str, stamp: Callable[[], str]) -> Any:
+    from loki import compat
+
+    return compat.import_deadletter(doc, stamp()) if compat.is_foreign_deadletter(doc) else doc
 
 
 def _empty_queue() -> dict[str, Any]:
@@ -123,7 +133,8 @@ def _empty_deadletter() -> dict[str, Any]:
 
 
 QUEUE_KIND = FileKind("queue", "queue-file.json", _empty_queue, "tasks", "task.json", normalise=_normalise_queue)
-DEADLETTER_KIND = FileKind("dead-letter", "deadletter-file.json", _empty_deadletter, "tasks", "deadletter-entry.json")
+DEADLETTER_KIND = FileKind("dead-letter", "deadletter-file.json", _empty_deadletter, "tasks", "deadletter-entry.json",
+                           normalise=_normalise_deadletter)
 ABANDONED_KIND = FileKind("abandoned", "abandoned-file.json", _empty_queue, "tasks", None)
 BREAKERS_KIND = FileKind("circuit-breakers", "circuit-breakers-file.json", dict, None, "circuit-breaker.json",
                          records_are_values=True)

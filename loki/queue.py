@@ -21,11 +21,13 @@ import re
 
 from loki import archive, deadletter, jsonio, layout
 from loki.clock import add_seconds, format_ts, parse_ts
+from loki.compat import RUNTIME_HOLDER
 from loki.config import setting
 from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, NothingToDo
 from loki.paths import check_id
 from loki.store import Store
 from loki.tasks import (
+    DEFAULT_TYPE,
     ERROR_TYPES,
     PRIORITIES,
     PRIORITY_RANK,
@@ -80,6 +82,8 @@ class Session:
         self.txn = txn
         self._docs: dict[str, Any] = {}
         self._changed: dict[str, list[Any]] = {}
+        self.dead_lettered: list[dict[str, Any]] = []
+        """Tasks this transaction moved to the dead-letter queue (their type's breaker hears of it)."""
 
     def doc(self, state: str) -> Any:
         if state not in self._docs:
@@ -218,61 +222,79 @@ class Queue:
             raise
 
     def _build_task(self, spec: Any, now: str, where: str) -> dict[str, Any]:
-        from loki.compat import import_task, is_loki_task
+        from loki.compat import is_loki_task
 
         if not isinstance(spec, dict):
             raise InvalidArgument(f"{_at(where)}a task must be a JSON object, got {type(spec).__name__}")
-        if is_loki_task(spec) or any(k in spec for k in ("createdAt", "maxRetries", "claimedBy", "dependsOn")):
-            raw = dict(spec)
-            if raw.get("id") is None:
-                raw["id"] = new_task_id()
-            check_id(str(raw["id"]), "task id")
-            task = import_task(raw, now)
-            clear_claim(task)
-            task["status"] = PENDING
+        if is_loki_task(spec):
+            task = self._foreign_task(spec, now)
         else:
-            unknown = set(spec) - {"title", "description", "type", "priority", "dependencies", "depends_on",
-                                   "labels", "payload", "id", "idempotency_key", "max_attempts"}
-            if unknown:
-                raise InvalidArgument(f"{_at(where)}unknown field(s) {', '.join(sorted(unknown))}",
-                                      field=sorted(unknown)[0])
-            title = spec.get("title")
-            if not isinstance(title, str) or not title.strip():
-                raise InvalidArgument(f"{_at(where)}title must be a non-empty string", field="title")
-            priority = spec.get("priority") or "medium"
-            if priority not in PRIORITIES:
-                raise InvalidArgument(f"{_at(where)}priority must be one of high, medium, low (got {priority!r})",
-                                      field="priority")
-            task_id = new_task_id() if spec.get("id") is None else spec["id"]
-            if not isinstance(task_id, str):
-                raise InvalidArgument(f"{_at(where)}id must be a string", field="id")
-            check_id(task_id, "task id")
-            deps = spec.get("dependencies") or spec.get("depends_on") or []
-            if not isinstance(deps, list):
-                raise InvalidArgument(f"{_at(where)}dependencies must be a list of task ids", field="dependencies")
-            for dep in deps:
-                check_id(dep, "dependency id")
-            from loki.textsafe import check_name
+            try:
+                task = self._spec_task(spec, now, where)
+            except InvalidInput:
+                # Not `add`'s shape: a task as Loki Mode (or its PRD, GitHub, BMAD, OpenSpec imports)
+                # writes it, read by the same reader as a queue file in place. Such a task always has
+                # an id; without one, what was wrong with it as `add`'s shape is the error.
+                if not isinstance(spec.get("id"), str):
+                    raise
+                task = self._foreign_task(spec, now)
+        task["status"] = PENDING
+        return self._checked(task, where)
 
-            if spec.get("type") is not None:
-                check_name(spec["type"], "task type")
-            for label in spec.get("labels") or []:
-                check_name(label, "label")
-            payload = spec.get("payload")
-            if payload is not None and not isinstance(payload, dict):
-                raise InvalidArgument(f"{_at(where)}payload must be a JSON object", field="payload")
-            max_attempts = spec.get("max_attempts")
-            if max_attempts is None:
-                max_attempts = self._setting("max_attempts")
-            if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not 1 <= max_attempts <= 1000:
-                raise InvalidArgument(f"{_at(where)}max_attempts must be an integer from 1 to 1000",
-                                      field="max_attempts")
-            task = make_task(
-                task_id=task_id, title=title.strip(), now=now, description=spec.get("description") or "",
-                type=spec.get("type") or "general", priority=priority, dependencies=deps,
-                labels=list(spec.get("labels") or []), payload=payload, max_attempts=max_attempts,
-                idempotency_key=spec.get("idempotency_key"),
-            )
+    def _foreign_task(self, spec: dict[str, Any], now: str) -> dict[str, Any]:
+        from loki.compat import import_task
+
+        check_id(str(spec["id"]), "task id")
+        task = import_task(dict(spec), now)
+        clear_claim(task)
+        return task
+
+    def _spec_task(self, spec: dict[str, Any], now: str, where: str) -> dict[str, Any]:
+        """A task from ``add``'s keyword names, checked strictly (a misspelt field is an error)."""
+        unknown = set(spec) - {"title", "description", "type", "priority", "dependencies", "depends_on",
+                               "labels", "payload", "id", "idempotency_key", "max_attempts"}
+        if unknown:
+            raise InvalidArgument(f"{_at(where)}unknown field(s) {', '.join(sorted(unknown))}",
+                                  field=sorted(unknown)[0])
+        title = spec.get("title")
+        if not isinstance(title, str) or not title.strip():
+            raise InvalidArgument(f"{_at(where)}title must be a non-empty string", field="title")
+        priority = spec.get("priority") or "medium"
+        if priority not in PRIORITIES:
+            raise InvalidArgument(f"{_at(where)}priority must be one of high, medium, low (got {priority!r})",
+                                  field="priority")
+        task_id = new_task_id() if spec.get("id") is None else spec["id"]
+        if not isinstance(task_id, str):
+            raise InvalidArgument(f"{_at(where)}id must be a string", field="id")
+        check_id(task_id, "task id")
+        deps = spec.get("dependencies") or spec.get("depends_on") or []
+        if not isinstance(deps, list):
+            raise InvalidArgument(f"{_at(where)}dependencies must be a list of task ids", field="dependencies")
+        for dep in deps:
+            check_id(dep, "dependency id")
+        payload = spec.get("payload")
+        if payload is not None and not isinstance(payload, dict):
+            raise InvalidArgument(f"{_at(where)}payload must be a JSON object", field="payload")
+        max_attempts = spec.get("max_attempts")
+        if max_attempts is None:
+            max_attempts = self._setting("max_attempts")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not 1 <= max_attempts <= 1000:
+            raise InvalidArgument(f"{_at(where)}max_attempts must be an integer from 1 to 1000", field="max_attempts")
+        task = make_task(
+            task_id=task_id, title=title.strip(), now=now, description=spec.get("description") or "",
+            type=spec.get("type") or "general", priority=priority, dependencies=deps,
+            labels=list(spec.get("labels") or []), payload=payload, max_attempts=max_attempts,
+            idempotency_key=spec.get("idempotency_key"),
+        )
+        return task
+
+    def _checked(self, task: dict[str, Any], where: str) -> dict[str, Any]:
+        from loki.textsafe import check_name
+
+        # Names reach terminals: whichever shape the task came in, no control or bidi characters.
+        check_name(task["type"], "task type")
+        for label in task["labels"]:
+            check_name(label, "label")
         if task["id"] in task["dependencies"]:
             raise InvalidArgument(f"{_at(where)}task {task['id']!r} depends on itself (a cycle)", field="dependencies")
         found = self.store.schemas.problems("task.json", task)
@@ -390,6 +412,7 @@ class Queue:
             if best is not None:
                 self._take(session, best, agent, now_dt, lease)
             session.flush()  # requeued leases are committed even when nothing is ready
+        self.report_dead_letters(session.dead_lettered)
         if best is None:
             raise NothingToDo(reason, reason=reason)
         return best
@@ -418,10 +441,8 @@ class Queue:
         pending = session.tasks(PENDING)
         if not pending:
             return None, "nothing to claim: the pending queue is empty"
-        done = _DependencyIndex(self.store, session)
-        best: dict[str, Any] | None = None
-        best_key: tuple[int, str, int] | None = None
-        other_type = waiting = 0
+        candidates: list[tuple[tuple[int, str, int], dict[str, Any]]] = []
+        other_type = waiting = held = 0
         next_time: str | None = None
         # No rule sets available_at further ahead than the longest backoff: a later one was written
         # under a clock that has since gone back (LOKI_NOW, a clock set ahead), and is not waited for.
@@ -435,21 +456,34 @@ class Queue:
                 if next_time is None or ts_before_or_at(task["available_at"], next_time):
                     next_time = task["available_at"]
                 continue
-            key = (PRIORITY_RANK[task["priority"]], task["created_at"], index)
-            if best_key is not None and key >= best_key:
+            if task.get("claimed_by") and task.get("lease_until") and ts_before_or_at(now, task["lease_until"]):
+                # Claimed where it lies, in pending.json (Loki Mode's flock claim): its holder works on it.
+                held += 1
                 continue
+            candidates.append(((PRIORITY_RANK[task["priority"]], task["created_at"], index), task))
+        candidates.sort(key=lambda pair: pair[0])
+        done = _DependencyIndex(self.store, session)
+        gate = _TypeBreakers(self.store)
+        on_deps = 0
+        refused: dict[str, int] = {}
+        for _, task in candidates:
             if task["dependencies"] and not done.all_completed(task["dependencies"]):
+                on_deps += 1
                 continue
-            best, best_key = task, key
-        if best is not None:
-            return best, ""
-        blocked_on_deps = len(pending) - other_type - waiting
+            refusal = gate.refusal(task.get("type"))
+            if refusal is not None:
+                refused[refusal] = refused.get(refusal, 0) + 1
+                continue
+            return task, ""
         parts = []
-        if blocked_on_deps:
-            parts.append(f"{blocked_on_deps} waiting on dependencies")
+        if on_deps:
+            parts.append(f"{on_deps} waiting on dependencies")
         if waiting:
             parts.append(f"{waiting} backing off until {next_time} or later" if waiting > 1
                          else f"1 backing off until {next_time}")
+        if held:
+            parts.append(f"{held} claimed in pending.json by Loki Mode's agents")
+        parts.extend(f"{count} held back: {why}" for why, count in refused.items())
         if other_type:
             parts.append(f"{other_type} of other types")
         return None, f"nothing ready among {len(pending)} pending: " + ", ".join(parts)
@@ -518,6 +552,7 @@ class Queue:
                                    error_type=error_type, error_message=error)
             outcome = self.record_failure(session, task, attempt, now_dt, final=final)
             session.flush()
+        self.report_dead_letters(session.dead_lettered)
         return outcome
 
     def _add_discovered_dependencies(self, session: Session, task: dict[str, Any], deps: list[str], now: str,
@@ -615,6 +650,7 @@ class Queue:
             entry = deadletter.make_entry(task, IN_PROGRESS)
             doc["tasks"].append(entry)
             session.txn.write(layout.DEADLETTER, doc, changed=[entry])
+            session.dead_lettered.append(task)
             return {"task": task, "state": DEAD_LETTER, "retry_at": None, "entry": entry}
         delay = backoff_seconds(len(task["attempts"]), float(self._setting("backoff_initial")),
                                 float(self._setting("backoff_multiplier")), float(self._setting("backoff_max")))
@@ -630,7 +666,24 @@ class Queue:
             session = Session(txn)
             outcome = self._requeue_expired(session, self._now())
             session.flush()
+        self.report_dead_letters(session.dead_lettered)
         return outcome
+
+    def report_dead_letters(self, tasks: list[dict[str, Any]]) -> None:
+        """After the commit: each task a transaction dead-lettered is a failure of its type's breaker.
+
+        Loki Mode's reference (its task-queue ``handle_failure``) counts a dead-lettered task
+        against a circuit breaker named after the task's type, and its ``claim_task`` skips the
+        types whose breaker is open (:meth:`_select`): docs/breakers.md, "Breakers by task type".
+        """
+        if not tasks:
+            return
+        from loki.breakers import Breakers
+
+        breakers = Breakers(self.store)
+        for task in tasks:
+            breakers.record_failure(task.get("type") or DEFAULT_TYPE,
+                                    f"task {task['id']} moved to the dead-letter queue: {task.get('last_error') or ''}")
 
     def _requeue_expired(self, session: Session, now_dt: datetime) -> dict[str, list[str]]:
         now = format_ts(now_dt)
@@ -639,8 +692,11 @@ class Queue:
         for task in list(session.tasks(IN_PROGRESS)):
             lease_until = task.get("lease_until")
             # No lease at all (an imported or hand-made in-progress task) never expires by itself:
-            # treat it as expired, or the task would be stuck for ever.
+            # treat it as expired, or the task would be stuck for ever -- unless Loki Mode's runner
+            # holds it (run.sh's iteration record): the runner moves it on itself, and it is not work.
             if lease_until is not None and not ts_before(lease_until, now):
+                continue
+            if lease_until is None and task.get("claimed_by") == RUNTIME_HOLDER:
                 continue
             holder = task.get("claimed_by") or "unknown"
             why = f"lease expired at {lease_until}" if lease_until else "in progress without a lease"
@@ -799,6 +855,32 @@ class _DependencyIndex:
             if not self._archived[dep]:
                 return False
         return True
+
+
+class _TypeBreakers:
+    """Which task types a circuit breaker of the same name holds back (Loki Mode's ``claim_task``).
+
+    The breakers file is read once per claim, and only when it exists; a type is checked
+    through :meth:`Breakers.check` only when a claim is about to take a task of it (so a
+    HALF_OPEN breaker's single probe slot goes to the claim that takes the task).
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._names: set[str] | None = None
+        self._refusals: dict[str, str | None] = {}
+
+    def refusal(self, type_: Any) -> str | None:
+        if self._names is None:
+            self._names = set(self.store.read(layout.BREAKERS)) if self.store.exists(layout.BREAKERS) else set()
+        if not isinstance(type_, str) or type_ not in self._names:
+            return None
+        if type_ not in self._refusals:
+            from loki.breakers import Breakers
+
+            decision = Breakers(self.store).check(type_)
+            self._refusals[type_] = None if decision.allowed else f"type {type_}: {decision.reason}"
+        return self._refusals[type_]
 
 
 def check_fix_commit(fix_commit: str | None) -> None:

@@ -128,7 +128,7 @@ def _queue_change(store: Store, task_id: str | None,
         session = Session(txn)
         located = _locate(store, session, task_id)
         if located is None:
-            return outcome("skipped", f"no task {task_id!r}")
+            return outcome("skipped", f"no task {task_id!r}", unknown_task=True)
         state, task = located
         if _has_marker(task, marker):
             return outcome("already_applied", f"{task_id} already carries {marker} ({state})", state=state)
@@ -191,7 +191,41 @@ def block_for_review(store: Store, sig: Signal) -> dict[str, Any]:
     # The deadline runs from when the agent asked, not from when a (possibly late) watcher saw it.
     deadline = format_ts(add_seconds(parse_ts(sig.body["timestamp"]), hours * 3600))
     reason = f"human review needed: {_text(sig.body.get('reason', ''), 200)}"
-    return _pause(store, sig, reason, deadline=deadline)
+    result = _pause(store, sig, reason, deadline=deadline)
+    if result["outcome"] == "skipped" and result.get("unknown_task"):
+        return _escalate_unknown_task(store, sig)
+    return result
+
+
+def _escalate_unknown_task(store: Store, sig: Signal) -> dict[str, Any]:
+    """A review request for a task loki does not know (Loki Mode's own, say) still needs a human:
+    it is kept as an open escalation file, never consumed into nothing. The file carries the
+    signal's marker, so applying the signal again after a crash writes no second one."""
+    from loki.escalations import list_escalations, write_file
+
+    for row in list_escalations(store, open_only=False):
+        if sig.marker in (store.read_text(f"{layout.ESCALATIONS_DIR}/{row['file']}") or ""):
+            return outcome("already_applied", f"escalations/{row['file']} already carries {sig.marker}")
+    body = sig.body
+    reason = _text(body.get("reason", ""), 200) or "human review needed"
+    context = _text(body.get("context") or body.get("message") or "", 2000)
+    options = body.get("alternatives_considered")
+    listed = [str(o) for o in options] if isinstance(options, list) else []
+    values = {
+        "task_title": f"{sig.task_id} (not a task in loki's queue)",
+        "task_id": str(sig.task_id),
+        "failure_count": "0",
+        "trigger": reason,
+        "error_summary": context or reason,
+        "attempts_log": "(loki's queue has no such task, so no attempts are recorded)",
+        "agent_analysis": f"{sig.type} from {sig.agent or 'an agent'}: {context or reason} {sig.marker}",
+        "recommended_options": "\n".join(f"{n}. Considered: {text}" for n, text in enumerate(listed, start=1))
+                               or "1. Decide, and tell the agent (or the tool) that asked.",
+        "timestamp": store.now_ts(),
+        "agent": sig.agent or "loki",
+    }
+    rel = write_file(store, task_id=str(sig.task_id), values=values, now=store.now_ts())
+    return outcome("applied", f"no task {sig.task_id!r} in the queue: kept for a human as {rel}", escalation=rel)
 
 
 def apply_decision(store: Store, sig: Signal) -> dict[str, Any]:
@@ -264,11 +298,15 @@ def fail_task(store: Store, sig: Signal) -> dict[str, Any]:
                                error_type="test_failure", error_message=_text(error, 2000))
         add_note(task, f"tests failed ({sig.type}) {sig.marker}", now, sig.agent)
         result = Queue(store).record_failure(session, task, attempt, now_dt, final=False)
+        dead.extend(session.dead_lettered)
         where = f"retry at {result['retry_at']}" if result["state"] == "pending" else result["state"]
         return outcome("applied", f"{task['id']}: attempt {attempt['attempt_number']} failed -> {where}",
                        state_change={"from": state, "to": result["state"]})
 
-    return _queue_change(store, sig.task_id, change, sig.marker)
+    dead: list[dict[str, Any]] = []
+    applied = _queue_change(store, sig.task_id, change, sig.marker)
+    Queue(store).report_dead_letters(dead)  # after the commit: a dead-lettered task counts against its type
+    return applied
 
 
 MAX_SIGNAL_IDS = 20

@@ -302,8 +302,10 @@ class Registry:
                     matched += 1
                     continue
                 # Report the shape the value was evidently meant to have: an option whose very
-                # type does not fit ranks after one that fails deeper inside.
-                wrong_type = any(p == here and m.startswith("expected ") for p, m in found)
+                # type does not fit, or that refuses one of the value's own keys (loki's queue file
+                # has a "version", Loki Mode's has none), ranks after one that fails deeper inside.
+                wrong_type = any(p == here and m.startswith(("expected ", "additional property "))
+                                 for p, m in found)
                 rank = (1 if wrong_type else 0, len(found))
                 if best_rank is None or rank < best_rank:
                     best, best_rank = found, rank

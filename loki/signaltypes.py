@@ -106,3 +106,36 @@ def is_signal_name(name: str) -> bool:
 
 def is_known(signal_type: str) -> bool:
     return signal_type in FIXED_TYPES or base_type(signal_type) != signal_type
+
+
+def left_for_others(name: str, patterns: list[str] | tuple[str, ...]) -> bool:
+    """Whether the signal file ``name`` is one another tool waits for (``signals.leave_for_others``).
+
+    Its type (the name up to the first ``.``: ``MERGE_REQUESTED_auth.ack`` -> ``MERGE_REQUESTED_auth``)
+    equals a pattern, or starts with a pattern ending in ``*`` without it (``SPAWN_QUEUED_*``).
+    """
+    signal_type = type_of_file(name)
+    for pattern in patterns:
+        if pattern.endswith("*"):
+            if signal_type.startswith(pattern[:-1]):
+                return True
+        elif signal_type == pattern:
+            return True
+    return False
+
+
+def text_of(data: bytes) -> str | None:
+    """The text of a signal file that is not JSON (``touch X``, ``echo text > X``: Loki Mode's idiom), or None.
+
+    None when it is not text (invalid UTF-8, control characters other than tab and line ends) or
+    when it is evidently meant to be JSON (it starts with ``{`` or ``[``): a half-written or broken
+    JSON file is quarantined, never read as a message.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if text.lstrip().startswith(("{", "[")) or any((ord(c) < 32 and c not in "\t\n\r") or ord(c) == 127
+                                                    for c in text):
+        return None
+    return text.strip()

@@ -32,6 +32,7 @@ import errno
 import hashlib
 import os
 import stat
+from datetime import datetime, timezone
 
 from loki import jsonio, layout
 from loki.clock import Clock, default_clock, format_ts
@@ -365,10 +366,10 @@ class Store:
                     more = f" (and {len(found) - 1} more problems)" if len(found) > 1 else ""
                     raise StateFileError(rel, reason + more, pointer or "/")
         if kind is not None and kind.normalise is not None:
-            converted = kind.normalise(doc, rel)
+            converted = kind.normalise(doc, rel, lambda: self.foreign_stamp(rel))
             if converted is not doc:
-                # Another tool's shape (Loki Mode's bare array) was turned into loki's: what came out
-                # must be a valid loki document before anything uses it.
+                # Another tool's shape (Loki Mode's) was turned into loki's: what came out must be a
+                # valid loki document before anything uses it.
                 found = self.schemas.problems(kind.schema, converted)
                 if found:
                     pointer, reason = found[0]
@@ -376,6 +377,20 @@ class Store:
                                          pointer or "/")
             doc = converted
         return doc
+
+    def foreign_stamp(self, rel: str) -> str:
+        """The time that stands in for one a record in another tool's shape does not give.
+
+        When the file was last written (a task in it was created, a claim in it taken, no later),
+        or the clock's now if that is earlier (a test's ``LOKI_NOW``): stable from one read to
+        the next, so a claim without ``claimedAt`` does not get a fresh lease on every read.
+        """
+        now = self.clock.now()
+        try:
+            written = datetime.fromtimestamp(os.lstat(self.path(rel)).st_mtime, timezone.utc)
+        except OSError:
+            return format_ts(now)
+        return format_ts(min(written, now))
 
     def read(self, rel: str, digests: dict[str, Any] | None = None) -> Any:
         """Read one state file without a lock (readers need none: writes are atomic renames).

@@ -16,6 +16,7 @@ from typing import Any
 
 from loki import jsonio, layout, signaltypes
 from loki.clock import format_ts
+from loki.config import setting
 from loki.errors import FileTooLarge, LockTimeout, LokiError, StateFileError
 from loki.locks import in_use
 from loki.schema import pointer, registry
@@ -108,7 +109,9 @@ class _ReferenceValidator:
             if error.context:
                 # As in the fast validator: report the branch the value was meant for, not the
                 # branch whose very type does not fit.
-                fitting = [e for e in error.context if not (e.validator == "type" and not e.relative_path)]
+                # (Nor the one that refuses the value's own keys: Loki Mode's queue file has no "version".)
+                fitting = [e for e in error.context
+                           if not (e.validator in ("type", "additionalProperties") and not e.relative_path)]
                 error = best_match(fitting or error.context) or error
             message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
             found.append((pointer(str(p) for p in error.absolute_path), message))
@@ -179,7 +182,8 @@ def validate_tree(store: Store) -> list[Problem]:
         if kind is not None:
             doc = check_document(rel, kind.schema)
             if doc is not None:
-                docs[rel] = kind.normalise(doc, rel) if kind.normalise else doc
+                docs[rel] = (kind.normalise(doc, rel, lambda: store.foreign_stamp(rel)) if kind.normalise  # noqa: B023
+                             else doc)
         elif _is_signal_file(rel):
             _check_signal(store, rel, problems, reference)
         elif rel == layout.MEMORY_LOG:
@@ -245,11 +249,16 @@ def _check_signal(store: Store, rel: str, problems: list[Problem], reference: _R
     if signal_type == signaltypes.DRIFT:
         _check_jsonl(store, rel, problems, reference, schema_name)
         return
+    if signaltypes.left_for_others(name, tuple(setting(store.config, "signals", "leave_for_others"))):
+        return  # another tool's signal (docs/signals.md): its content is that tool's business
+    data = None
     try:
         data = store.read_bytes(rel)
         doc = jsonio.loads_strict(data or b"")
     except jsonio.JsonError as exc:
-        problems.append(Problem(rel, exc.pointer, exc.reason))
+        # An empty or plain-text file is a signal whose text is its message (Loki Mode's idiom).
+        if signaltypes.text_of(data or b"") is None:
+            problems.append(Problem(rel, exc.pointer, exc.reason))
         return
     except LokiError as exc:
         problems.append(_problem_from(rel, exc))

@@ -94,7 +94,7 @@ def test_review_needed_on_a_paused_task_adds_the_deadline(store: Store, queue: Q
 @pytest.mark.parametrize(("body", "expected"), [
     ({"reason": "r"}, "logged"),                                   # no task: a human is asked, nothing blocked
     ({"reason": "r", "task_id": "t1", "blocking": False}, "logged"),
-    ({"reason": "r", "task_id": "nope"}, "skipped"),
+    ({"reason": "r", "task_id": "nope"}, "applied"),               # unknown task: kept as an open escalation
 ])
 def test_review_needed_without_a_task_to_block(store: Store, queue: Queue, body: dict[str, Any],
                                                expected: str) -> None:

@@ -90,11 +90,11 @@ def test_a_second_watcher_is_display_only_then_takes_over(store: Store, root: Pa
     second.step()
     assert [(e["name"], e["observed"]) for e in seen if e["event"] == "signal"] == [("DOCS_NEEDED", True)]
     first.close()
-    signals.emit(store, "PLAN_APPROVED")
+    signals.emit(store, "BLOG_POST_QUEUED")
     timer.now += second.rescan_seconds
     second.step()
     assert second.consuming and [e["event"] for e in seen].count("started") == 2
-    assert signals.entries(store) == [] and [r["name"] for r in logged(root)] == ["DOCS_NEEDED", "PLAN_APPROVED"]
+    assert signals.entries(store) == [] and [r["name"] for r in logged(root)] == ["DOCS_NEEDED", "BLOG_POST_QUEUED"]
     second.close()
 
 
