@@ -147,7 +147,7 @@ def test_dead_letter_without_metadata_holding_a_loki_mode_task(root: Path) -> No
     write(root, "queue/dead-letter.json", {"tasks": [moved]})
     listed = cli(["deadletter", "list", "--json"], root=root, env=ENV)
     assert listed.code == 0, listed.stderr
-    (entry,) = listed.json()["tasks"]
+    (entry,) = listed.json()["entries"]
     assert entry["task_id"] == "task-002" and entry["failure_count"] == 3
     assert entry["error_summary"] == "Max retries exceeded" and entry["last_failure"] == "2026-01-25T09:00:00Z"
     retried = cli(["deadletter", "retry", "task-002"], root=root, env=ENV)
