@@ -676,13 +676,16 @@ class Queue:
         against a circuit breaker named after the task's type, and its ``claim_task`` skips the
         types whose breaker is open (:meth:`_select`): docs/breakers.md, "Breakers by task type".
         """
-        if not tasks:
+        # Untyped tasks (the default type) are not a class of work with a dependency of its own:
+        # three unrelated failures must not stop the whole queue for a cooldown.
+        typed = [t for t in tasks if t.get("type") and t.get("type") != DEFAULT_TYPE]
+        if not typed:
             return
         from loki.breakers import Breakers
 
         breakers = Breakers(self.store)
-        for task in tasks:
-            breakers.record_failure(task.get("type") or DEFAULT_TYPE,
+        for task in typed:
+            breakers.record_failure(task["type"],
                                     f"task {task['id']} moved to the dead-letter queue: {task.get('last_error') or ''}")
 
     def _requeue_expired(self, session: Session, now_dt: datetime) -> dict[str, list[str]]:

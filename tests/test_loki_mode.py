@@ -377,3 +377,14 @@ def test_dead_lettered_tasks_count_against_their_types_breaker(root: Path) -> No
     queue.add("t9", task_id="t9", type="eng-backend")
     result = cli(["queue", "claim", "--agent", "a"], root=root, env=ENV)
     assert result.code == 3 and "circuit eng-backend is OPEN" in result.stderr
+
+
+def test_untyped_dead_letters_do_not_stop_the_queue(root: Path) -> None:
+    queue = Queue(Store(root, clock=ManualClock(NOW)))
+    for n in range(3):
+        queue.add(f"t{n}", task_id=f"t{n}", max_attempts=1)
+        queue.claim("a")
+        queue.fail(f"t{n}", "a", error="boom")
+    assert "general" not in Store(root).read(layout.BREAKERS)
+    queue.add("next", task_id="next")
+    assert queue.claim("a")["id"] == "next"
