@@ -644,6 +644,32 @@ class Breakers:
                         retry_at=None if allowed else retry_at, probe_until=machine.entry["probe_until"],
                         cooldown_until=machine.entry["cooldown_until"])
 
+    def settle(self) -> list[Transition]:
+        """Write down every OPEN -> HALF_OPEN change that time has made (cooldown over) and return them.
+
+        The change is otherwise written lazily by the next check or record of that breaker; the
+        watcher's tick calls this so the transition is saved -- and logged -- once, by whoever sees
+        it first, under the file's lock. A breaker already moved by somebody else is left alone.
+        """
+        now = self.store.clock.now()
+        if not any(self._due(name, entry, now) for name, entry in self.store.read(layout.BREAKERS).items()):
+            return []  # the common case: no lock taken
+        with self.store.transaction(layout.BREAKERS) as txn:
+            doc = txn.read(layout.BREAKERS)
+            now = self.store.clock.now()
+            machines = []
+            for name in sorted(doc):
+                machine = Machine(name, doc[name], self.settings(name), now)
+                machine.advance()
+                if machine.transitions:
+                    machines.append(machine)
+            if machines:
+                self._commit_all(txn, doc, machines)
+        return [t for machine in machines for t in machine.transitions]
+
+    def _due(self, name: str, entry: dict[str, Any], now: datetime) -> bool:
+        return bool(entry["state"] == State.OPEN and effective(name, entry, self.settings(name), now).transitions)
+
     # recording -----------------------------------------------------------------------------------
 
     def record_success(self, name: str) -> Change:
@@ -686,10 +712,15 @@ class Breakers:
         return Change(status, machine.transitions)
 
     def _commit(self, txn: Transaction, doc: dict[str, Any], machine: Machine) -> None:
-        """Write the entry, then log its transitions while the lock is still held (log order =
+        self._commit_all(txn, doc, [machine])
+
+    def _commit_all(self, txn: Transaction, doc: dict[str, Any], machines: list[Machine]) -> None:
+        """Write the entries, then log their transitions while the lock is still held (log order =
         transition order). Nothing is logged if the write fails; the write stands if logging does."""
-        doc[machine.name] = machine.entry
-        txn.write(layout.BREAKERS, doc, changed=[machine.entry])
+        for machine in machines:
+            doc[machine.name] = machine.entry
+        txn.write(layout.BREAKERS, doc, changed=[machine.entry for machine in machines])
         txn.commit()
-        if machine.transitions:
-            self.store.append_text(RECOVERY_LOG, [t.log_line() for t in machine.transitions])
+        lines = [t.log_line() for machine in machines for t in machine.transitions]
+        if lines:
+            self.store.append_text(RECOVERY_LOG, lines)

@@ -3,8 +3,9 @@
 * expired leases are requeued (``Queue.requeue_stale``: a ``timeout`` attempt each);
 * blocked tasks whose human-review deadline passed move to the dead-letter queue
   (reference, HUMAN_REVIEW_NEEDED: "timeout: 24 hours -> move task to dead letter queue");
-* OPEN breakers whose cooldown is over are reported as HALF_OPEN (the breakers module
-  writes that transition lazily, on the next check; the tick only says so, once);
+* OPEN breakers whose cooldown is over are moved to HALF_OPEN and saved (a check would
+  write that transition lazily; the tick writes it down when nobody checks), so it is
+  logged exactly once, by whoever sees it first;
 * the dead-letter review runs when it is due (``deadletter.review_interval_hours``).
 
 Each step first looks without a lock and takes the queue lock only when there is
@@ -36,11 +37,10 @@ def _event(action: str, detail: str, **extra: Any) -> dict[str, Any]:
 
 
 class Tick:
-    """One watcher's periodic maintenance (it remembers which breaker changes it already reported)."""
+    """One watcher's periodic maintenance."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._reported: set[tuple[str, str]] = set()
 
     def run(self) -> list[dict[str, Any]]:
         now = self.store.clock.now()
@@ -104,18 +104,14 @@ class Tick:
         return events
 
     def breaker_cooldowns(self) -> list[dict[str, Any]]:
-        from loki.breakers import Breakers, State
+        """OPEN breakers whose cooldown is over are moved to HALF_OPEN and saved (under the breakers
+        lock), so the change is reported once: by the tick or the check that saw it first."""
+        from loki.breakers import Breakers
 
-        events = []
-        for status in Breakers(self.store).status():
-            if status.stored_state == State.OPEN.value and status.state is State.HALF_OPEN:
-                key = (status.name, str(status.entry.get("last_state_change")))
-                if key not in self._reported:
-                    self._reported.add(key)
-                    events.append(_event("breaker_half_open",
-                                         f"{status.name}: cooldown over, HALF_OPEN (one probe per "
-                                         f"{status.settings.half_open_interval:g}s)", breaker=status.name))
-        return events
+        breakers = Breakers(self.store)
+        return [_event("breaker_half_open", f"{t.name}: cooldown over, HALF_OPEN (one probe per "
+                                            f"{breakers.settings(t.name).half_open_interval:g}s)", breaker=t.name)
+                for t in breakers.settle()]
 
     def deadletter_review(self, now: datetime) -> list[dict[str, Any]]:
         doc = self.store.read(layout.DEADLETTER)

@@ -6,11 +6,13 @@ import contextlib
 import io
 import json
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from loki.cli_fast import parse_signal_emit, signal_emit
+from loki.clock import format_ts, parse_ts
 from loki.consumer import ConsumerLock
 from loki.store import Store
 from tests.helpers import Result, cli, loki_proc
@@ -170,3 +172,46 @@ def test_watch_once_exits_1_when_a_signal_cannot_be_applied_now(root: Path) -> N
     assert cli(["watch", "--once"], root=root).code == 0
     assert os.listdir(root / "signals" / ".processing") == []
     assert cli(["queue", "show", "t1", "--json"], root=root).json()["state"] == "blocked"
+
+
+def _at(seconds: int) -> dict[str, str]:
+    """LOKI_NOW ``seconds`` after ENV's."""
+    return {"LOKI_NOW": format_ts(parse_ts(ENV["LOKI_NOW"]) + timedelta(seconds=seconds))}
+
+
+def _half_open_lines(root: Path) -> list[str]:
+    log = root / "logs" / "circuit-recovery.log"
+    return [line for line in log.read_text().splitlines() if "half-open" in line] if log.exists() else []
+
+
+def _tick_events(root: Path, action: str) -> list[dict[str, object]]:
+    path = root / "logs" / "events.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [e for e in map(json.loads, lines) if e["action"] == action]
+
+
+def test_a_cooldown_ending_is_logged_once_across_watch_once_runs_and_checks(root: Path) -> None:
+    assert cli(["breaker", "trip", "api/claude"], root=root, env=ENV).code == 0
+    first = cli(["watch", "--once", "--no-tui"], root=root, env=_at(300))
+    assert first.code == 0, first.stderr
+    assert "tick breaker_half_open: api/claude: cooldown over" in first.stdout
+    # Saved by the tick, under the breakers lock: HALF_OPEN is now the stored state.
+    stored = cli(["breaker", "status", "api/claude", "--json"], root=root, env=_at(301)).json()
+    assert stored["stored_state"] == "HALF_OPEN"
+    for later in (305, 320):  # a new watcher (a new process) does not report it again
+        again = cli(["watch", "--once", "--no-tui"], root=root, env=_at(later))
+        assert again.code == 0 and "breaker_half_open" not in again.stdout
+    assert cli(["breaker", "check", "api/claude"], root=root, env=_at(330)).code == 0
+    assert len(_half_open_lines(root)) == 1
+    assert _half_open_lines(root)[0].startswith("2026-01-25T10:05:00Z Circuit half-open: api/claude")
+    assert len(_tick_events(root, "breaker_half_open")) == 1
+
+
+def test_a_cooldown_ending_seen_first_by_a_check_is_not_logged_again_by_the_watcher(root: Path) -> None:
+    assert cli(["breaker", "trip", "api/claude"], root=root, env=ENV).code == 0
+    assert cli(["breaker", "check", "api/claude"], root=root, env=_at(310)).code == 0
+    for later in (311, 400):
+        result = cli(["watch", "--once", "--no-tui"], root=root, env=_at(later))
+        assert result.code == 0 and "breaker_half_open" not in result.stdout
+    assert len(_half_open_lines(root)) == 1
+    assert _tick_events(root, "breaker_half_open") == []

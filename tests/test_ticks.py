@@ -89,7 +89,13 @@ def test_a_breaker_whose_cooldown_ended_is_reported_once(store: Store, clock: Ma
     [event] = tick.run()
     assert event["action"] == "breaker_half_open" and event["breaker"] == "api/claude"
     assert tick.run() == []
-    assert store.read(layout.BREAKERS)["api/claude"]["state"] == "OPEN"  # the tick reports, it does not write
+    # Saved, dated when the cooldown ended, and logged once: a new watcher does not report it again.
+    entry = store.read(layout.BREAKERS)["api/claude"]
+    assert entry["state"] == "HALF_OPEN" and entry["last_state_change"] == "2026-01-25T10:05:00Z"
+    assert Tick(store).run() == []
+    log = (Path(store.root) / "logs" / "circuit-recovery.log").read_text().splitlines()
+    assert [line for line in log if "half-open" in line] == [
+        "2026-01-25T10:05:00Z Circuit half-open: api/claude (cooldown over; probing one call at a time)"]
 
 
 def test_the_dead_letter_review_runs_when_due(store: Store, clock: ManualClock) -> None:
