@@ -14,7 +14,7 @@ from loki.clock import add_seconds, format_ts, parse_ts
 from loki.config import setting
 from loki.errors import InvalidArgument, NotFound
 from loki.paths import check_id
-from loki.tasks import add_note, clear_claim
+from loki.tasks import add_note, clear_claim, start_fresh_budget
 from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -347,8 +347,7 @@ class DeadLetter:
         task["recovery_strategy"] = decision["strategy"]
         if decision["strategy"] == "new_approach":
             # "Reset failure_count": the history stays, the budget starts again.
-            task["max_attempts"] = min(len(task["attempts"]) + int(setting(self.store.config, "queue",
-                                                                           "max_attempts")), 1000)
+            start_fresh_budget(task)
             add_note(task, f"dead-letter review: retry with a new approach: {decision['approach']}", now, "loki")
         else:
             add_note(task, f"dead-letter review: {decision['reason']}", now, "loki")

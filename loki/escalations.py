@@ -23,7 +23,7 @@ from loki.config import setting
 from loki.deadletter import error_summary
 from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, StateFileError
 from loki.paths import check_id, resource_dir
-from loki.tasks import add_note, clear_claim
+from loki.tasks import add_note, clear_claim, start_fresh_budget
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -272,6 +272,7 @@ def resolve(store: Store, task_id: str, decision: str, *, note: str | None = Non
 
     blocked: approve or clarify -> pending (the note kept); cancel -> cancelled.
     dead-letter: approve or clarify -> pending (a recovery); cancel -> abandoned.
+    approve and clarify start a fresh attempt budget (the attempts so far stay recorded).
     A task not waiting for a human is left alone (the outcome says so): applying the
     same decision twice is harmless.
     """
@@ -301,6 +302,7 @@ def resolve(store: Store, task_id: str, decision: str, *, note: str | None = Non
             else:
                 task["available_at"] = now
                 task["recovery_strategy"] = "human_approved"
+                start_fresh_budget(task)  # a human's approval: max_attempts more tries (docs/queue.md)
                 session.put("pending", task)
                 outcome = "pending"
             session.flush()
@@ -325,6 +327,7 @@ def resolve(store: Store, task_id: str, decision: str, *, note: str | None = Non
                 task["available_at"] = now
                 task["updated_at"] = now
                 task["recovery_strategy"] = "human_approved"
+                start_fresh_budget(task)
                 add_note(task, f"human decision: {text}", now, who)
                 session.put("pending", task)
                 session.flush()

@@ -34,14 +34,17 @@ from loki.tasks import (
     TASK_STATES,
     State,
     add_note,
+    attempts_in_budget,
     backoff_seconds,
     clear_claim,
     make_attempt,
     make_task,
     new_claim_token,
     new_task_id,
+    start_fresh_budget,
     summary,
 )
+from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -645,14 +648,14 @@ class Queue:
             add_note(task, "failed with --final: no retry", now, attempt["agent_id"])
             session.put(FAILED, task)
             return {"task": task, "state": FAILED, "retry_at": None}
-        if len(task["attempts"]) >= task["max_attempts"]:
+        if attempts_in_budget(task) >= task["max_attempts"]:
             doc = session.txn.read(layout.DEADLETTER)
             entry = deadletter.make_entry(task, IN_PROGRESS)
             doc["tasks"].append(entry)
             session.txn.write(layout.DEADLETTER, doc, changed=[entry])
             session.dead_lettered.append(task)
             return {"task": task, "state": DEAD_LETTER, "retry_at": None, "entry": entry}
-        delay = backoff_seconds(len(task["attempts"]), float(self._setting("backoff_initial")),
+        delay = backoff_seconds(attempts_in_budget(task), float(self._setting("backoff_initial")),
                                 float(self._setting("backoff_multiplier")), float(self._setting("backoff_max")))
         task["available_at"] = format_ts(add_seconds(now_dt, delay))
         session.put(PENDING, task)
@@ -757,8 +760,8 @@ class Queue:
               fix_commit: str | None = None) -> dict[str, Any]:
         """Back to pending from failed, dead-letter or cancelled, keeping the attempt history.
 
-        ``approach`` documents the new approach; ``reset_count`` gives the task a fresh budget of
-        ``max_attempts`` failures (the history stays); ``fix_commit`` records the commit that fixed
+        ``approach`` documents the new approach; ``reset_count`` resets the attempt count: a fresh
+        budget of ``max_attempts`` failures (the history stays, the maximum is unchanged); ``fix_commit`` records the commit that fixed
         the blocking bug. From dead-letter it counts as a recovery in the file's metadata.
         """
         check_id(task_id, "task id")
@@ -796,9 +799,8 @@ class Queue:
             if not approach and not fix_commit:
                 task["recovery_strategy"] = "manual_retry"
             if reset_count:
-                base = int(self._setting("max_attempts"))
-                task["max_attempts"] = min(len(task["attempts"]) + base, 1000)
-                note += f" (attempt budget reset: {base} more)"
+                start_fresh_budget(task)
+                note += f" (attempt count reset: {plural(task['max_attempts'], 'attempt')} allowed again)"
             add_note(task, note, now)
             session.put(PENDING, task)
             session.flush()

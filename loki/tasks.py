@@ -115,6 +115,24 @@ def backoff_seconds(failures: int, initial: float, multiplier: float, maximum: f
     return float(min(initial * multiplier ** (failures - 1), maximum))
 
 
+def attempts_in_budget(task: dict[str, Any]) -> int:
+    """Failed attempts that count against ``max_attempts``: those since the budget last started.
+
+    A human's approval, ``retry --reset-count`` and the review's retry with a new approach start
+    a fresh budget: ``budget_start`` records how many attempts came before it (absent: 0). The
+    history itself is never cut, so the dead-letter review and the escalation file still see
+    every attempt.
+    """
+    total = len(task.get("attempts", []))
+    start = task.get("budget_start")
+    return total - min(total, start) if isinstance(start, int) and start > 0 else total
+
+
+def start_fresh_budget(task: dict[str, Any]) -> None:
+    """From now on ``max_attempts`` more failures are allowed; the attempts so far stay recorded."""
+    task["budget_start"] = len(task.get("attempts", []))
+
+
 def make_attempt(task: dict[str, Any], *, now: str, agent_id: str, approach: str, error_type: str,
                  error_message: str) -> dict[str, Any]:
     """The next attempt record of ``task`` (the dead-letter reference's fields exactly).

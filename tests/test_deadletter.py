@@ -111,8 +111,8 @@ def test_retry_when_a_new_approach_was_recorded(store: Store, clock: ManualClock
     assert result["decisions"][0]["reason"] == "new approach recorded: use the vendored client instead"
     task = Queue(store).show("t1")["task"]
     assert task["recovery_strategy"] == "new_approach"
-    assert task["max_attempts"] == 2 + 5  # failure count reset: a fresh budget, history kept
-    assert len(task["attempts"]) == 2
+    # Failure count reset: a fresh budget of the task's own max_attempts, the history kept.
+    assert task["max_attempts"] == 2 and task["budget_start"] == 2 and len(task["attempts"]) == 2
     assert "use the vendored client instead" in task["notes"][-1]["text"]
 
 
@@ -249,7 +249,7 @@ def test_retry_abandon_and_split_through_the_cli(store: Store, clock: ManualCloc
     assert retried.code == 0, retried.stderr
     task = retried.json()["task"]
     assert task["recovery_strategy"] == "fix_committed" and task["fix_commit"] == "4f2a9c1"
-    assert task["max_attempts"] == 7 and len(task["attempts"]) == 2
+    assert task["max_attempts"] == 2 and task["budget_start"] == 2 and len(task["attempts"]) == 2
     gone = cli(["deadletter", "abandon", "a", "--reason", "product dropped the feature"], root=store.root)
     assert gone.code == 0
     assert abandoned(store)["a"]["abandon_reason"] == "human explicitly abandoned: product dropped the feature"
@@ -444,3 +444,60 @@ def test_approve_refuses_a_task_that_is_not_waiting_for_a_human(store: Store) ->
     unknown = cli(["approve", "nope", "--decision", "cancel"], root=store.root)
     assert unknown.code == 1 and "no task 'nope'" in unknown.stderr
     assert snapshot_bytes(store.root) == before  # no signal emitted
+
+
+# -- attempt budgets after a human decision or a reset ----------------------------------------------
+
+
+def at(minutes: int) -> dict[str, str]:
+    """LOKI_NOW ``minutes`` after 10:00 (every backoff is over by the next minute)."""
+    return {"LOKI_NOW": f"2026-01-25T{10 + minutes // 60:02d}:{minutes % 60:02d}:00Z"}
+
+
+def fail_once(root: Path, minute: int) -> str:
+    assert cli(["queue", "claim", "--agent", "a"], root=root, env=at(minute)).code == 0
+    result = cli(["queue", "fail", "t1", "--agent", "a", "--error", "boom"], root=root, env=at(minute))
+    assert result.code == 0, result.stderr
+    return result.stdout.strip()
+
+
+@pytest.mark.parametrize("decision", ["approve", "clarify"])
+def test_a_human_approval_of_a_dead_letter_task_starts_a_fresh_budget(root: Path, decision: str) -> None:
+    assert cli(["queue", "add", "x", "--id", "t1", "--max-attempts", "2"], root=root, env=at(0)).code == 0
+    fail_once(root, 1)
+    assert "moved to the dead-letter queue" in fail_once(root, 2)
+    approved = cli(["approve", "t1", "--decision", decision, "--note", "try again"], root=root, env=at(3))
+    assert approved.code == 0, approved.stderr
+    # The history stays; the budget counts the attempts since the approval.
+    assert fail_once(root, 4).startswith("t1: attempt 1 of 2 failed (after 2 earlier attempts); retry after ")
+    assert fail_once(root, 5).startswith("t1: attempt 2 of 2 failed (after 2 earlier attempts); moved to the "
+                                         "dead-letter queue")
+    entry = cli(["deadletter", "show", "t1", "--json"], root=root).json()
+    assert [a["attempt_number"] for a in entry["attempts"]] == [1, 2, 3, 4]
+    assert entry["task_data"]["max_attempts"] == 2 and entry["task_data"]["budget_start"] == 2
+    assert tree_problems(root) == []
+
+
+def test_a_human_approval_of_a_blocked_task_starts_a_fresh_budget(root: Path) -> None:
+    assert cli(["queue", "add", "x", "--id", "t1", "--max-attempts", "2"], root=root, env=at(0)).code == 0
+    fail_once(root, 1)
+    assert cli(["escalate", "t1", "--trigger", "unclear"], root=root, env=at(2)).code == 0
+    assert cli(["approve", "t1", "--decision", "approve"], root=root, env=at(3)).code == 0
+    assert fail_once(root, 4).startswith("t1: attempt 1 of 2 failed (after 1 earlier attempt); retry after ")
+
+
+def test_retry_reset_count_resets_the_count_and_says_so(root: Path) -> None:
+    assert cli(["queue", "add", "x", "--id", "t1", "--max-attempts", "1"], root=root, env=at(0)).code == 0
+    fail_once(root, 1)
+    kept = cli(["deadletter", "retry", "t1"], root=root, env=at(2))
+    assert kept.code == 0
+    assert kept.stdout.strip() == ("t1: back to pending (manual_retry); 1 attempt kept and counted: the next failure "
+                                   "dead-letters it again (max 1; --reset-count for a fresh budget)")
+    assert "moved to the dead-letter queue" in fail_once(root, 3)
+    reset = cli(["deadletter", "retry", "t1", "--reset-count"], root=root, env=at(4))
+    assert reset.code == 0
+    assert reset.stdout.strip() == ("t1: back to pending (manual_retry); 2 attempts kept, count reset: 1 attempt "
+                                    "allowed before the dead-letter queue")
+    shown = cli(["queue", "show", "t1", "--json"], root=root).json()["task"]
+    assert shown["max_attempts"] == 1 and shown["budget_start"] == 2  # the maximum is not raised
+    assert "moved to the dead-letter queue" in fail_once(root, 5)

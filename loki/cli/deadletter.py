@@ -7,6 +7,7 @@ from typing import Any
 import typer
 
 from loki.cli.common import JSON_HELP, print_json, say, store_from, table
+from loki.tasks import attempts_in_budget
 from loki.wording import plural
 
 app = typer.Typer(help="The dead-letter queue: list, show, the session-start review, retry, abandon, split.",
@@ -89,7 +90,8 @@ def retry(
     ctx: typer.Context,
     task_id: str = typer.Argument(..., help="The task id."),
     approach: str | None = typer.Option(None, "--approach", help="The new approach (kept in the task's notes)."),
-    reset_count: bool = typer.Option(False, "--reset-count", help="Give the task a fresh budget of attempts."),
+    reset_count: bool = typer.Option(False, "--reset-count", help="Reset the attempt count: max_attempts more failures before the "
+                                                                "dead-letter queue (the history stays)."),
     fix_commit: str | None = typer.Option(None, "--fix-commit", help="The commit that fixed the blocking bug."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -99,8 +101,16 @@ def retry(
         print_json(outcome)
     else:
         task = outcome["task"]
-        say(f"{task['id']}: back to pending ({task['recovery_strategy']}); {len(task['attempts'])} attempts kept, "
-            f"max {task['max_attempts']}")
+        kept = plural(len(task["attempts"]), "attempt")
+        allowed = plural(task["max_attempts"], "attempt")
+        if reset_count:
+            say(f"{task['id']}: back to pending ({task['recovery_strategy']}); {kept} kept, count reset: {allowed} "
+                "allowed before the dead-letter queue")
+        else:
+            left = task["max_attempts"] - attempts_in_budget(task)
+            budget = (f"the next failure dead-letters it again (max {task['max_attempts']}; --reset-count for a fresh "
+                      "budget)" if left <= 1 else f"{plural(left, 'more attempt')} allowed")
+            say(f"{task['id']}: back to pending ({task['recovery_strategy']}); {kept} kept and counted: {budget}")
 
 
 @app.command("propose")

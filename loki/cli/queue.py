@@ -7,7 +7,7 @@ from typing import Any
 import typer
 
 from loki.cli.common import JSON_HELP, print_json, report_notes, say, store_from, table
-from loki.wording import plural
+from loki.wording import attempt_failed, plural
 
 app = typer.Typer(help="The task queue: add, list, claim, heartbeat, complete, fail, release, cancel, retry.",
                   no_args_is_help=True)
@@ -218,11 +218,11 @@ def fail(
         print_json({"task": outcome["task"], "state": outcome["state"], "retry_at": outcome["retry_at"]})
         return
     task = outcome["task"]
-    attempts = f"attempt {len(task['attempts'])} of {task['max_attempts']}"
+    attempts = attempt_failed(task)
     if outcome["state"] == "pending":
-        say(f"{task['id']}: {attempts} failed; retry after {outcome['retry_at']}")
+        say(f"{task['id']}: {attempts}; retry after {outcome['retry_at']}")
     elif outcome["state"] == "dead-letter":
-        say(f"{task['id']}: {attempts} failed; moved to the dead-letter queue "
+        say(f"{task['id']}: {attempts}; moved to the dead-letter queue "
             f"(strategy {outcome['entry']['recovery_strategy']})")
     else:
         say(f"{task['id']}: failed for good (--final)")
