@@ -4,7 +4,8 @@
 (a name that never overwrites another: a second one in the same second gets ``-2``),
 moves the task to ``blocked`` (a dead-letter entry stays where it is, marked
 ``requires_human_review``) and emits HUMAN_REVIEW_NEEDED. ``resolve`` applies a human's
-decision (what HUMAN_APPROVED carries) and appends it to the file.
+decision (what HUMAN_APPROVED carries) and appends it to every open escalation file of the
+task; ``close`` resolves one file without deciding anything about its task.
 
 The template is a real file: ``loki init`` copies it to ``.loki/templates/escalation.md``,
 which wins over the shipped one. Placeholders are ``{name}``; an unknown one is an error
@@ -241,12 +242,23 @@ def read_header(store: Store, rel: str) -> dict[str, Any]:
     info.setdefault("created_at", None)
     title = next((line[len("## Escalation: "):] for line in text.splitlines() if line.startswith("## Escalation: ")),
                  None)
-    return {"file": name, **info, "title": title, "open": RESOLUTION_HEADING not in text}
+    return {"id": name.removesuffix(".md"), "file": name, **info, "title": title,
+            "open": RESOLUTION_HEADING not in text, "resolution": _resolution(text)}
+
+
+def _resolution(text: str) -> str | None:
+    """The first line of the Resolution section (who decided what, when), or None while open."""
+    _, found, rest = text.partition(RESOLUTION_HEADING)
+    if not found:
+        return None
+    return rest.lstrip("\n").split("\n", 1)[0].strip() or "resolved"
 
 
 def list_escalations(store: Store, *, open_only: bool = False) -> list[dict[str, Any]]:
     try:
-        names = sorted(n for n in os.listdir(store.path(layout.ESCALATIONS_DIR)) if n.endswith(".md"))
+        # By stem: "<ts>-t1.md" before "<ts>-t1-2.md" (written second), which plain names would reverse.
+        names = sorted((n for n in os.listdir(store.path(layout.ESCALATIONS_DIR)) if n.endswith(".md")),
+                       key=lambda n: n.removesuffix(".md"))
     except FileNotFoundError:
         return []
     rows = [read_header(store, f"{layout.ESCALATIONS_DIR}/{n}") for n in names]
@@ -264,6 +276,34 @@ def mark_resolved(store: Store, file_name: str | None, text: str) -> None:
     from loki.redact import redact
 
     store.write_text(rel, current.rstrip("\n") + f"\n\n{RESOLUTION_HEADING}\n{redact(text)}\n")
+
+
+def close(store: Store, escalation_id: str, *, note: str, by: str | None = None) -> dict[str, Any]:
+    """Mark one escalation resolved without deciding anything about its task (``escalations close``).
+
+    For an escalation that no longer needs a human -- superseded by a newer one, answered
+    elsewhere. ``escalation_id`` is the file name without ``.md``, as ``escalations list`` shows
+    it. The Resolution section records who closed it, when and why; the task stays where it is
+    (``approve`` is the decision on the task, and resolves all of its escalations).
+    """
+    stem = escalation_id.removesuffix(".md")
+    check_id(stem, "escalation id")
+    if not note.strip():
+        raise InvalidInput("--note must say why the escalation is closed (it is recorded in the file)", field="note")
+    rel = f"{layout.ESCALATIONS_DIR}/{stem}.md"
+    if store.read_text(rel) is None:
+        known = [row["id"] for row in list_escalations(store, open_only=True)][-5:]
+        raise NotFound(f"no escalation {stem!r} (open: {', '.join(known) or 'none'}; see `loki escalations list`)",
+                       escalation=stem)
+    row = read_header(store, rel)
+    if not row["open"]:
+        raise Conflict(f"escalation {stem} is already resolved ({row['resolution']}); nothing changed",
+                       escalation=stem, resolution=row["resolution"])
+    who = by or "human"
+    now = store.now_ts()
+    text = f"closed by {who} at {now}: {' '.join(note.split())}"
+    mark_resolved(store, row["file"], text)
+    return {**read_header(store, rel), "closed_by": who, "closed_at": now, "note": note}
 
 
 def resolve(store: Store, task_id: str, decision: str, *, note: str | None = None,
@@ -334,6 +374,12 @@ def resolve(store: Store, task_id: str, decision: str, *, note: str | None = Non
                 doc["metadata"]["total_recovered"] += 1
                 outcome = "pending"
             txn.write(layout.DEADLETTER, doc, changed=[])
-    mark_resolved(store, escalation_file, text)
+    # The decision answers every open escalation of the task, not only the one it is parked on:
+    # an older one would otherwise stay open (and in every session briefing) for ever.
+    files = [escalation_file] if escalation_file else []
+    files += [row["file"] for row in list_escalations(store, open_only=True)
+              if row["task_id"] == task_id and row["file"] not in files]
+    for name in files:
+        mark_resolved(store, name, text)
     return {"task_id": task_id, "decision": decision, "outcome": outcome, "applied": True,
-            "escalation": escalation_file}
+            "escalation": escalation_file, "resolved": files}

@@ -16,7 +16,7 @@ from loki.errors import InvalidInput, NotFound
 from loki.escalations import escalate, list_escalations, render, resolve
 from loki.queue import Queue
 from loki.store import Store
-from tests.helpers import cli, snapshot_bytes, tree_problems
+from tests.helpers import cli, loki_proc, snapshot_bytes, tree_problems
 
 
 def dead_letter(store: Store, clock: ManualClock, task_id: str, *, errors: list[str], approaches: list[str],
@@ -501,3 +501,53 @@ def test_retry_reset_count_resets_the_count_and_says_so(root: Path) -> None:
     shown = cli(["queue", "show", "t1", "--json"], root=root).json()["task"]
     assert shown["max_attempts"] == 1 and shown["budget_start"] == 2  # the maximum is not raised
     assert "moved to the dead-letter queue" in fail_once(root, 5)
+
+
+# -- closing escalations --------------------------------------------------------------------------------
+
+
+def test_approve_resolves_every_open_escalation_of_the_task(store: Store) -> None:
+    Queue(store).add("x", task_id="t1")
+    Queue(store).add("y", task_id="t2")
+    older = escalate(store, "t1", "first reason")["file"]
+    newer = escalate(store, "t1", "second reason")["file"]
+    other = escalate(store, "t2", "unrelated")["file"]
+    assert cli(["approve", "t1", "--decision", "approve", "--approver", "alice"], root=store.root).code == 0
+    for rel in (older, newer):
+        assert "### Resolution\napprove by alice at " in Path(store.path(rel)).read_text()
+    assert [e["file"] for e in list_escalations(store, open_only=True)] == [other.rsplit("/", 1)[-1]]
+
+
+def test_an_older_escalation_can_be_closed_by_id_and_leaves_the_briefing(store: Store, project: Path) -> None:
+    Queue(store).add("x", task_id="t1")
+    older = escalate(store, "t1", "first reason")["file"]
+    escalate(store, "t1", "second reason")
+    escalation_id = Path(older).stem
+    listed = cli(["escalations", "list", "--json"], root=store.root).json()["escalations"]
+    assert [e["id"] for e in listed][0] == escalation_id and listed[0]["resolution"] is None
+    assert escalation_id in cli(["escalations", "list"], root=store.root).stdout
+    closed = cli(["escalations", "close", escalation_id, "--note", "superseded by the second one", "--by", "bob"],
+                 root=store.root, env={"LOKI_NOW": "2026-01-25T11:00:00Z"})
+    assert closed.code == 0, closed.stderr
+    assert f"closed {escalation_id}" in closed.stdout and "t1 is still blocked" in closed.stdout
+    text = Path(store.path(older)).read_text()
+    assert text.endswith("### Resolution\nclosed by bob at 2026-01-25T11:00:00Z: superseded by the second one\n")
+    row = next(e for e in cli(["escalations", "list", "--json"], root=store.root).json()["escalations"]
+               if e["id"] == escalation_id)
+    assert row["open"] is False
+    assert row["resolution"] == "closed by bob at 2026-01-25T11:00:00Z: superseded by the second one"
+    assert Queue(store).show("t1")["state"] == "blocked"  # closing a file decides nothing about the task
+    start = {"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup", "cwd": str(project)}
+    briefing = loki_proc(["hook", "session-start"], root=store.root, input=json.dumps(start),
+                         env={"LOKI_NOW": "2026-01-25T11:00:00Z"})
+    assert briefing.code == 0, briefing.stderr
+    context = briefing.json()["hookSpecificOutput"]["additionalContext"]
+    assert "1 open escalation " in context and f"{escalation_id}.md" not in context
+    again = cli(["escalations", "close", escalation_id, "--note", "again"], root=store.root)
+    assert again.code == 4 and "already resolved" in again.stderr
+    before = snapshot_bytes(store.root)
+    unknown = cli(["escalations", "close", "20260101T000000Z-nope", "--note", "x"], root=store.root)
+    assert unknown.code == 1 and "no escalation '20260101T000000Z-nope'" in unknown.stderr
+    empty = cli(["escalations", "close", escalation_id, "--note", " "], root=store.root)
+    assert empty.code == 1 and "--note" in empty.stderr
+    assert snapshot_bytes(store.root) == before

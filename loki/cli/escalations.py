@@ -1,10 +1,11 @@
-"""``loki escalate``, ``loki approve`` and ``loki escalations list``: what waits for a human."""
+"""``loki escalate``, ``loki approve`` and ``loki escalations list|close``: what waits for a human."""
 
 from __future__ import annotations
 
 import typer
 
 from loki.cli.common import JSON_HELP, print_json, say, store_from, table
+from loki.wording import plural
 
 escalations_app = typer.Typer(help="Escalation files: what waits for a human.", no_args_is_help=True)
 
@@ -106,6 +107,38 @@ def list_(
     if json_output:
         print_json({"total": len(rows), "escalations": rows})
         return
-    table(None, ["file", "task", "trigger", "open"],
-          [[r["file"], r["task_id"], r["trigger"], "yes" if r["open"] else "no"] for r in rows])
-    say(f"{len(rows)} escalation(s){' open' if open_only else ''}")
+    table(None, ["id", "task", "trigger", "open"],
+          [[r["id"], r["task_id"], r["trigger"], "yes" if r["open"] else "no"] for r in rows])
+    say(plural(len(rows), "open escalation" if open_only else "escalation"))
+
+
+@escalations_app.command("close")
+def close(
+    ctx: typer.Context,
+    escalation_id: str = typer.Argument(..., metavar="ID", help="The escalation's id, as `escalations list` shows it."),
+    note: str = typer.Option(..., "--note", help="Why it is closed (recorded in the escalation file)."),
+    by: str | None = typer.Option(None, "--by", help="Who closes it (default: $USER)."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Mark one escalation resolved (superseded, answered elsewhere); its task is left as it is."""
+    import os
+
+    from loki.errors import NotFound
+    from loki.escalations import close as run_close
+    from loki.queue import Queue
+
+    store = store_from(ctx)
+    result = run_close(store, escalation_id, note=note, by=by or os.environ.get("USER") or None)
+    task_state = None
+    if result.get("task_id"):
+        try:
+            task_state = Queue(store).show(result["task_id"])["state"]
+        except (NotFound, ValueError):  # a strike escalation, or a task gone: nothing to say about it
+            task_state = None
+    if json_output:
+        print_json({**result, "task_state": task_state})
+        return
+    say(f"closed {result['id']}: {result['resolution']}")
+    if task_state in ("blocked", "dead-letter"):
+        say(f"{result['task_id']} is still {task_state}: decide with `loki approve {result['task_id']} --decision "
+            "approve|cancel|clarify`")
