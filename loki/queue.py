@@ -48,7 +48,7 @@ from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from datetime import datetime
     from typing import Any
 
@@ -312,6 +312,42 @@ class Queue:
             ids.update(entry["task_id"] for entry in doc["tasks"])
         return ids
 
+    def _state_lookup(self, session: Session) -> Callable[[str], str | None]:
+        """id -> the state it is in (queue files, dead-letter, abandoned, then the archive), lazily."""
+        states: dict[str, str | None] = {}
+        for state in HOT_STATES:
+            states.update((t["id"], state) for t in session.tasks(state))
+        for state, rel in ((DEAD_LETTER, layout.DEADLETTER), (ABANDONED, layout.ABANDONED)):
+            states.update((e["task_id"], state) for e in session.txn.read(rel)["tasks"])
+
+        def state_of(task_id: str) -> str | None:
+            if task_id not in states:
+                found = archive.find(self.store, task_id)
+                states[task_id] = found[0] if found is not None else None
+            return states[task_id]
+
+        return state_of
+
+    def _refuse_dead_dependencies(self, session: Session, deps: Iterable[str], named: str, at: str = "") -> None:
+        """A dependency that is cancelled or abandoned (or waits on one) would never complete."""
+        state_of = self._state_lookup(session)
+        stuck: dict[str, str] | None = None
+        for dep in deps:
+            state = state_of(dep)
+            if state in DEAD_STATES:
+                reason = f"which is {state}"
+            elif state in (PENDING, BLOCKED):
+                if stuck is None:
+                    stuck = never_ready([*session.tasks(PENDING), *session.tasks(BLOCKED)], state_of)
+                if dep not in stuck:
+                    continue
+                reason = f"which can never be ready (it {stuck[dep]['why']})"
+            else:
+                continue
+            raise InvalidInput(f"{at}{named} depends on {dep!r}, {reason}: it would never be ready; retry {dep!r} "
+                               "first (`loki queue retry`) or leave the dependency out", field="dependencies",
+                               dependency=dep, state=state)
+
     def _known_keys(self, session: Session) -> dict[str, dict[str, Any]]:
         keys = {t["idempotency_key"]: t for state in HOT_STATES for t in session.tasks(state)
                 if t.get("idempotency_key")}
@@ -333,6 +369,10 @@ class Queue:
                     at = f"{where} at /{index}: " if where else ""
                     raise InvalidInput(f"{at}{named} depends on {dep!r}, which does not exist",
                                        field="dependencies", dependency=dep)
+            outside = [dep for dep in task["dependencies"] if dep not in batch]
+            if outside:
+                named = f"task {task['id']!r}" if task["id"] in explicit_ids else f"the new task {task['title']!r}"
+                self._refuse_dead_dependencies(session, outside, named, f"{where} at /{index}: " if where else "")
         # A cycle can only run through the new tasks (existing tasks cannot depend on them,
         # unless an imported file had dangling ids): walk the graph from each new task.
         graph = _dependency_graph(session)
@@ -480,7 +520,16 @@ class Queue:
             return task, ""
         parts = []
         if on_deps:
-            parts.append(f"{on_deps} waiting on dependencies")
+            # Only now, with nothing to hand out, is it worth asking which of them wait for ever.
+            counted = {t["id"] for _, t in candidates}
+            stuck = {task_id: info for task_id, info in never_ready(pending, self._state_lookup(session)).items()
+                     if task_id in counted}
+            if on_deps > len(stuck):
+                parts.append(f"{on_deps - len(stuck)} waiting on dependencies")
+            if stuck:
+                shown = [f"{task_id} {info['why']}" for task_id, info in list(stuck.items())[:3]]
+                more = f"; and {len(stuck) - 3} more" if len(stuck) > 3 else ""
+                parts.append(f"{len(stuck)} can never be ready ({'; '.join(shown)}{more})")
         if waiting:
             parts.append(f"{waiting} backing off until {next_time} or later" if waiting > 1
                          else f"1 backing off until {next_time}")
@@ -566,6 +615,7 @@ class Queue:
                 raise InvalidArgument(f"task {task['id']!r} cannot depend on itself", field="depends_on")
             if dep not in known and archive.find(self.store, dep) is None:
                 raise InvalidInput(f"--depends-on {dep!r}: no such task", field="depends_on", dependency=dep)
+        self._refuse_dead_dependencies(session, deps, f"task {task['id']!r}")
         graph = _dependency_graph(session)
         graph[task["id"]] = [*task["dependencies"], *deps]
         cycle = _find_cycle(graph, task["id"])
@@ -906,6 +956,41 @@ def _check_agent(agent: str) -> None:
     from loki.textsafe import check_name
 
     check_name(agent, "agent name")
+
+
+DEAD_STATES = (CANCELLED, ABANDONED)
+"""A dependency in one of these states will never complete: a task waiting on it waits for ever."""
+
+
+def never_ready(waiting: Iterable[dict[str, Any]], state_of: Callable[[str], str | None]) -> dict[str, dict[str, str]]:
+    """Tasks among ``waiting`` (pending or blocked) that can never become ready.
+
+    A dependency that is cancelled or abandoned never completes; nor does a waiting task that
+    depends on one, so the tasks depending on *it* are stuck too. Returns id -> ``{"dependency"``
+    (the one that blocks it), ``"root"`` (the dead task at the end of the chain), ``"state"`` (the
+    root's), ``"why"`` (in words)``}``. ``state_of(id)`` says where any task is (None: nowhere).
+    """
+    tasks = list(waiting)
+    stuck: dict[str, dict[str, str]] = {}
+    changed = True
+    while changed:  # a fixpoint: chains of any length, in any file order
+        changed = False
+        for task in tasks:
+            if task["id"] in stuck:
+                continue
+            for dep in task.get("dependencies", []):
+                if dep in stuck:
+                    root, state = stuck[dep]["root"], stuck[dep]["state"]
+                    why = f"depends on {dep!r}, which waits on {root!r} ({state})"
+                elif (found := state_of(dep)) in DEAD_STATES:
+                    root, state = dep, str(found)
+                    why = f"depends on {dep!r}, which is {state}"
+                else:
+                    continue
+                stuck[task["id"]] = {"dependency": dep, "root": root, "state": state, "why": why}
+                changed = True
+                break
+    return stuck
 
 
 def _dependency_graph(session: Session) -> dict[str, list[str]]:

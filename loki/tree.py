@@ -213,6 +213,7 @@ def validate_tree(store: Store) -> list[Problem]:
             problems.append(_problem_from(layout.QUEUE_LOCK, exc))
     if not unfinished:  # mid-change, a task may well be in two files: the journal says which one wins
         problems.extend(_cross_file_problems(docs))
+        problems.extend(_dead_dependency_problems(store, docs))
     return problems
 
 
@@ -311,6 +312,41 @@ def _cross_file_problems(docs: dict[str, Any]) -> list[Problem]:
         doc = docs.get(rel)
         for index, entry in enumerate((doc or {}).get("tasks", [])):
             note(entry["task_id"], rel, f"/tasks/{index}")
+    return problems
+
+
+def _dead_dependency_problems(store: Store, docs: dict[str, Any]) -> list[Problem]:
+    """Pending or blocked tasks that wait on a cancelled or abandoned task, directly or through
+    another waiting task: every file is valid, yet they would wait for ever."""
+    from loki import archive
+    from loki.queue import never_ready
+
+    states: dict[str, str | None] = {}
+    for rel in QUEUE_FILES:
+        for task in (docs.get(rel) or {}).get("tasks", []):
+            states[task["id"]] = rel.rsplit("/", 1)[-1][: -len(".json")]
+    for rel, state in ((layout.DEADLETTER, "dead-letter"), (layout.ABANDONED, "abandoned")):
+        for entry in (docs.get(rel) or {}).get("tasks", []):
+            states[entry["task_id"]] = state
+
+    def state_of(task_id: str) -> str | None:
+        if task_id not in states:
+            found = archive.find(store, task_id)
+            states[task_id] = found[0] if found is not None else None
+        return states[task_id]
+
+    waiting = [t for s in ("pending", "blocked") for t in (docs.get(layout.queue_file(s)) or {}).get("tasks", [])]
+    stuck = never_ready(waiting, state_of)
+    problems = []
+    for state in ("pending", "blocked"):
+        rel = layout.queue_file(state)
+        for index, task in enumerate((docs.get(rel) or {}).get("tasks", [])):
+            info = stuck.get(task["id"])
+            if info is not None:
+                position = task["dependencies"].index(info["dependency"])
+                problems.append(Problem(rel, f"/tasks/{index}/dependencies/{position}",
+                                        f"task {task['id']!r} can never be ready: it {info['why']} (retry "
+                                        f"{info['root']!r} or cancel {task['id']!r})", whole_file=False))
     return problems
 
 

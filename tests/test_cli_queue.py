@@ -273,3 +273,53 @@ def test_ids_in_listings_are_never_cut(root: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(loki.cli.common, "_console", None)
     assert "task-with-a-long-id-0123456789" in result.stdout
     assert max(len(line) for line in result.stdout.splitlines()) <= 60
+
+
+@pytest.mark.parametrize("how", ["cancel", "abandon"])
+def test_a_dependency_on_a_cancelled_or_abandoned_task_is_refused_at_add(root: Path, how: str) -> None:
+    assert cli(["queue", "add", "base", "--id", "base", "--max-attempts", "1"], root=root).code == 0
+    if how == "cancel":
+        assert cli(["queue", "cancel", "base"], root=root).code == 0
+        state = "cancelled"
+    else:
+        cli(["queue", "claim", "--agent", "a"], root=root)
+        cli(["queue", "fail", "base", "--agent", "a", "--error", "boom"], root=root)
+        assert cli(["deadletter", "abandon", "base", "--reason", "dropped"], root=root).code == 0
+        state = "abandoned"
+    before = snapshot_bytes(root)
+    result = cli(["queue", "add", "top", "--id", "top", "--depends-on", "base"], root=root)
+    assert result.code == 1
+    assert f"task 'top' depends on 'base', which is {state}: it would never be ready" in result.stderr
+    assert snapshot_bytes(root) == before
+
+
+def test_fail_depends_on_a_cancelled_task_is_refused(root: Path) -> None:
+    cli(["queue", "add", "base", "--id", "base"], root=root)
+    cli(["queue", "cancel", "base"], root=root)
+    cli(["queue", "add", "top", "--id", "top"], root=root)
+    cli(["queue", "claim", "--agent", "a"], root=root)
+    before = snapshot_bytes(root)
+    result = cli(["queue", "fail", "top", "--agent", "a", "--error", "needs base", "--depends-on", "base"], root=root)
+    assert result.code == 1 and "depends on 'base', which is cancelled" in result.stderr
+    assert snapshot_bytes(root) == before
+
+
+def test_a_dependency_cancelled_later_is_reported_by_claim_validate_and_doctor(root: Path) -> None:
+    cli(["queue", "add", "base", "--id", "base"], root=root)
+    cli(["queue", "add", "top", "--id", "top", "--depends-on", "base"], root=root)
+    cli(["queue", "add", "later", "--id", "later", "--depends-on", "top"], root=root)
+    assert cli(["queue", "cancel", "base"], root=root).code == 0
+    claim = cli(["queue", "claim", "--agent", "a"], root=root)
+    assert claim.code == 3
+    assert claim.stderr == ("nothing ready among 2 pending: 2 can never be ready (top depends on 'base', which is "
+                            "cancelled; later depends on 'top', which waits on 'base' (cancelled))\n")
+    validate = cli(["validate"], root=root)
+    assert validate.code == 1
+    assert ("queue/pending.json at /tasks/0/dependencies/0: task 'top' can never be ready: it depends on 'base', "
+            "which is cancelled (retry 'base' or cancel 'top')") in validate.stderr
+    assert "task 'later' can never be ready: it depends on 'top', which waits on 'base' (cancelled)" in validate.stderr
+    assert validate.stderr.splitlines()[-1].startswith("2 problems in ")
+    doctor = cli(["doctor", "--json"], root=root)
+    assert doctor.code == 1 and doctor.json()["healthy"] is False
+    assert cli(["queue", "retry", "base"], root=root).code == 0  # the way out
+    assert cli(["validate"], root=root).code == 0

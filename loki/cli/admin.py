@@ -7,6 +7,7 @@ import os
 import typer
 
 from loki.cli.common import JSON_HELP, echo, print_json, report_notes, root_option, say, store_from, table
+from loki.wording import plural
 
 
 def register(app: typer.Typer) -> None:
@@ -113,7 +114,7 @@ def validate(ctx: typer.Context, json_output: bool = typer.Option(False, "--json
     elif problems:
         for problem in problems:
             echo(f"{problem}", err=True)
-        echo(f"{len(problems)} problem(s) in {store.root}", err=True)
+        echo(f"{plural(len(problems), 'problem')} in {store.root}", err=True)
     else:
         say(f"{store.root}: valid")
     if problems:
@@ -141,7 +142,7 @@ def doctor(
             say(f"gave {rel} its own copy: it had other hard links (they keep the old content, untouched)")
         for moved in report.moved_aside:
             if "records" in moved:
-                say(f"set aside {moved['records']} invalid record(s) of {moved['file']} in {moved['moved_to']}; "
+                say(f"set aside {plural(moved['records'], 'invalid record')} of {moved['file']} in {moved['moved_to']}; "
                     "the valid ones stay")
             elif "lines" in moved:
                 say(f"set aside line(s) {', '.join(map(str, moved['lines']))} of {moved['file']} in "
@@ -150,6 +151,7 @@ def doctor(
                 say(f"moved corrupt {moved['file']} aside to {moved['moved_to']}")
         for problem in report.problems:
             echo(f"{problem}", err=True)
-        say("healthy" if report.healthy else f"{len(report.problems)} problem(s) remain")
+        remaining = len(report.problems)
+        say("healthy" if report.healthy else f"{plural(remaining, 'problem')} {'remains' if remaining == 1 else 'remain'}")
     if not report.healthy:
         raise typer.Exit(1)
