@@ -96,11 +96,15 @@ def _previous_errors(entry: dict[str, Any]) -> str:
     errors = [e for e in entry.get("errors") or [] if isinstance(e, str)][-PREVIOUS_ERRORS_SHOWN:]
     if not errors:
         return ""
+    # Only the last few errors are shown: past that, "all 3 times" would contradict "failed 4 times".
+    partial = len(errors) < int(entry.get("strike_count", 0) or 0)
     if len(set(errors)) == 1:
+        if partial:
+            return f" Last {len(errors)} errors (the same each time): {clip(errors[0])}."
         times = {1: "", 2: " (the same both times)"}.get(len(errors), f" (the same all {len(errors)} times)")
         return f" Previous error{times}: {clip(errors[0])}."
     listed = "; ".join(f"({n}) {clip(e)}" for n, e in enumerate(errors, start=1))
-    return f" Previous errors: {listed}."
+    return f" {f'Last {len(errors)} errors' if partial else 'Previous errors'}: {listed}."
 
 
 def _suggestion(entry: dict[str, Any]) -> str:

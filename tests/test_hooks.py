@@ -77,6 +77,7 @@ def test_three_failures_then_the_call_is_denied(project: Path) -> None:
 
     fourth = context_of(fail_cargo(project), "PostToolUseFailure")
     assert "failed 4 times" in fourth
+    assert "all 3 times" not in fourth and "Last 3 errors (the same each time)" in fourth
     assert os.listdir(root / "escalations") == escalations  # once per streak, not on every later call
     assert sorted(os.listdir(root / "signals")) == ["HUMAN_REVIEW_NEEDED"]
 

@@ -318,3 +318,17 @@ def test_a_streak_without_memory_records_is_only_cleared(store: Store) -> None:
     ended: list[dict[str, object]] = []
     assert strikes.record_success("Bash", CARGO, on_resolved=ended.extend) is not None
     assert ended == [] and strikes.active() == []
+
+
+def test_the_4th_strike_does_not_say_all_3_times(store: Store) -> None:
+    strikes = Strikes(store, branch="main")
+    for _ in range(3):
+        strikes.record_failure("Bash", CARGO, NOT_FOUND, session="s1")
+    fourth = strikes.record_failure("Bash", CARGO, NOT_FOUND, session="s1")
+    assert fourth.guidance is not None and "has failed 4 times in a row" in fourth.guidance
+    assert "all 3 times" not in fourth.guidance
+    assert "Last 3 errors (the same each time): " in fourth.guidance
+    other = Strikes(store, branch="other")
+    for n in range(4):
+        changed = other.record_failure("Bash", CARGO, f"{NOT_FOUND} #{n}", session="s1")
+    assert changed.guidance is not None and "Last 3 errors: (1) " in changed.guidance
