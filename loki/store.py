@@ -47,6 +47,7 @@ from loki.errors import (
 from loki.locks import DEFAULT_TIMEOUT, FileLock, current_holder, describe_holder, in_use, read_lock_record
 from loki.paths import check_relpath
 from loki.schema import Registry, pointer, registry
+from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -363,7 +364,7 @@ class Store:
                 found = self.schemas.problems(kind.schema, doc)
                 if found:
                     pointer, reason = found[0]
-                    more = f" (and {len(found) - 1} more problems)" if len(found) > 1 else ""
+                    more = f" (and {plural(len(found) - 1, 'more problem')})" if len(found) > 1 else ""
                     raise StateFileError(rel, reason + more, pointer or "/")
         if kind is not None and kind.normalise is not None:
             converted = kind.normalise(doc, rel, lambda: self.foreign_stamp(rel))

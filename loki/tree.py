@@ -98,24 +98,38 @@ class _ReferenceValidator:
         self._validators: dict[str, Any] = {}
 
     def problems(self, schema_name: str, doc: Any) -> list[tuple[str, str]]:
-        from jsonschema.exceptions import best_match
-
         validator = self._validators.get(schema_name)
         if validator is None:
             validator = self._cls(registry().raw(schema_name), registry=self._registry)
             self._validators[schema_name] = validator
         found = []
-        for error in validator.iter_errors(doc):
-            if error.context:
-                # As in the fast validator: report the branch the value was meant for, not the
-                # branch whose very type does not fit.
-                # (Nor the one that refuses the value's own keys: Loki Mode's queue file has no "version".)
-                fitting = [e for e in error.context
-                           if not (e.validator in ("type", "additionalProperties") and not e.relative_path)]
-                error = best_match(fitting or error.context) or error
+        for error in (leaf for top in validator.iter_errors(doc) for leaf in _branch_errors(top)):
             message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
             found.append((pointer(str(p) for p in error.absolute_path), message))
         return found
+
+
+def _branch_errors(error: Any) -> list[Any]:
+    """An anyOf/oneOf failure as every problem of the branch the value was meant for.
+
+    As in the fast validator (loki/schema.py): a branch whose very type does not fit ranks after
+    one that fails deeper inside, then the branch with fewer problems wins -- and *all* of its
+    problems are reported, so `validate` counts what a reading command's "(and N more problems)"
+    counts. A failure that matched more than one branch (oneOf) has no branch errors: it stays.
+    """
+    if not error.context:
+        return [error]
+    branches: dict[Any, list[Any]] = {}
+    for sub in error.context:
+        branches.setdefault(sub.relative_schema_path[0] if sub.relative_schema_path else None, []).append(sub)
+    ranked = []
+    for subs in branches.values():
+        leaves = [leaf for sub in subs for leaf in _branch_errors(sub)]
+        # A branch whose very type does not fit, or that refuses the value's own keys (Loki Mode's
+        # queue file has no "version"), is not the branch the value was meant for.
+        wrong_type = any(sub.validator in ("type", "additionalProperties") and not sub.relative_path for sub in subs)
+        ranked.append(((1 if wrong_type else 0, len(leaves)), leaves))
+    return min(ranked, key=lambda item: item[0])[1]
 
 
 def _walk(root: str) -> Iterator[tuple[str, os.stat_result]]:

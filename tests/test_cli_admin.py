@@ -93,6 +93,23 @@ def test_validate_lists_every_problem_and_exits_1(store: Store) -> None:
     assert human.code == 1 and "queue/pending.json at /tasks/0/priority" in human.stderr
 
 
+def test_validate_and_a_reading_command_count_the_same_problems(store: Store) -> None:
+    bad = {"priority": "urgent", "max_attempts": 0, "title": ""}
+    Path(store.path("queue/pending.json")).write_text(
+        json.dumps({"version": 1, "tasks": [task("a", **bad), task("b", **bad)]}))
+    result = cli(["validate", "--json"], root=store.root)
+    assert result.code == 1
+    where = sorted(p["pointer"] for p in result.json()["problems"])
+    assert where == [f"/tasks/{n}/{field}" for n in (0, 1) for field in ("max_attempts", "priority", "title")]
+    assert cli(["validate"], root=store.root).stderr.splitlines()[-1].startswith("6 problems in ")
+    listed = cli(["queue", "list"], root=store.root)
+    assert listed.code == 1 and "(and 5 more problems)" in listed.stderr
+    Path(store.path("queue/pending.json")).write_text(
+        json.dumps({"version": 1, "tasks": [task("a", priority="urgent", title="")]}))
+    assert "(and 1 more problem)\n" in cli(["queue", "list"], root=store.root).stderr
+    assert len(cli(["validate", "--json"], root=store.root).json()["problems"]) == 2
+
+
 def test_validate_finds_a_task_in_two_files(store: Store) -> None:
     put_tasks(store, "pending", [task("dup")])
     put_tasks(store, "failed", [task("dup", status="failed")])
