@@ -555,15 +555,25 @@ def consume_pending(store: Store, *, on_event: EventSink | None = None) -> dict[
     """One consuming pass right now, unless a watcher is consuming (then it will do it).
 
     For commands that want their signal applied at once when no watcher runs (``loki
-    approve``). Returns ``{"consumed": bool, "consumer": holder or None, "outcomes": [...]}``.
+    approve``). Returns ``{"consumed": bool, "consumer": holder or None, "outcomes": [...],
+    "errors": [...]}``: ``errors`` are the signals that could not be applied (each ``{"id",
+    "message", ...}``; they stay in ``signals/.processing/`` for the next consumer).
     """
     lock = ConsumerLock(store)
     if not lock.try_acquire():
-        return {"consumed": False, "consumer": consumer_status(store), "outcomes": []}
+        return {"consumed": False, "consumer": consumer_status(store), "outcomes": [], "errors": []}
+    errors: list[dict[str, Any]] = []
+
+    def sink(event: dict[str, Any]) -> None:
+        if event.get("event") == "error":
+            errors.append(event)
+        if on_event is not None:
+            on_event(event)
+
     try:
-        consumer = Consumer(store, on_event=on_event)
+        consumer = Consumer(store, on_event=sink)
         done = consumer.recover() + consumer.run_pass()
         consumer.save()
     finally:
         lock.release()
-    return {"consumed": True, "consumer": None, "outcomes": done}
+    return {"consumed": True, "consumer": None, "outcomes": done, "errors": errors}

@@ -96,7 +96,7 @@ class Watcher:
             self._follower = outcomes.Follower(self.store)
             self._next_takeover = self._timer() + self.rescan_seconds
             self._emit({"event": "started", "consuming": False, "holder": self.holder,
-                        "detail": f"display-only: {_describe(self.holder)} is consuming signals"})
+                        "detail": f"display-only: {describe_holder(self.holder)} is consuming signals"})
         return self.consuming
 
     def _become_consumer(self) -> None:
@@ -276,7 +276,8 @@ def _native_observer(directory: str, wake: Callable[[], None]) -> Any:
     return observer
 
 
-def _describe(holder: dict[str, Any] | None) -> str:
+def describe_holder(holder: dict[str, Any] | None) -> str:
+    """The consuming watcher in words (``consumer_status``'s record), for messages."""
     if not holder:
         return "another watcher"
     return f"pid {holder.get('pid')} on {holder.get('host')} ({holder.get('command')}, since {holder.get('since')})"

@@ -551,3 +551,47 @@ def test_an_older_escalation_can_be_closed_by_id_and_leaves_the_briefing(store: 
     empty = cli(["escalations", "close", escalation_id, "--note", " "], root=store.root)
     assert empty.code == 1 and "--note" in empty.stderr
     assert snapshot_bytes(store.root) == before
+
+
+# -- what approve reports ---------------------------------------------------------------------------------
+
+
+def test_approve_says_when_applying_the_decision_failed(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from loki import escalations
+    from loki.errors import StateFileError
+
+    Queue(store).add("x", task_id="t1")
+    escalate(store, "t1", "why")
+
+    def broken(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise StateFileError("queue/blocked.json", "disk on fire")
+
+    monkeypatch.setattr(escalations, "resolve", broken)
+    result = cli(["approve", "t1", "--decision", "approve"], root=store.root)
+    assert result.code == 1
+    assert "the running watcher applies it" not in result.stdout + result.stderr
+    assert "approve for t1 was recorded as signal HUMAN_APPROVED but applying it failed: queue/blocked.json: disk " \
+           "on fire" in result.stderr
+    assert "kept in signals/.processing/" in result.stderr and "loki watch --once" in result.stderr
+    as_json = cli(["approve", "t1", "--decision", "approve", "--json"], root=store.root)
+    assert as_json.code == 1 and json.loads(as_json.stderr)["applied_now"] is False
+    monkeypatch.undo()
+    retried = cli(["watch", "--once"], root=store.root)  # the kept signals are applied by the next consumer
+    assert retried.code == 0, retried.stderr
+    assert Queue(store).show("t1")["state"] == "pending"
+
+
+def test_approve_with_a_watcher_running_says_which_applies_it(store: Store) -> None:
+    from loki.consumer import ConsumerLock
+
+    Queue(store).add("x", task_id="t1")
+    escalate(store, "t1", "why")
+    lock = ConsumerLock(store)
+    assert lock.try_acquire()
+    try:
+        result = cli(["approve", "t1", "--decision", "approve"], root=store.root)
+    finally:
+        lock.release()
+    assert result.code == 0
+    assert result.stdout.startswith("approve for t1 recorded as signal HUMAN_APPROVED; the running watcher (pid ")
+    assert Queue(store).show("t1")["state"] == "blocked"

@@ -55,7 +55,8 @@ def approve(
 
     from loki import signals, signaltypes
     from loki.consumer import consume_pending
-    from loki.errors import InvalidArgument, InvalidInput
+    from loki.errors import InvalidArgument, InvalidInput, LokiError
+    from loki.watcher import describe_holder
     from loki.escalations import DECISIONS
     from loki.paths import check_id
     from loki.strikes import ESCALATION_PREFIX
@@ -85,13 +86,24 @@ def approve(
     # With no watcher running, apply it now (the same exactly-once consumer); else the watcher does.
     done = consume_pending(store)
     mine = next((o for o in done["outcomes"] if o.get("name") == emitted["name"]), None)
+    if done["consumed"] and mine is None:
+        # We were the consumer and it did not apply: say so (exit 1), never "the watcher applies it".
+        failed = next((e for e in done["errors"] if signals.original_name(str(e.get("id"))) == emitted["name"]),
+                      None)
+        why = failed["message"] if failed else "it was not applied"
+        raise LokiError(f"{decision} for {task_id} was recorded as signal {emitted['name']} but applying it failed: "
+                        f"{why}. The signal is kept in signals/.processing/; `loki watch --once` (or a running "
+                        "`loki watch`) retries it", signal=emitted["name"], task_id=task_id, decision=decision,
+                        applied_now=False, reason=why)
     if json_output:
         print_json({"signal": emitted["name"], "task_id": task_id, "decision": decision,
-                    "applied_now": done["consumed"], "outcome": mine})
-    elif done["consumed"] and mine is not None:
+                    "applied_now": done["consumed"], "outcome": mine,
+                    "consumer": None if done["consumed"] else done["consumer"]})
+    elif mine is not None:
         say(f"{mine['outcome']}: {mine.get('detail', '')}")
     else:
-        say(f"{decision} for {task_id} recorded as signal {emitted['name']}; the running watcher applies it")
+        say(f"{decision} for {task_id} recorded as signal {emitted['name']}; the running watcher "
+            f"({describe_holder(done['consumer'])}) applies it")
 
 
 @escalations_app.command("list")
