@@ -81,17 +81,19 @@ def logged(store: Store, max_bytes: int = TAIL_BYTES) -> dict[str, dict[str, Any
 
 
 class Follower:
-    """Yields the outcome lines appended since it last looked (a display-only watcher follows the log)."""
+    """Yields the lines appended to a JSON-lines log since it last looked (a display-only watcher
+    follows the outcome log, and the tick's ``logs/events.jsonl``)."""
 
-    def __init__(self, store: Store, *, from_end: bool = True) -> None:
+    def __init__(self, store: Store, *, from_end: bool = True, log: str = LOG) -> None:
         self.store = store
-        self.offset = store.read_from(LOG, 0, 0)[1] if from_end else 0
+        self.log = log
+        self.offset = store.read_from(log, 0, 0)[1] if from_end else 0
 
     def poll(self) -> list[dict[str, Any]]:
-        data, size = self.store.read_from(LOG, self.offset)
+        data, size = self.store.read_from(self.log, self.offset)
         if size < self.offset:  # the log was replaced (by hand): start over from its beginning
             self.offset = 0
-            data, size = self.store.read_from(LOG, 0)
+            data, size = self.store.read_from(self.log, 0)
         cut = data.rfind(b"\n")
         if cut < 0:
             return []

@@ -1,8 +1,8 @@
 """``loki watch``: the loop that consumes signals, runs the periodic tick, and feeds the live view.
 
 One watcher consumes (it holds ``state/watch.consumer.lock`` for its whole life); any
-other is display-only: it follows ``logs/signals.jsonl`` and tries to take over once a
-second, so killing the consumer never leaves signals unattended for long.
+other is display-only: it follows ``logs/signals.jsonl`` and the tick's ``logs/events.jsonl``
+and tries to take over once a second, so killing the consumer never leaves signals unattended for long.
 
 How a signal is noticed: a watchdog observer on ``signals/`` wakes the loop (inotify
 on Linux), but its events are only hints -- the loop also rescans every
@@ -26,7 +26,7 @@ from collections import deque
 from loki import layout, outcomes
 from loki.config import setting
 from loki.consumer import Consumer, ConsumerLock, consumer_status
-from loki.ticks import Tick
+from loki.ticks import EVENTS_LOG, Tick
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -64,6 +64,7 @@ class Watcher:
         self.holder: dict[str, Any] | None = None
         self._observer: Any = None
         self._follower: outcomes.Follower | None = None
+        self._tick_follower: outcomes.Follower | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._next_tick = 0.0
@@ -94,6 +95,7 @@ class Watcher:
         else:
             self.holder = consumer_status(self.store)
             self._follower = outcomes.Follower(self.store)
+            self._tick_follower = outcomes.Follower(self.store, log=EVENTS_LOG)
             self._next_takeover = self._timer() + self.rescan_seconds
             self._emit({"event": "started", "consuming": False, "holder": self.holder,
                         "detail": f"display-only: {describe_holder(self.holder)} is consuming signals"})
@@ -102,6 +104,7 @@ class Watcher:
     def _become_consumer(self) -> None:
         self.holder = None
         self._follower = None
+        self._tick_follower = None
         consumer = Consumer(self.store, on_event=self._emit)
         consumer.update_state({"consumer": {"pid": os.getpid(), "host": os.uname().nodename,
                                             "started_at": self.store.now_ts()}})
@@ -169,6 +172,10 @@ class Watcher:
         if self._follower is not None:
             for record in self._follower.poll():
                 self._emit({"event": "signal", "observed": True, **record})
+        if self._tick_follower is not None:
+            # What the consumer's tick did (leases, review timeouts, breakers, the dead-letter review).
+            for record in self._tick_follower.poll():
+                self._emit({"event": "tick", "observed": True, **record})
         if self._timer() >= self._next_takeover and not self._stop.is_set():
             self._next_takeover = self._timer() + self.rescan_seconds
             if self.lock.try_acquire():

@@ -164,3 +164,30 @@ def test_an_unknown_observer_mode_is_refused(store: Store) -> None:
 
     with pytest.raises(InvalidInput, match="--observer"):
         Watcher(store, observer="kqueue")
+
+
+def test_a_display_only_watcher_shows_the_consumers_tick_events(store: Store, root: Path,
+                                                                  clock: ManualClock) -> None:
+    from loki.breakers import Breakers
+    from loki.cli.watch import event_text
+
+    queue = Queue(store)
+    queue.add("t", task_id="t1")
+    queue.claim("eng-1", lease_seconds=10)
+    Breakers(store).trip("api/claude")
+    first = Watcher(store, observer="polling")
+    assert first.start()
+    seen: list[dict[str, Any]] = []
+    second = Watcher(Store(root, clock=store.clock), on_event=seen.append, observer="polling", timer=Timer())
+    assert second.start() is False
+    clock.advance(300)
+    first.run_tick()  # the consumer requeues the lease and saves HALF_OPEN
+    second.step()
+    ticks = [e for e in seen if e["event"] == "tick"]
+    assert [(e["action"], e["observed"]) for e in ticks] == [("lease_expired", True), ("breaker_half_open", True)]
+    line = event_text(ticks[0], "2026-01-25T10:05:00Z")
+    assert line == "10:05:00 tick lease_expired: t1: lease expired, back to pending (a timeout attempt) (seen in the log)"
+    second.step()
+    assert len([e for e in seen if e["event"] == "tick"]) == 2  # each event shown once
+    first.close()
+    second.close()

@@ -103,7 +103,8 @@ def event_text(event: dict[str, Any], now: str) -> str:
         seen = " (seen in the log)" if event.get("observed") else ""
         return f"{stamp} {event.get('name')} {event.get('outcome')}: {event.get('detail')}{seen}"
     if kind == "tick":
-        return f"{stamp} tick {event.get('action')}: {event.get('detail')}"
+        seen = " (seen in the log)" if event.get("observed") else ""
+        return f"{stamp} tick {event.get('action')}: {event.get('detail')}{seen}"
     return f"{stamp} {kind}: {event.get('detail')}"
 
 
