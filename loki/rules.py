@@ -152,6 +152,12 @@ def _pause(store: Store, sig: Signal, reason: str, *, deadline: str | None = Non
                 session.touch("blocked", task)
                 return outcome("applied", f"{task['id']} stays blocked, now waiting for a human until {deadline}",
                                state_change={"from": "blocked", "to": "blocked"})
+            if deadline is not None and current.get("deadline"):
+                # The usual case: `loki escalate` (or the strike hook) parked the task and announced
+                # it with this very signal. The task already waits for a human: nothing is missing.
+                source = f", escalations/{current['escalation']}" if current.get("escalation") else ""
+                return outcome("already_applied", f"{task['id']} already waits for a human until "
+                                                  f"{current['deadline']} ({current.get('reason', 'no reason')}{source})")
             until = f" until {current['deadline']}" if current.get("deadline") else ""
             return outcome("skipped", f"{task['id']} is already blocked{until} ({current.get('reason', 'no reason')})")
         if state not in PAUSABLE:
@@ -410,12 +416,13 @@ RULES: tuple[Rule, ...] = (
          "blocked; every signals.drift_accumulated_threshold (3) accumulated: consolidated into CONTINUITY.md",
          _drift_documented),
     Rule(signaltypes.HUMAN_REVIEW_NEEDED, "block_for_review",
-         "task -> blocked, deadline = signal time + signals.human_review_timeout_hours (24 h); already blocked "
-         "(escalate did it): left as is; blocking: false or no task_id: logged. Past the deadline the watcher's "
-         "tick moves it to the dead-letter queue", block_for_review),
+         "task -> blocked, deadline = signal time + signals.human_review_timeout_hours (24 h); already waiting "
+         "for a human (escalate did it): already_applied, left as is; blocking: false or no task_id: logged. Past "
+         "the deadline the watcher's tick moves it to the dead-letter queue", block_for_review),
     Rule(signaltypes.HUMAN_APPROVED, "apply_decision",
          "escalations.resolve: approve/clarify -> pending, cancel -> cancelled (a dead-letter entry -> pending or "
-         "abandoned); the decision goes into the task's notes and the escalation file", apply_decision),
+         "abandoned); the decision goes into the task's notes and every open escalation file of the task; "
+         "approve/clarify start a fresh attempt budget", apply_decision),
     Rule(signaltypes.TESTS_PASSED, "complete_task",
          "the task named by task_id, in progress (any holder) or pending -> completed, result = the signal; "
          "no task_id: logged", complete_task),

@@ -128,7 +128,7 @@ def test_watch_once_prints_one_line_per_event_and_a_summary(root: Path) -> None:
     lines = result.stdout.splitlines()
     assert lines[0].startswith("10:00:00 started: consuming signals in ")
     assert "TESTS_PASSED_auth applied: t1: in-progress -> completed (held by eng-1)" in lines[1]
-    assert lines[-1] == "1 signal(s) handled: 1 applied"
+    assert lines[-1] == "1 signal handled: 1 applied"
 
 
 def test_watch_once_json_is_one_document(root: Path) -> None:
@@ -215,3 +215,15 @@ def test_a_cooldown_ending_seen_first_by_a_check_is_not_logged_again_by_the_watc
         assert result.code == 0 and "breaker_half_open" not in result.stdout
     assert len(_half_open_lines(root)) == 1
     assert _tick_events(root, "breaker_half_open") == []
+
+
+def test_an_escalations_own_signal_is_not_reported_as_skipped(root: Path) -> None:
+    assert cli(["queue", "add", "deploy", "--id", "t1"], root=root, env=ENV).code == 0
+    assert cli(["escalate", "t1", "--trigger", "security_decision"], root=root, env=ENV).code == 0
+    result = cli(["watch", "--once", "--no-tui"], root=root, env=ENV)
+    assert result.code == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if "HUMAN_REVIEW_NEEDED" in line)
+    assert "skipped" not in line
+    assert line.startswith("10:00:00 HUMAN_REVIEW_NEEDED already_applied: t1 already waits for a human until "
+                           "2026-01-26T10:00:00Z (security_decision, escalations/20260125T100000Z-t1.md)")
+    assert result.stdout.splitlines()[-1] == "1 signal handled: 1 already_applied"

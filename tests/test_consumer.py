@@ -304,7 +304,7 @@ def test_consume_pending_applies_a_human_decision_at_once(store: Store, root: Pa
     escalate(store, "t1", "security_decision")
     signals.emit(store, "HUMAN_APPROVED", {"decision": "approve"}, task_id="t1")
     result = consume_pending(store)
-    assert {r["name"]: r["outcome"] for r in result["outcomes"]} == {"HUMAN_REVIEW_NEEDED": "skipped",
+    assert {r["name"]: r["outcome"] for r in result["outcomes"]} == {"HUMAN_REVIEW_NEEDED": "already_applied",
                                                                    "HUMAN_APPROVED": "applied"}
     assert Queue(store).show("t1")["state"] == "pending"
     assert store.read(layout.WATCH_STATE)["signals_processed"] == 2

@@ -79,7 +79,7 @@ def test_review_needed_after_escalate_is_idempotent(store: Store, queue: Queue) 
     before = where(store, "t1")[1]["blocked"]
     result = rules.apply(store, sig("HUMAN_REVIEW_NEEDED", reason="security_decision", task_id="t1",
                                     escalation="x.md"))
-    assert result["outcome"] == "skipped" and "already blocked until" in result["detail"]
+    assert result["outcome"] == "already_applied" and "already waits for a human until" in result["detail"]
     assert where(store, "t1")[1]["blocked"] == before
 
 

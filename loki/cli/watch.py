@@ -18,6 +18,7 @@ import typer
 
 from loki.cli.common import print_json, store_from
 from loki.stopsignals import stop_requests
+from loki.wording import plural
 
 
 def watch(
@@ -58,10 +59,10 @@ def _once(watcher: Any, json_output: bool) -> None:
         raise NothingToDo("another watcher is consuming signals; nothing done", holder=result["holder"])
     if not json_output:
         counts = ", ".join(f"{n} {kind}" for kind, n in result["outcomes"].items())
-        _say(f"{result['signals']} signal(s) handled" + (f": {counts}" if counts else ""))
+        _say(f"{plural(result['signals'], 'signal')} handled" + (f": {counts}" if counts else ""))
     errors = [e for e in result["events"] if e.get("event") == "error"]
     if errors:  # cron must notice: the signals are kept in .processing/ and the next run retries them
-        raise LokiError(f"{len(errors)} error(s): {errors[0]['detail']}", errors=errors)
+        raise LokiError(f"{plural(len(errors), 'error')}: {errors[0]['detail']}", errors=errors)
 
 
 def _live(watcher: Any, refresh: float) -> None:
