@@ -53,6 +53,48 @@ SESSION_CHARS = 128
 REFERENCES_KEPT = 20
 _EXIT_CODE_PREFIX = "Exit code "
 
+OUTPUT_FLAGS = frozenset({"-v", "-vv", "-vvv", "-vvvv", "--verbose", "-q", "-qq", "-qqq", "--quiet", "--no-color",
+                          "--no-colour", "--color", "--colour"})
+"""Options that change only what a command prints, never whether it succeeds (docs/memory.md)."""
+OUTPUT_FLAG_VALUES = ("--color=", "--colour=", "--verbosity=")
+OUTPUT_FLAGS_BY_PROGRAM: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
+    "pytest": (frozenset({"-s", "-l", "--showlocals", "--no-header", "--no-summary", "--full-trace", "-ra", "-rA"}),
+               ("--tb=", "--durations=", "--capture=")),
+    "jest": (frozenset({"--silent", "--colors", "--no-colors"}), ()),
+}
+NOT_OUTPUT_FLAGS = {"grep": frozenset({"-v"}), "egrep": frozenset({"-v"}), "fgrep": frozenset({"-v"}),
+                    "rg": frozenset({"-v"}), "git": frozenset({"-q", "-v"})}
+"""Where a "display" flag means something else (``grep -v`` inverts the match)."""
+
+
+def is_rerun(failed: str, succeeded: str) -> bool:
+    """Whether a successful Bash command is the failing one again, give or take options that only
+    change its output (``pytest tests/test_x.py -v`` after ``pytest tests/test_x.py``).
+
+    Such a success is no fix -- whatever fixed it happened in between -- so error memory records
+    it as "passed on retry" (``same_input``) and never offers it as a hint. A flag that changes
+    what runs (``cargo build --offline``, ``pytest -p no:randomly``) still makes it a fix.
+    """
+    import shlex
+
+    try:
+        before, after = shlex.split(failed), shlex.split(succeeded)
+    except ValueError:  # an unbalanced quote: no reliable comparison, so no claim either way
+        return False
+    if before == after:
+        return True
+    program = cmdprefix.command_prefix(succeeded).split(" ", 1)[0]
+    if not program or program != cmdprefix.command_prefix(failed).split(" ", 1)[0]:
+        return False
+    extra, extra_values = OUTPUT_FLAGS_BY_PROGRAM.get(program, (frozenset(), ()))
+    flags = (OUTPUT_FLAGS | extra) - NOT_OUTPUT_FLAGS.get(program, frozenset())
+    values = OUTPUT_FLAG_VALUES + extra_values
+
+    def essential(words: list[str]) -> list[str]:
+        return [w for w in words if w not in flags and not w.startswith(values)]
+
+    return essential(before) == essential(after)
+
 
 def confidence(calls_between: int, half_life: float) -> float:
     """How sure loki is that a success fixed the streak before it: ``0.5 ** (calls / half_life)``.
@@ -180,6 +222,9 @@ def resolution_record(
     """
     entry = streak["entry"]
     calls_between = max(0, int(streak.get("calls_between") or 0))
+    resolution = call_text(tool, tool_input)
+    command = _label_subject(entry.get("call"), entry.get("input_preview", ""))
+    same_input = bool(streak.get("same_input")) or (tool == "Bash" and is_rerun(command, resolution))
     return {
         "kind": "resolution",
         "id": new_id("resolution"),
@@ -189,13 +234,13 @@ def resolution_record(
         "prefix": entry.get("prefix") if isinstance(entry.get("prefix"), str) else cmdprefix.call_prefix(tool,
                                                                                                        tool_input),
         "resolves": list(streak["memory_ids"]),
-        "resolution": call_text(tool, tool_input),
-        "command": _label_subject(entry.get("call"), entry.get("input_preview", "")),
+        "resolution": resolution,
+        "command": command,
         "error_message": str(entry.get("last_error") or ""),
         "error_class": entry.get("error_class"),
         "calls_between": calls_between,
         "confidence": confidence(calls_between, half_life),
-        "same_input": bool(streak.get("same_input")),
+        "same_input": same_input,
         "strike_key": streak["key"],
         "branch": branch,
         "cwd": redact(cwd) if cwd else "",

@@ -378,3 +378,21 @@ def test_two_searchers_never_index_a_line_twice(store: Store, root: Path) -> Non
         assert second.sync()["added"] == 1  # the other connection reads only the new line
         assert first.sync()["added"] == 0
         assert first.search("terraformx")[0]["occurrences"] == 2 == second.search("terraformx")[0]["occurrences"]
+
+
+@pytest.mark.parametrize(("failed", "succeeded", "rerun"), [
+    ("pytest tests/test_x.py", "pytest tests/test_x.py -v", True),
+    ("pytest -vv tests/test_x.py", "pytest tests/test_x.py --tb=short -s", True),
+    ("python -m pytest tests/test_x.py", "python -m pytest tests/test_x.py -q --color=yes", True),
+    ("cargo build", "cargo build", True),
+    ("cargo build", "cargo build --offline", False),  # changes what runs: a fix
+    ("pytest tests/test_x.py", "pytest tests/test_x.py -p no:randomly", False),
+    ("pytest tests/test_x.py", "pytest tests/test_y.py -v", False),
+    ("grep foo log.txt", "grep -v foo log.txt", False),  # -v inverts grep's match
+    ("ln a b", "ln -s a b", False),
+    ("echo 'unbalanced", "echo 'unbalanced -v", False),
+])
+def test_a_rerun_with_output_flags_is_told_from_a_fix(failed: str, succeeded: str, rerun: bool) -> None:
+    from loki.memory import is_rerun
+
+    assert is_rerun(failed, succeeded) is rerun

@@ -199,6 +199,23 @@ def test_a_fixed_streak_is_shown_by_search_and_by_pre_tool_use(project: Path) ->
     assert (stats["patterns"], stats["resolved_patterns"], stats["resolved_share"]) == (1, 1, 1.0)
 
 
+def test_a_rerun_with_an_output_flag_passed_on_retry_it_is_no_fix(project: Path) -> None:
+    for _ in range(2):
+        fail(project, "pytest tests/test_x.py", 1, "FAILED tests/test_x.py::test_login - AssertionError")
+    succeed(project, "pytest tests/test_x.py -v", stdout="1 passed\n")
+    (hit,) = search(project, "test_login", "--with-resolution")
+    assert hit["resolution"]["same_input"] is True  # a rerun: what fixed it happened in between
+    people = cli(["errors", "search", "test_login"], root=project / ".loki")
+    assert "passed on retry" in people.stdout and "fixed by" not in people.stdout
+    assert "it was fixed by" not in pre_tool_use(project, "pytest tests/test_x.py").stdout  # no hint
+    # A flag that changes what runs is still a fix.
+    for _ in range(2):
+        fail(project, "pytest tests/test_y.py", 1, "FAILED tests/test_y.py::test_db - OperationalError")
+    succeed(project, "pytest tests/test_y.py -v -p no:randomly --tb=short")
+    (fixed,) = search(project, "test_db", "--with-resolution")
+    assert fixed["resolution"]["same_input"] is False
+
+
 def test_the_hint_joins_the_strike_guidance(project: Path) -> None:
     for _ in range(2):
         fail(project, "cargo build", 127, "/bin/bash: line 1: cargo: command not found")

@@ -38,8 +38,11 @@ def when_later(calls: int) -> str:
 
 
 def resolution_line(resolution: dict[str, Any]) -> str:
-    how = "the same call succeeded again" if resolution.get("same_input") else f"fixed by `{resolution['resolution']}`"
-    return f"{how} ({when_later(resolution['calls_between'])}, confidence {resolution['confidence']:.2f})"
+    if resolution.get("same_input"):
+        # A rerun (unchanged, or with only an output flag) fixed nothing itself: no confidence to give.
+        return f"passed on retry (`{resolution['resolution']}`, {when_later(resolution['calls_between'])})"
+    return (f"fixed by `{resolution['resolution']}` ({when_later(resolution['calls_between'])}, confidence "
+            f"{resolution['confidence']:.2f})")
 
 
 def refs_text(refs: list[dict[str, Any]], shown: int = 5) -> str:
