@@ -24,7 +24,8 @@ LOG = f"{layout.LOGS_DIR}/signals.jsonl"
 TAIL_BYTES = 256 * 1024
 OUTCOMES = ("applied", "already_applied", "skipped", "logged", "archived", "quarantined", "rejected")
 """applied: the rule changed something; already_applied: the change was already made (a retry after a
-crash, or HUMAN_REVIEW_NEEDED announcing an escalation that already parked the task); skipped: the rule did not apply (no such task, wrong state); logged: the rule is to log;
+crash, or HUMAN_REVIEW_NEEDED announcing an escalation that already parked the task);
+skipped: the rule did not apply (no such task, wrong state); logged: the rule is to log;
 archived: an unknown type, kept under signals/.archive/; quarantined: a malformed signal file;
 rejected: a malformed DRIFT_DETECTED line (it stays in the log)."""
 

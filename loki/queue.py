@@ -331,7 +331,7 @@ class Queue:
     def _refuse_dead_dependencies(self, session: Session, deps: Iterable[str], named: str, at: str = "") -> None:
         """A dependency that is cancelled or abandoned (or waits on one) would never complete."""
         state_of = self._state_lookup(session)
-        stuck: dict[str, str] | None = None
+        stuck: dict[str, dict[str, str]] | None = None
         for dep in deps:
             state = state_of(dep)
             if state in DEAD_STATES:
@@ -811,7 +811,8 @@ class Queue:
         """Back to pending from failed, dead-letter or cancelled, keeping the attempt history.
 
         ``approach`` documents the new approach; ``reset_count`` resets the attempt count: a fresh
-        budget of ``max_attempts`` failures (the history stays, the maximum is unchanged); ``fix_commit`` records the commit that fixed
+        budget of ``max_attempts`` failures (the history stays, the maximum is unchanged);
+        ``fix_commit`` records the commit that fixed
         the blocking bug. From dead-letter it counts as a recovery in the file's metadata.
         """
         check_id(task_id, "task id")

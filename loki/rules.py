@@ -156,8 +156,9 @@ def _pause(store: Store, sig: Signal, reason: str, *, deadline: str | None = Non
                 # The usual case: `loki escalate` (or the strike hook) parked the task and announced
                 # it with this very signal. The task already waits for a human: nothing is missing.
                 source = f", escalations/{current['escalation']}" if current.get("escalation") else ""
-                return outcome("already_applied", f"{task['id']} already waits for a human until "
-                                                  f"{current['deadline']} ({current.get('reason', 'no reason')}{source})")
+                why = f"{current.get('reason', 'no reason')}{source}"
+                return outcome("already_applied",
+                               f"{task['id']} already waits for a human until {current['deadline']} ({why})")
             until = f" until {current['deadline']}" if current.get("deadline") else ""
             return outcome("skipped", f"{task['id']} is already blocked{until} ({current.get('reason', 'no reason')})")
         if state not in PAUSABLE:

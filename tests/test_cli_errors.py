@@ -34,7 +34,7 @@ def test_list(store: Store, root: Path) -> None:
     everywhere = cli(["errors", "list", "--all-branches", "--json"], root=root).json()
     assert [(b["branch"], len(b["strikes"])) for b in everywhere["branches"]] == [("feature/x", 1), ("main", 2)]
     people = cli(["errors", "list", "--branch", "main"], root=root)
-    assert "Bash `cargo build`" in people.stdout and "2 failing call(s) on branch main" in people.stdout
+    assert "Bash `cargo build`" in people.stdout and "2 failing calls on branch main" in people.stdout
 
 
 def test_list_defaults_to_the_current_branch(store: Store, root: Path, tmp_path: Path,
@@ -55,7 +55,7 @@ def test_show(store: Store, root: Path) -> None:
     whole = cli(["errors", "show", "--branch", "main", "--json"], root=root).json()
     assert whole["branch"] == "main" and len(whole["attempts"]) == 4 and whole["strike_count"] == 3
     people = cli(["errors", "show", cargo, "--branch", "main"], root=root)
-    assert "3 strike(s), tier stop" in people.stdout and "escalations/" in people.stdout
+    assert "3 strikes, tier stop" in people.stdout and "escalations/" in people.stdout
     missing = cli(["errors", "show", "Bash:0000", "--branch", "main"], root=root)
     assert missing.code == 1 and "no strike 'Bash:0000' on branch main" in missing.stderr
 
@@ -67,7 +67,7 @@ def test_reset(store: Store, root: Path) -> None:
     one = cli(["errors", "reset", cargo, "--branch", "main", "--json"], root=root).json()
     assert one == {"branch": "main", "reset": [{"key": cargo, "strike_count": 3}]}
     rest = cli(["errors", "reset", "--all", "--branch", "main"], root=root)
-    assert f"reset {npm} (1 strike(s): Bash `npm test`) on branch main" in rest.stdout
+    assert f"reset {npm} (1 strike: Bash `npm test`) on branch main" in rest.stdout
     assert Strikes(store, branch="main").active() == []
     assert len(Strikes(store, branch="feature/x").active()) == 1
     assert "nothing to reset" in cli(["errors", "reset", "--all", "--branch", "main"], root=root).stdout

@@ -323,3 +323,14 @@ def test_a_dependency_cancelled_later_is_reported_by_claim_validate_and_doctor(r
     assert doctor.code == 1 and doctor.json()["healthy"] is False
     assert cli(["queue", "retry", "base"], root=root).code == 0  # the way out
     assert cli(["validate"], root=root).code == 0
+
+
+def test_counts_are_worded_with_proper_plurals(root: Path) -> None:
+    for n in range(3):
+        cli(["queue", "add", f"t{n}", "--id", f"t{n}", "--max-attempts", "1"], root=root)
+    listed = cli(["queue", "list", "--state", "all", "--limit", "2"], root=root)
+    assert listed.stdout.splitlines()[-1] == "2 of 3 tasks (use --limit to see more)"
+    assert cli(["queue", "list"], root=root).stdout.splitlines()[-1] == "3 of 3 pending tasks"
+    cli(["queue", "claim", "--agent", "a"], root=root)
+    cli(["queue", "fail", "t0", "--agent", "a", "--error", "boom"], root=root)
+    assert "dead-letter: 1 entry, last reviewed never" in cli(["status"], root=root).stdout

@@ -524,7 +524,7 @@ def test_an_older_escalation_can_be_closed_by_id_and_leaves_the_briefing(store: 
     escalate(store, "t1", "second reason")
     escalation_id = Path(older).stem
     listed = cli(["escalations", "list", "--json"], root=store.root).json()["escalations"]
-    assert [e["id"] for e in listed][0] == escalation_id and listed[0]["resolution"] is None
+    assert listed[0]["id"] == escalation_id and listed[0]["resolution"] is None
     assert escalation_id in cli(["escalations", "list"], root=store.root).stdout
     closed = cli(["escalations", "close", escalation_id, "--note", "superseded by the second one", "--by", "bob"],
                  root=store.root, env={"LOKI_NOW": "2026-01-25T11:00:00Z"})

@@ -186,7 +186,8 @@ def test_a_display_only_watcher_shows_the_consumers_tick_events(store: Store, ro
     ticks = [e for e in seen if e["event"] == "tick"]
     assert [(e["action"], e["observed"]) for e in ticks] == [("lease_expired", True), ("breaker_half_open", True)]
     line = event_text(ticks[0], "2026-01-25T10:05:00Z")
-    assert line == "10:05:00 tick lease_expired: t1: lease expired, back to pending (a timeout attempt) (seen in the log)"
+    assert line == ("10:05:00 tick lease_expired: t1: lease expired, back to pending (a timeout attempt) "
+                    "(seen in the log)")
     second.step()
     assert len([e for e in seen if e["event"] == "tick"]) == 2  # each event shown once
     first.close()

@@ -92,7 +92,7 @@ def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json",
     say(f"signals waiting: {report['signals_waiting']}   escalations: {escalations['open']} open "
         f"({escalations['total']} in all)")
     reviewed = report["dead_letter"]["last_reviewed"] or "never"
-    say(f"dead-letter: {report['dead_letter']['size']} entries, last reviewed {reviewed}")
+    say(f"dead-letter: {plural(report['dead_letter']['size'], 'entry', 'entries')}, last reviewed {reviewed}")
     watcher = report["watcher"]
     if watcher["consuming"]:
         holder = watcher["holder"] or {}
@@ -142,8 +142,8 @@ def doctor(
             say(f"gave {rel} its own copy: it had other hard links (they keep the old content, untouched)")
         for moved in report.moved_aside:
             if "records" in moved:
-                say(f"set aside {plural(moved['records'], 'invalid record')} of {moved['file']} in {moved['moved_to']}; "
-                    "the valid ones stay")
+                say(f"set aside {plural(int(moved['records']), 'invalid record')} of {moved['file']} in "
+                    f"{moved['moved_to']}; the valid ones stay")
             elif "lines" in moved:
                 say(f"set aside line(s) {', '.join(map(str, moved['lines']))} of {moved['file']} in "
                     f"{moved['moved_to']}")
@@ -152,6 +152,7 @@ def doctor(
         for problem in report.problems:
             echo(f"{problem}", err=True)
         remaining = len(report.problems)
-        say("healthy" if report.healthy else f"{plural(remaining, 'problem')} {'remains' if remaining == 1 else 'remain'}")
+        verb = "remains" if remaining == 1 else "remain"
+        say("healthy" if report.healthy else f"{plural(remaining, 'problem')} {verb}")
     if not report.healthy:
         raise typer.Exit(1)

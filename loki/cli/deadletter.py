@@ -90,8 +90,9 @@ def retry(
     ctx: typer.Context,
     task_id: str = typer.Argument(..., help="The task id."),
     approach: str | None = typer.Option(None, "--approach", help="The new approach (kept in the task's notes)."),
-    reset_count: bool = typer.Option(False, "--reset-count", help="Reset the attempt count: max_attempts more failures before the "
-                                                                "dead-letter queue (the history stays)."),
+    reset_count: bool = typer.Option(False, "--reset-count",
+                                     help="Reset the attempt count: max_attempts more failures before the dead-letter "
+                                          "queue (the history stays)."),
     fix_commit: str | None = typer.Option(None, "--fix-commit", help="The commit that fixed the blocking bug."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import typer
 
 from loki.cli.common import JSON_HELP, print_json, say, store_from, table
+from loki.wording import plural
 
 app = typer.Typer(
     help="Errors agents hit: the 3-strike protocol's state per branch (list, show, reset) and the error memory "
@@ -62,7 +63,7 @@ def list_(
     if rows:
         table(None, ["branch", "key", "strikes", "tier", "last failure", "call", "last error"], rows)
     where = "any branch" if all_branches else f"branch {report[0]['branch']}"
-    say(f"{len(rows)} failing call(s) on {where}")
+    say(f"{plural(len(rows), 'failing call')} on {where}")
 
 
 @app.command("show")
@@ -79,8 +80,8 @@ def show(
         if json_output:
             print_json(state)
             return
-        say(f"branch {strikes.branch}: highest strike {state['strike_count']}, {len(state['keys'])} failing call(s), "
-            f"{len(state['attempts'])} recent attempt(s)")
+        say(f"branch {strikes.branch}: highest strike {state['strike_count']}, "
+            f"{plural(len(state['keys']), 'failing call')}, {plural(len(state['attempts']), 'recent attempt')}")
         _attempts(state["attempts"])
         return
     found = strikes.find_key(key)
@@ -90,7 +91,7 @@ def show(
     if json_output:
         print_json({"branch": strikes.branch, "key": found, "tier": tier, "entry": entry, "attempts": attempts})
         return
-    say(f"{found} on branch {strikes.branch}: {entry['strike_count']} strike(s), tier {tier}")
+    say(f"{found} on branch {strikes.branch}: {plural(entry['strike_count'], 'strike')}, tier {tier}")
     say(f"call: {_call(entry)}; compared as: {entry.get('input_preview', '')}")
     say(f"since {entry['first_at']}, last {entry['last_at']}; sessions: {', '.join(entry.get('sessions', [])) or '-'}")
     say(f"last error ({entry.get('error_class')}): {entry.get('last_error', '')}")
@@ -127,7 +128,8 @@ def reset(
                                                          for e in cleared]})
         return
     for entry in cleared:
-        say(f"reset {entry['key']} ({entry['strike_count']} strike(s): {_call(entry)}) on branch {strikes.branch}")
+        say(f"reset {entry['key']} ({plural(entry['strike_count'], 'strike')}: {_call(entry)}) on branch "
+            f"{strikes.branch}")
     if not cleared:
         say(f"nothing to reset on branch {strikes.branch}")
 

@@ -56,10 +56,10 @@ def approve(
     from loki import signals, signaltypes
     from loki.consumer import consume_pending
     from loki.errors import InvalidArgument, InvalidInput, LokiError
-    from loki.watcher import describe_holder
     from loki.escalations import DECISIONS
     from loki.paths import check_id
     from loki.strikes import ESCALATION_PREFIX
+    from loki.watcher import describe_holder
 
     check_id(task_id, "task id")
     if task_id.startswith(ESCALATION_PREFIX):

@@ -100,8 +100,8 @@ def list_(
             for t in result["tasks"]]
     table(None, ["id", "state", "priority", "type", "title", "attempts", "holder", "lease / available"], rows)
     more = " (use --limit to see more)" if result["total"] > result["shown"] else ""
-    shown = "all" if state == "all" else state
-    say(f"{result['shown']} of {plural(result['total'], f'{shown} task')}{more}")
+    noun = "task" if state == "all" else f"{state} task"  # never "36 all tasks"
+    say(f"{result['shown']} of {plural(result['total'], noun)}{more}")
 
 
 @app.command("show")

@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from loki.cli.common import JSON_HELP, print_json, say, store_from, table
+from loki.wording import plural
 
 app = typer.Typer(help="Signals: files one agent drops in .loki/signals/ and the watcher consumes (loki watch).",
                   no_args_is_help=True)
@@ -108,7 +109,7 @@ def log(
         return
     for record in records:
         say(outcome_line(record))
-    say(f"{len(records)} outcome(s)")
+    say(plural(len(records), "outcome"))
 
 
 def outcome_line(record: dict[str, Any]) -> str:
