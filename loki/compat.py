@@ -39,15 +39,25 @@ _COUNTERPART = {
     "attempts": "attempts", "idempotencyKey": "idempotency_key", "idempotency_key": "idempotency_key",
     "status": "status",
 }
-_TASK_KEYS = frozenset(make_task(task_id="x", title="x", now="1970-01-01T00:00:00Z"))
+_task_keys: frozenset[str] | None = None
 _ATTEMPT_KEYS = frozenset({"attempt_number", "timestamp", "agent_id", "approach", "error_type", "error_message"})
 _ERROR_TYPES = frozenset({"test_failure", "timeout", "dependency", "validation", "other"})
 
 
 def is_loki_task(raw: Any) -> bool:
-    """A task already in loki's format (every key loki's, the required ones present)."""
-    return (isinstance(raw, dict) and {"id", "title", "status", "attempts", "max_attempts"} <= raw.keys()
-            and raw.keys() <= _TASK_KEYS | {"updated_at", "recovery_strategy", "fix_commit", "split_from", "blocked"})
+    """A task already in loki's format (every key loki's, the required ones present).
+
+    loki's keys are the task schema's properties: a field added to the schema (``budget_start``)
+    is loki's at once, and never taken for a foreign one to tuck under ``payload.loki_mode``.
+    """
+    global _task_keys
+    if not (isinstance(raw, dict) and {"id", "title", "status", "attempts", "max_attempts"} <= raw.keys()):
+        return False
+    if _task_keys is None:
+        from loki.schema import registry
+
+        _task_keys = frozenset(registry().raw("task.json")["properties"])
+    return raw.keys() <= _task_keys
 
 
 def priority_from(value: Any) -> str:
