@@ -218,6 +218,38 @@ def _p(
 PATTERNS: tuple[ErrorPattern, ...] = (
     # --- test runners ---
     _p(
+        "test_timeout", "timeout",
+        r"Exceeded timeout of \d+ ?ms for a (?:test|hook)|^[ \t]*(?:Error: )?Test timed out in \d+ ?ms"
+        r"|^panic: test timed out after |Error: Timeout of \d+ ?ms exceeded",
+        "A test hit its time limit: find what it waits for (unresolved promise, missing done(), hung call).",
+        ("exceeded timeout of", "timed out in", "test timed out after", "timeout of"), overrides_success=True,
+    ),
+    _p(
+        "surefire_failure", "test_failure",
+        r"Tests run: \d+, Failures: (?:[1-9]\d*, Errors: \d+|\d+, Errors: [1-9])|<<< (?:FAILURE|ERROR)!"
+        r"|There are test failures",
+        "Run the failing test alone (mvn test -Dtest=Class#method) and fix what its first own frame shows.",
+        ("tests run:", "<<< failure!", "<<< error!", "there are test failures"), overrides_success=True,
+    ),
+    _p(
+        "rspec_failure", "test_failure",
+        r"^\d+ examples?, [1-9]\d* failures?|^rspec \./\S+:\d+ #",
+        "Rerun the failing example (rspec path:line) and fix what its Failure/Error block shows.",
+        ("failure", "rspec ./"), overrides_success=True,
+    ),
+    _p(
+        "ctest_failure", "test_failure",
+        r"^The following tests FAILED:|tests passed, [1-9]\d* tests? failed out of",
+        "Rerun the failing test with ctest -R name --output-on-failure and fix what it prints.",
+        ("the following tests failed", "tests failed out of"), overrides_success=True,
+    ),
+    _p(
+        "tap_harness_failure", "test_failure",
+        r"^Result: FAIL$|^Failed [1-9]\d*/\d+ subtests|^#[ \t]+Failed test ",
+        "Rerun the failing test file verbosely (prove -v file.t) and fix the test it reports.",
+        ("result: fail", "subtests", "failed test"), overrides_success=True,
+    ),
+    _p(
         "pytest_failed_test", "test_failure",
         r"^(?:FAILED|ERROR) [^\s:]+\.py\b",
         "Run the failing test alone (pytest path::test -x) and fix the code or the test it names.",
@@ -265,16 +297,22 @@ PATTERNS: tuple[ErrorPattern, ...] = (
     ),
     # --- crashes ---
     _p(
-        "rust_panic", "crash",
+        "rust_panic", "panic",
         r"^thread '[^'\n]*'(?: \(\d+\))? panicked at ",
         "Find the unwrap/expect/index at the panic location and handle the None/Err/out-of-range case.",
         ("panicked at",), overrides_success=True,
     ),
     _p(
-        "go_panic", "crash",
+        "go_panic", "panic",
         r"^panic: [^\n]*\n(?:[^\n]*\n){0,3}?goroutine \d+ \[",
         "Read the first goroutine's top frame and guard the nil pointer, index or type assertion there.",
         ("panic: ",), overrides_success=True,
+    ),
+    _p(
+        "cpp_terminate", "crash",
+        r"^terminate called after throwing an instance of |^==\d+==ERROR: \w+Sanitizer: ",
+        "The program died on an uncaught C++ exception or a sanitizer report; fix the operation its first frame names.",
+        ("terminate called after", "sanitizer: "), overrides_success=True,
     ),
     _p(
         "fatal_python_error", "crash",
@@ -318,6 +356,31 @@ PATTERNS: tuple[ErrorPattern, ...] = (
         ("error ts",), overrides_success=True,
     ),
     _p(
+        "maven_compile_error", "compile_error",
+        r"^\[ERROR\] \S+\.(?:java|kt|scala|groovy):\[\d+,\d+\] |^\[ERROR\] COMPILATION ERROR",
+        "Open the first file:[line,col] Maven's compiler reports and fix that error before the rest.",
+        ("[error]",), overrides_success=True,
+    ),
+    _p(
+        "clippy_lint", "lint",
+        r"^error: [^\n]*\n(?:[^\n]*\n){0,15}?[ \t]*= help: for further information visit "
+        r"https://rust-lang\.github\.io/rust-clippy/",
+        "Fix the clippy lint at the --> location (its help line shows how), or allow it explicitly if intended.",
+        ("rust-clippy",),
+    ),
+    _p(
+        "shellcheck", "lint",
+        r"^In \S+ line \d+:\n|^[^\s:]+:\d+:\d+: (?:note|info|style|warning|error): [^\n]*\[SC\d{4}\]$",
+        "Fix the shellcheck finding at each line (the SC code's wiki page explains it), usually by quoting.",
+        (" line ", "[sc"),
+    ),
+    _p(
+        "go_compile_error", "compile_error",
+        r"^(?:\./)?[^\s:]+\.go:\d+:\d+: (?!cannot find module|no required module)",
+        "Fix the first Go compile error at the reported file:line:col; go vet explains more.",
+        (".go:",),
+    ),
+    _p(
         "compiler_diagnostic", "compile_error",
         r"^[^\s:][^:\n]*:\d+:(?:\d+:)? (?:fatal )?error: ",
         "Open the first file:line the compiler/type checker reports and fix that error before the rest.",
@@ -334,9 +397,15 @@ PATTERNS: tuple[ErrorPattern, ...] = (
         "lint_violation", "lint",
         r"^[A-Z]{1,4}\d{3,4}(?: \[\*\])? [^\n]*\n[ \t]*--> \S+:\d+:\d+"
         r"|^[^\s:]+\.py:\d+:\d+: [A-Z]{1,4}\d{3,4}\b"
-        r"|^[ \t]+\d+:\d+[ \t]+error[ \t]+\S",
+        r"|^[ \t]+\d+:\d+[ \t]+error[ \t]+\S|^\u2716 [1-9]\d* problems? \([1-9]|^ESLint found too many warnings",
         "Fix the reported lint rule at each location, or run the linter's --fix when it offers one.",
-        ("-->", ".py:", "error "),
+        ("-->", ".py:", "error ", "problem", "eslint found"),
+    ),
+    _p(
+        "eslint_json_report", "lint",
+        r"\"ruleId\":(?:\"[^\"\n]*\"|null),\"severity\":2,\"message\":",
+        "Fix the reported lint rule at each location, or run the linter's --fix when it offers one.",
+        ("\"severity\":2",), overrides_success=True,
     ),
     _p(
         "error_count_summary", "compile_error",
@@ -461,12 +530,33 @@ PATTERNS: tuple[ErrorPattern, ...] = (
         ("timed out", "etimedout", "timeouterror", "timeoutexpired", "readtimeout", "connecttimeout", "timeout of",
          "deadline exceeded"),
     ),
+    # --- databases and HTTP ---
+    _p(
+        "sql_error", "sql_error",
+        r"^(?:Parse|Runtime) error near line \d+: |^Error: (?:in prepare|stepping), |^Parse error: "
+        r"|^(?:psql:\S+:\d+: )?(?:ERROR|FATAL):  \S|\bsqlite3\.\w+Error: |\bno such (?:table|column): "
+        r"|\b(?:UNIQUE|NOT NULL|FOREIGN KEY|CHECK) constraint failed\b|\bpsycopg2?\.errors\.\w+"
+        r"|SQLSTATE\[|syntax error at or near \"",
+        "Check the SQL against the schema (table and column names, constraints) at the statement and line it names.",
+        ("error near line", "in prepare", "stepping", "parse error: ", "error:  ", "sqlite3.", "no such table",
+         "no such column", "constraint failed", "psycopg", "sqlstate", "at or near"),
+    ),
+    _p(
+        "http_error", "http",
+        r"(?:HTTP(?:/[\d.]+)? |[Ss]tatus(?: code)?:? |returned error: |Request failed with status code "
+        r"|HTTP Error )(?:4\d\d|5\d\d)\b|\b[45]\d\d (?:Client|Server) Error\b",
+        "Check the URL, method and payload for 4xx, or the service's health for 5xx, before retrying.",
+        ("http/", "http ", "status", "returned error", "client error", "server error"),
+    ),
     # --- modules ---
     _p(
         "import_error", "missing_module",
-        r"^(?:ModuleNotFoundError|ImportError)\b|No module named ['\"]?[\w.]",
+        r"^(?:ModuleNotFoundError|ImportError)\b|No module named ['\"]?[\w.]|cannot load such file -- "
+        r"|^Can't locate \S+\.pm in @INC|cannot find module providing package|no required module provides package"
+        r"|cannot find package \"",
         "Install the package into the interpreter you run (the project venv) or fix the import path.",
-        ("modulenotfounderror", "importerror", "no module named"),
+        ("modulenotfounderror", "importerror", "no module named", "cannot load such file", "can't locate",
+         "providing package", "provides package", "cannot find package"),
     ),
     _p(
         "cannot_find_module", "missing_module",
@@ -478,9 +568,10 @@ PATTERNS: tuple[ErrorPattern, ...] = (
     # --- syntax ---
     _p(
         "syntax_error", "syntax",
-        r"^(?:SyntaxError|IndentationError|TabError): ",
+        r"^(?:SyntaxError|IndentationError|TabError): |^(?:PHP )?Parse error: |^syntax error at \S+ line \d+"
+        r"|^\S+\.rb:\d+: syntax error",
         "Fix the syntax at the reported line (look at the line before it too: unclosed brackets, colons).",
-        ("syntaxerror", "indentationerror", "taberror"),
+        ("syntaxerror", "indentationerror", "taberror", "parse error: ", "syntax error"),
     ),
     _p(
         "shell_syntax_error", "syntax",
@@ -499,9 +590,11 @@ PATTERNS: tuple[ErrorPattern, ...] = (
     _p(
         "failed_to_compile", "build_failure",
         r"[Ff]ailed to compile\b|Compilation failed\b|error: could not compile `|BUILD FAILED\b|Build failed\b"
+        r"|BUILD FAILURE\b|Could not resolve dependencies for project|^CMake Error\b"
         r"|[Cc]ompiled with [1-9]\d* errors?\b",
         "Fix the first compile error in the build log; later errors are often consequences of it.",
-        ("failed to compile", "compilation failed", "could not compile", "build failed", "compiled with"),
+        ("failed to compile", "compilation failed", "could not compile", "build failed", "compiled with",
+         "build failure", "could not resolve dependencies", "cmake error"),
     ),
     _p(
         "npm_error", "package_manager",
@@ -580,6 +673,25 @@ PATTERNS: tuple[ErrorPattern, ...] = (
         ("traceback (most recent call last)",), overrides_success=True,
     ),
     _p(
+        "php_fatal_error", "exception",
+        r"^(?:PHP )?Fatal error: ",
+        "Read the uncaught error and the 'in file:line' it names; handle that case or fix the call there.",
+        ("fatal error: ",),
+    ),
+    _p(
+        "ruby_exception", "exception",
+        r"^\S+:\d+:in [`'][^\n]*\((?:[A-Z]\w*::)*[A-Z]\w*\)$",
+        "Open the first file:line of the backtrace and handle the nil/wrong value the exception names.",
+        (":in ",),
+    ),
+    _p(
+        "perl_runtime_error", "exception",
+        r"^(?:Illegal division by zero|Can't (?:locate object method|call method|use an undefined value|use string)"
+        r"|Undefined subroutine|Not an? \w+ reference|Died)\b[^\n]* at \S+ line \d+\.$",
+        "Fix the operation at the file and line Perl names (check the value is defined and of the right kind).",
+        (" line ",),
+    ),
+    _p(
         "exception_line", "exception",
         r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::[ \t]|[ \t]*$)",
         "Find where this exception is raised and handle or prevent its cause.",
@@ -590,16 +702,9 @@ PATTERNS: tuple[ErrorPattern, ...] = (
         "git_error", "git",
         r"^fatal: |^error: pathspec |^error: (?:failed to push|Your local changes|The following untracked"
         r"|src refspec|cannot lock ref|could not apply)|^CONFLICT \(|^Automatic merge failed"
-        r"|^ ! \[(?:remote )?rejected\]",
+        r"|^ ! \[(?:remote )?rejected\]|^error: patch failed: ",
         "Check the repository state (git status, branch, remote) and resolve what git reports before retrying.",
         ("fatal: ", "error: ", "conflict (", "automatic merge failed", "rejected]"),
-    ),
-    _p(
-        "http_error", "http",
-        r"(?:HTTP(?:/[\d.]+)? |[Ss]tatus(?: code)?:? |returned error: |Request failed with status code "
-        r"|HTTP Error )(?:4\d\d|5\d\d)\b",
-        "Check the URL, method and payload for 4xx, or the service's health for 5xx, before retrying.",
-        ("http/", "http ", "status", "returned error"),
     ),
     _p(
         "exit_code", "exit_status",
@@ -612,13 +717,31 @@ PATTERNS: tuple[ErrorPattern, ...] = (
     _p(
         "error_line", "error",
         r"^(?:error|ERROR|Error|FATAL|Fatal error)(?:\[\w+\])?:[ \t]+\S|^\[ERROR\] "
-        r"|^[\w./-]+: (?:fatal )?error: ",
+        r"|^[\w./-]+: (?:fatal )?error: |^[^\n:]+: line \d+: [^\n]*: unbound variable$",
         "Read the error message and fix what it names before retrying the same command.",
-        ("error", "fatal"),
+        ("error", "fatal", "unbound variable"),
     ),
 )
 
 _BY_NAME = {pattern.name: pattern for pattern in PATTERNS}
+
+# Lines that quote an error rather than report one (used when there is no exit status): log records
+# (a timestamp or a level first, optionally after grep -n's "N:"), Markdown (list items, headings,
+# tables, quotes), one-line commit subjects, and retry notices.
+_CONTENT_LINE = LazyRegex(
+    r"^[ \t]*(?:\d+[:-])?\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|^[ \t]*(?:\d+[:-])?\[?\d{2}:\d{2}:\d{2}\b"
+    r"|^[ \t]*(?:\d+[:-])?\[?(?:DEBUG|INFO|WARN|WARNING|NOTICE|TRACE)\b"
+    r"|^[ \t]*(?:[-*+>|#]|\d+\.)[ \t]|^[0-9a-f]{7,40} "
+    r"|(?i:\bretrying\b|\bwill retry\b|\bretry in \d|\battempt \d+ (?:of|/) ?\d)"
+)
+# A test run whose summary says everything passed: what its tests printed is captured output.
+_PASSING_RUN = LazyRegex(
+    r"^=+ (?:\d+ (?:passed|skipped|xfailed|xpassed|deselected|warnings?)(?:, )?)+ in [\d.]+s\b"
+    r"|^[ \t]*Tests:?[ \t]+\d+ passed\b(?![^\n]*failed)|^[ \t]*\d+ passing\b(?!\n[ \t]*\d+ failing)"
+    r"|^test result: ok\.|^# fail 0$|^\d+ examples?, 0 failures|^100% tests passed|^All tests successful\."
+    r"|^ok[ \t]+\S+[ \t]+[\d.]+s$|^PASS$",
+    re.MULTILINE,
+)
 
 # Shell conventions for exit codes that carry meaning even when the output says nothing.
 _EXIT_CODE_CLASSES: dict[int, tuple[str, str]] = {
@@ -659,10 +782,31 @@ _LISTING_LINE = LazyRegex(
 _MAX_LISTING_LINES = 2000
 
 _REF = LazyRegex(
-    r"File \"(?P<pyfile>[^\"\n]+)\", line (?P<pyline>\d+)"
-    r"|(?<![\w./\\~@+:-])(?P<file>[\w./\\~@+-]+)"
-    r"(?::(?P<line>\d+)(?::(?P<col>\d+))?(?![\w.])|\((?P<tline>\d+),(?P<tcol>\d+)\): )"
+    r"(?:File|in) \"(?P<pyfile>[^\"\n]+)\", line (?P<pyline>\d+)"
+    # Perl "at x.pl line 5.", PHP "in /x.php on line 4", shellcheck "In x.sh line 3:"
+    r"|(?:\bat|\b[Ii]n) (?P<afile>[\w./~@+-]+\.[A-Za-z]\w*) (?:on )?line (?P<aline>\d+)\b"
+    # bash "x.sh: line 5: ...", psql "psql:x.sql:3: ERROR"
+    r"|^(?P<bfile>[\w./~@+-]+): line (?P<bline>\d+): |^psql:(?P<qfile>[^\s:]+):(?P<qline>\d+): "
+    # surefire's summary "[ERROR]   CalcTest.addsTwoNumbers:10 expected ..." names the class, not the file
+    r"|^\[ERROR\][ \t]+(?P<jclass>[A-Z]\w*)\.\w+:(?P<jline>\d+) "
+    r"|(?:file://|(?<![\w./\\~@+:-]))(?P<file>[\w./\\~@+-]+)"
+    r"(?::(?P<line>\d+)(?::(?P<col>\d+))?(?![\w.])|:\[(?P<mline>\d+),(?P<mcol>\d+)\]"
+    r"|\((?P<tline>\d+)(?:,(?P<tcol>\d+))?\)(?::| [-:])[ \t])",
+    re.MULTILINE,
 )
+# ESLint's default ("stylish") output: the path alone on a line, then "  line:col  error  message" rows.
+_STYLISH = LazyRegex(r"^(?P<path>/?[\w./~@+-]+\.[A-Za-z]\w*)\n(?P<rows>(?:[ \t]+\d+:\d+[ \t]+\w+[^\n]*(?:\n|$))+)",
+                     re.MULTILINE)
+_STYLISH_ROW = LazyRegex(r"^[ \t]+(?P<line>\d+):(?P<col>\d+)[ \t]+(?P<severity>\w+)", re.MULTILINE)
+# A frame or path inside a library, the runtime or the test framework (or a test's declared location, as
+# node --test prints it): a location, but not where to fix.
+_LIBRARY = LazyRegex(
+    r"^[ \t]*location: '|site-packages/|dist-packages/|/lib/python\d|<frozen |node_modules/|node:|/rustc/"
+    r"|/\.cargo/registry/|/usr/lib/go|/usr/local/go/|/go/pkg/mod/|<internal:|/vendor_ruby/|/gems/|/usr/share/"
+    r"|\bat (?:java|javax|jdk|sun|org\.junit|org\.opentest4j|org\.apache\.maven|kotlin)\."
+)
+# "line 4 column 5", "near line 3", "on line 8": a line number in a message that names no file.
+_MESSAGE_LINE = LazyRegex(r"\b[Ll]ine (?P<line>\d+)\b")
 _FILE_EXT = LazyRegex(r"\.[A-Za-z][A-Za-z0-9_]{0,9}$")
 _EXTENSIONLESS = frozenset({"Makefile", "makefile", "GNUmakefile", "Dockerfile", "Rakefile", "Gemfile", "Jenkinsfile"})
 _HOST_SUFFIXES = frozenset({"com", "org", "net", "io", "dev", "edu", "gov", "local", "internal", "invalid", "ai"})
@@ -714,24 +858,29 @@ def scan(output: str, exit_code: int | None = None, *, command: str | None = Non
     lowered = window.lower()
     if exit_code == 0 and _first_match(window, lowered, overrides_only=True) is None:
         return _no_error(exit_code)
-    found = _first_match(window, lowered)
+    found = _first_match(window, lowered, text_only=exit_code is None)
     if found is None:
         if exit_code is None or exit_code == 0:
             return _no_error(exit_code)
-        return _exit_status_result(window, exit_code)
+        return _exit_status_result(window, exit_code, command)
     if exit_code in (None, 0) and _is_listing(window):
         return _no_error(exit_code)
     pattern, match = found
     stack = extract_stack_trace(window)
     start = max(0, match.start() - _REF_CONTEXT_BEFORE)
     region = window[start : match.end() + _REF_CONTEXT_AFTER]
-    refs = _merge_refs(extract_file_refs(stack) if stack else [], extract_file_refs(region))
+    message = _message_for(window, match)
+    refs = _primary_first(stack, region, message, command)
+    error_class, suggestion = pattern.error_class, pattern.suggestion
+    if command is not None and error_class in _LINTER_REFINES and _runs_linter(command):
+        lint = _BY_NAME["lint_violation"]
+        error_class, suggestion = lint.error_class, lint.suggestion
     return ScanResult(
         is_error=True,
-        error_class=pattern.error_class,
+        error_class=error_class,
         pattern=pattern.name,
-        message=_message_for(window, match),
-        suggestion=pattern.suggestion,
+        message=message,
+        suggestion=suggestion,
         exit_code=exit_code,
         file_refs=tuple(refs),
         stack_trace=stack,
@@ -742,7 +891,7 @@ def _no_error(exit_code: int | None) -> ScanResult:
     return ScanResult(False, None, None, "", None, exit_code)
 
 
-def _exit_status_result(window: str, exit_code: int) -> ScanResult:
+def _exit_status_result(window: str, exit_code: int, command: str | None = None) -> ScanResult:
     error_class, suggestion = _EXIT_CODE_CLASSES.get(exit_code, ("exit_status", _GENERIC_SUGGESTION))
     message = f"exited with code {exit_code}"
     for line in reversed(window[-4096:].splitlines()):
@@ -750,7 +899,10 @@ def _exit_status_result(window: str, exit_code: int) -> ScanResult:
             message = _clip(line.strip())
             break
     stack = extract_stack_trace(window)
-    refs = _merge_refs(extract_file_refs(stack) if stack else [], extract_file_refs(window[-_REF_CONTEXT_AFTER:]))
+    refs = _primary_first(stack, window[-_REF_CONTEXT_AFTER:], message, command)
+    if command is not None and error_class == "exit_status" and _runs_linter(command):
+        lint = _BY_NAME["lint_violation"]
+        error_class, suggestion = lint.error_class, lint.suggestion
     return ScanResult(True, error_class, "exit_status", message, suggestion, exit_code, tuple(refs), stack)
 
 
@@ -770,14 +922,42 @@ def _window(output: str) -> str:
 
 
 def _first_match(
-    window: str, lowered: str, *, overrides_only: bool = False
+    window: str, lowered: str, *, overrides_only: bool = False, text_only: bool = False
 ) -> tuple[ErrorPattern, re.Match[str]] | None:
+    passed: bool | None = None
     for pattern in PATTERNS:
         if overrides_only and not pattern.overrides_success:
             continue
         match = pattern.search(window, lowered)
-        if match is not None:
-            return pattern, match
+        if match is None:
+            continue
+        if text_only and not pattern.overrides_success:
+            # Without an exit status, a weak shape only counts when the text is the tool's own report:
+            # not a log record, a document, a commit subject or a retry notice that merely mention an
+            # error, and not console output captured by a test run that passed.
+            if passed is None:
+                passed = _PASSING_RUN.get().search(window) is not None
+            if passed:
+                continue
+            match = _first_own_match(pattern, window, match)
+            if match is None:
+                continue
+        return pattern, match
+    return None
+
+
+def _first_own_match(pattern: ErrorPattern, window: str, first: re.Match[str]) -> re.Match[str] | None:
+    """The first match of ``pattern`` on a line that is not quoted content (see ``_CONTENT_LINE``)."""
+    match: re.Match[str] | None = first
+    tries = 0
+    while match is not None and tries < 50:
+        line_start = window.rfind("\n", 0, match.start()) + 1
+        line_end = window.find("\n", match.start())
+        line = window[line_start : line_end if line_end >= 0 else len(window)]
+        if _CONTENT_LINE.get().search(line) is None:
+            return match
+        tries += 1
+        match = pattern.regex.search(window, line_end + 1) if line_end >= 0 else None
     return None
 
 
@@ -861,32 +1041,66 @@ def _exit_one_is_answer(command: str) -> bool:
 
 def extract_file_refs(text: str, limit: int = 20) -> list[FileRef]:
     """``file:line[:col]`` references in the order they appear, without duplicates, at most ``limit``."""
-    refs: list[FileRef] = []
-    seen: set[tuple[str, int, int | None]] = set()
+    return [ref for ref, _ in _located_refs(text, limit)]
+
+
+def _located_refs(text: str, limit: int = 20) -> list[tuple[FileRef, bool]]:
+    """Each reference with whether it is a library/runtime frame, in order of appearance."""
+    found: list[tuple[int, FileRef, bool]] = []
+    if "\n" in text and ":" in text:
+        for block in _STYLISH.get().finditer(text):
+            path = block.group("path")
+            for row in _STYLISH_ROW.get().finditer(block.group("rows")):
+                if row.group("severity") in ("error", "warning"):
+                    stylish = FileRef(path, int(row.group("line")), int(row.group("col")))
+                    found.append((block.start() + row.start(), stylish, False))
     for match in _REF.get().finditer(text):
-        if match.group("pyfile") is not None:
-            file, line, column = match.group("pyfile"), int(match.group("pyline")), None
-            if file.startswith("<"):
-                continue
-        else:
-            file = match.group("file")
-            if match.group("line") is not None:
-                line = int(match.group("line"))
-                column = int(match.group("col")) if match.group("col") else None
-            else:
-                line, column = int(match.group("tline")), int(match.group("tcol"))
-            if not _looks_like_source_file(file):
-                continue
-        if line <= 0:
+        ref = _ref_of(match)
+        if ref is None:
             continue
-        key = (file, line, column)
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        line_end = text.find("\n", match.end())
+        context = text[line_start : line_end if line_end >= 0 else len(text)]
+        found.append((match.start(), ref, _LIBRARY.get().search(context) is not None))
+        if len(found) >= limit * 4:
+            break
+    found.sort(key=lambda item: item[0])
+    refs: list[tuple[FileRef, bool]] = []
+    seen: set[tuple[str, int, int | None]] = set()
+    for _, ref, library in found:
+        key = (ref.file, ref.line, ref.column)
         if key in seen:
             continue
         seen.add(key)
-        refs.append(FileRef(file, line, column))
+        refs.append((ref, library))
         if len(refs) >= limit:
             break
     return refs
+
+
+def _ref_of(match: re.Match[str]) -> FileRef | None:
+    column: int | None = None
+    if match.group("jclass") is not None:
+        return FileRef(match.group("jclass") + ".java", int(match.group("jline")))
+    for file_group, line_group in (("pyfile", "pyline"), ("afile", "aline"), ("bfile", "bline"), ("qfile", "qline")):
+        file = match.group(file_group)
+        if file is not None:
+            line = int(match.group(line_group))
+            if file.startswith("<") or (file_group != "pyfile" and not _looks_like_source_file(file)):
+                return None
+            return FileRef(file, line) if line > 0 else None
+    file = match.group("file")
+    if match.group("line") is not None:
+        line = int(match.group("line"))
+        column = int(match.group("col")) if match.group("col") else None
+    elif match.group("mline") is not None:
+        line, column = int(match.group("mline")), int(match.group("mcol"))
+    else:
+        line = int(match.group("tline"))
+        column = int(match.group("tcol")) if match.group("tcol") else None
+    if line <= 0 or not _looks_like_source_file(file):
+        return None
+    return FileRef(file, line, column)
 
 
 def _looks_like_source_file(path: str) -> bool:
@@ -898,6 +1112,65 @@ def _looks_like_source_file(path: str) -> bool:
         return False
     # "api.example.com:443" is a host and port, not a file and line
     return "/" in path or ext.group()[1:].lower() not in _HOST_SUFFIXES
+
+
+def _primary_first(stack: str | None, region: str, message: str, command: str | None) -> list[FileRef]:
+    """The references of a failure, the primary one first.
+
+    The primary location is where a fix starts: the innermost frame of the user's own code (a Python
+    traceback lists it last; other runtimes first), not the library or runtime frame under it; and when
+    the message gives a line but no file ("line 4 column 5", "near line 3"), the file the command named
+    that no other reference covers (the data file a parser read). Library frames keep their place after
+    the user's.
+    """
+    stack_refs = _located_refs(stack) if stack else []
+    if stack and stack.startswith("Traceback"):
+        stack_refs.reverse()
+    located = stack_refs + _located_refs(region)
+    refs = [ref for ref, library in located if not library] + [ref for ref, library in located if library]
+    if command is not None:
+        named = _MESSAGE_LINE.get().search(message)
+        if named is not None:
+            line = int(named.group("line"))
+            for file in _command_files(command):
+                if line > 0 and not any(_same_file(file, ref.file) for ref in refs):
+                    refs.insert(0, FileRef(file, line))
+                    break
+    return _merge_refs(refs, [])
+
+
+def _command_files(command: str) -> list[str]:
+    """Paths with a file extension among the command's arguments (input redirections included)."""
+    text = _QUOTED.get().sub("''", command)
+    files = []
+    for word in text.replace("<", " ").split():
+        if "/" in word or "." in word:
+            word = word.strip("'\"")
+            if _looks_like_source_file(word) and not word.startswith("-") and "=" not in word:
+                files.append(word)
+    return files
+
+
+def _same_file(a: str, b: str) -> bool:
+    a, b = a.removeprefix("./"), b.removeprefix("./")
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
+
+_LINTER_REFINES = frozenset({"compile_error", "error", "exit_status", "build_failure"})
+_LINTERS = frozenset({"shellcheck", "eslint", "ruff", "flake8", "pylint", "rubocop", "golangci-lint", "stylelint",
+                      "hadolint", "yamllint", "markdownlint", "standard", "biome", "oxlint"})
+
+
+def _runs_linter(command: str) -> bool:
+    """Is the command a linter run (``eslint``, ``go vet``, ``cargo clippy``, ``npx eslint``…)?"""
+    for words in _command_words(command):
+        name = words[0]
+        rest = words[1:]
+        if name in ("npx", "pnpm", "yarn", "bunx") and rest:
+            name, rest = rest[0], rest[1:]
+        if name in _LINTERS or (name == "go" and rest[:1] == ["vet"]) or (name == "cargo" and rest[:1] == ["clippy"]):
+            return True
+    return False
 
 
 def _merge_refs(first: list[FileRef], second: list[FileRef], limit: int = 20) -> list[FileRef]:

@@ -14,7 +14,7 @@ PostToolUse with the tool's ``tool_response``. So:
   - **Bash** exited 0. Its output is scanned with ``exit_code=0`` and the command, so only the
     shapes errorscan trusts to override a success count (``pytest | tail`` hiding a failure, a
     traceback after ``|| true``); content viewers (``cat``, ``grep``, ``git log``) never count.
-    On the corpus (tests/corpus, the 42 exit-0 outputs) this is exact: 5 hidden failures found,
+    On the corpus (tests/corpus, the 100 exit-0 outputs) this is exact: 11 hidden failures found,
     0 false alarms. An interrupted command (``interrupted: true``) is ignored.
   - **Content tools** (Read, Grep, Glob, WebFetch, Edit, Write, Task, ...) are never scanned:
     what they return is file or web content, not their own status, and their own failures go to

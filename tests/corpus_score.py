@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loki.errorscan import FileRef, scan  # noqa: E402
+from loki.errorscan import FileRef, scan
 
 CORPUS = Path(__file__).parent / "corpus"
 REF_DEPTH = 5

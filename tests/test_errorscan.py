@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,9 @@ from loki.errorscan import (
 )
 
 CORPUS = Path(__file__).parent / "corpus"
+sys.path.insert(0, str(Path(__file__).parent))
+import corpus_score  # noqa: E402  (tests/corpus_score.py: the scorer, also runnable on its own)
+
 DOCS = Path(__file__).parent.parent / "docs" / "error-patterns.md"
 
 
@@ -279,6 +283,74 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
         [lines("usage: server.py [-h] [port]", "server.py: error: argument port: invalid int value: 'x'")],
         [lines("errors: 0", "error-handling.md", "    error: str | None = None")],
     ),
+    "test_timeout": (
+        [lines("  ● report › fetches the report", "", '    thrown: "Exceeded timeout of 300 ms for a test.')],
+        [lines("PASS slow.test.js", "  raised the timeout of the report test to 2000 ms")],
+    ),
+    "surefire_failure": (
+        [lines("[ERROR] Tests run: 2, Failures: 1, Errors: 0, Skipped: 0, Time elapsed: 0.05 s <<< FAILURE!")],
+        [lines("[INFO] Tests run: 4, Failures: 0, Errors: 0, Skipped: 0", "[INFO] BUILD SUCCESS")],
+    ),
+    "rspec_failure": (
+        [lines("Finished in 0.01 seconds", "2 examples, 1 failure", "", "rspec ./spec/calc_spec.rb:4 # Calc adds")],
+        [lines("Finished in 0.01 seconds", "2 examples, 0 failures")],
+    ),
+    "ctest_failure": (
+        [lines("50% tests passed, 1 tests failed out of 2", "", "The following tests FAILED:",
+               "\t  1 - math_add (Subprocess aborted)")],
+        [lines("100% tests passed, 0 tests failed out of 2")],
+    ),
+    "tap_harness_failure": (
+        [lines("#   Failed test 'lowercase'", "#   at pl/test.t line 6.", "Result: FAIL")],
+        [lines("pl/ok.t .. ok", "All tests successful.", "Result: PASS")],
+    ),
+    "cpp_terminate": (
+        [lines("terminate called after throwing an instance of 'std::runtime_error'", "  what():  bad config")],
+        [lines("// terminate called after throwing is what happens without a catch")],
+    ),
+    "maven_compile_error": (
+        [lines("[ERROR] COMPILATION ERROR : ",
+               "[ERROR] /src/main/java/app/Broken.java:[5,17] incompatible types: String cannot be converted to int")],
+        [lines("[INFO] Compiling 3 source files with javac [debug release 17] to target/classes")],
+    ),
+    "clippy_lint": (
+        [lines("error: length comparison to zero", " --> src/lib.rs:2:5", "  |",
+               "  = help: for further information visit https://rust-lang.github.io/rust-clippy/master/index.html")],
+        [lines("warning: length comparison to zero", " --> src/lib.rs:2:5",
+               "  = help: for further information visit https://rust-lang.github.io/rust-clippy/master/index.html")],
+    ),
+    "shellcheck": (
+        [lines("", "In sh/deploy.sh line 3:", "cp build/app $target",
+               "             ^-----^ SC2086 (info): Double quote")],
+        [lines("sh/deploy.sh: all checks passed, no SC codes reported")],
+    ),
+    "go_compile_error": (
+        [lines("# example.com/app/build", "build/main.go:7:14: undefined: totl")],
+        [lines("ok  \texample.com/app/calc\t0.002s", "    calc_test.go:12: Add(2, 3) = 5")],
+    ),
+    "eslint_json_report": (
+        [lines('[{"filePath":"/p/a.js","messages":[{"ruleId":"no-undef","severity":2,"message":"x is not defined"}]}]')],
+        [lines('[{"filePath":"/p/a.js","messages":[{"ruleId":"eqeqeq","severity":1,"message":"Expected ==="}]}]')],
+    ),
+    "sql_error": (
+        [lines("Parse error near line 3: no such column: nme"),
+         lines('ERROR:  relation "missing_orders" does not exist', "LINE 1: select * from missing_orders")],
+        [lines("1|connection refused", "2|Segmentation fault in worker", "id|last_error",
+               "0 rows with error status")],
+    ),
+    "php_fatal_error": (
+        [lines("PHP Fatal error:  Uncaught Error: Call to undefined function format_price() in /app/x.php:2")],
+        [lines("PHP Warning:  Undefined variable $name in /app/warning.php on line 4")],
+    ),
+    "ruby_exception": (
+        [lines("rb/nomethod.rb:2:in `greet': undefined method `upcase' for nil:NilClass (NoMethodError)",
+               "\tfrom rb/nomethod.rb:5:in `<main>'")],
+        [lines("rb/nomethod.rb:2:in `greet': warning: (NoMethodError) is rescued below", "Syntax OK")],
+    ),
+    "perl_runtime_error": (
+        [lines("Illegal division by zero at pl/div.pl line 5.")],
+        [lines("Use of uninitialized value in concatenation (.) or string at pl/warn.pl line 7.", "errors: 0")],
+    ),
 }
 
 
@@ -354,9 +426,30 @@ def test_shell_exit_codes_name_the_class(code: int, error_class: str) -> None:
 
 
 def test_exit_zero_ignores_weak_patterns() -> None:
-    text = "2026-11-20T10:42:13Z ERROR [mailer] send failed: Connection refused (retry 1/3)\n"
+    text = "mailer: send failed: Connection refused\n"
     assert scan(text, None).is_error  # text alone looks like an error
     assert not scan(text, 0).is_error  # but the command succeeded
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-11-20T10:42:13Z ERROR [mailer] send failed: Connection refused\n",
+        "12:2026-11-20 10:42:13,120 ERROR worker: job 8 failed: TimeoutError: read timed out\n",
+        "[10:42:13] WARN health check failed: connect ECONNREFUSED 10.0.0.5:8080\n",
+        "- Fixed: worker exited with code 137 (OOM killed) on large imports.\n",
+        "| E003 | HTTP 503 from the billing service |\n",
+        "3f2a9c1 Fix crash on ECONNRESET in the client\n",
+        "upload failed: Connection reset by peer; retrying in 1s\nupload ok\n",
+        "stderr | ok.test.js > logs\nError: cache unavailable\n\n Test Files  1 passed (1)\n"
+        "      Tests  1 passed (1)\n",
+    ],
+    ids=["log-iso", "grep-n-log", "log-time", "changelog", "doc-table", "commit-subject", "retry", "passing-run"],
+)
+def test_without_exit_code_quoted_errors_are_content(text: str) -> None:
+    """Logs, documents, commit subjects, retry notices and a passing run's output mention errors in passing."""
+    assert not scan(text).is_error, scan(text).pattern
+    assert scan(text, 1).is_error  # a failing exit status still decides
 
 
 def test_exit_zero_with_piped_pytest_failure_is_an_error() -> None:
@@ -434,7 +527,7 @@ def test_result_to_json() -> None:
         "message": "ZeroDivisionError: division by zero",
         "suggestion": result.suggestion,
         "exit_code": 1,
-        "file_refs": [{"file": "/srv/app/main.py", "line": 12}, {"file": "/srv/app/main.py", "line": 8}],
+        "file_refs": [{"file": "/srv/app/main.py", "line": 8}, {"file": "/srv/app/main.py", "line": 12}],
         "stack_trace": result.stack_trace,
     }
     assert result.stack_trace is not None and result.stack_trace.startswith("Traceback")
@@ -619,7 +712,7 @@ def test_huge_output_error_at_the_end_is_found() -> None:
     text = big_output(10_000_000, end=PY_TRACE_HEAD + lines("KeyError: 'database'"))
     result = scan(text, 1)
     assert result.pattern == "key_error" and result.message == "KeyError: 'database'"
-    assert result.file_refs[0] == FileRef("/srv/app/main.py", 12)
+    assert result.file_refs[0] == FileRef("/srv/app/main.py", 8)  # the innermost frame comes first
     assert scan(text).pattern == "key_error"
 
 
@@ -674,42 +767,48 @@ def precision_recall(pairs: list[tuple[bool, bool]]) -> tuple[float, float]:
     return tp / ((tp + fp) or 1), tp / ((tp + fn) or 1)
 
 
+BASE_FIELDS = {"command", "exit_code", "output", "expected_error", "expected_class"}
+TOOLCHAIN_FIELDS = BASE_FIELDS | {"expected_text_error", "primary_refs", "toolchain", "split"}
+
+
 def test_corpus_is_well_formed() -> None:
     cases = load_corpus()
-    assert len(cases) >= 40
     assert sum(1 for _, case in cases if case["expected_error"]) >= 20
     assert sum(1 for _, case in cases if not case["expected_error"]) >= 20
     for name, case in cases:
-        assert set(case) == {"command", "exit_code", "output", "expected_error", "expected_class"}, name
-        assert isinstance(case["output"], str) and len(case["output"]) < 20_000, name
+        assert set(case) in (BASE_FIELDS, TOOLCHAIN_FIELDS), name
+        assert isinstance(case["output"], str) and len(case["output"]) < 20_100, name
         assert isinstance(case["exit_code"], int), name
+        if set(case) == TOOLCHAIN_FIELDS:
+            assert case["split"] in ("tune", "heldout"), name
+            assert case["expected_text_error"] in (True, False, None), name
+            assert isinstance(case["primary_refs"], list), name
+            assert "/tmp/" not in str(case["output"]), name  # paths are neutral (/home/dev/proj)
+    toolchain = [case for _, case in cases if set(case) == TOOLCHAIN_FIELDS]
+    assert len(toolchain) >= 150
+    assert len({case["toolchain"] for case in toolchain}) >= 12
+    assert 0.25 <= sum(1 for case in toolchain if not case["expected_error"]) / len(toolchain) <= 0.45
+    assert 0.25 <= sum(1 for case in toolchain if case["split"] == "heldout") / len(toolchain) <= 0.4
 
 
-def test_corpus_precision_and_recall() -> None:
+def test_corpus_targets() -> None:
+    """The figures the issue asks for, on the whole corpus; the held-out split is printed beside them."""
     cases = load_corpus()
-    modes = {
-        "exit code": lambda c: scan(str(c["output"]), int(str(c["exit_code"]))),
-        "exit code + command": lambda c: scan(
-            str(c["output"]), int(str(c["exit_code"])), command=str(c["command"])
-        ),
-        "text only": lambda c: scan(str(c["output"])),
-    }
-    report = []
-    scores = {}
-    wrong_class = []
-    for mode, run in modes.items():
-        pairs = []
-        for name, case in cases:
-            result = run(case)
-            pairs.append((bool(case["expected_error"]), result.is_error))
-            expected_class = case["expected_class"]
-            if mode != "text only" and result.is_error and expected_class and result.error_class != expected_class:
-                wrong_class.append((mode, name, expected_class, result.error_class))
-        precision, recall = precision_recall(pairs)
-        scores[mode] = (precision, recall)
-        report.append(f"{mode}: precision={precision:.3f} recall={recall:.3f} (n={len(cases)})")
-    print("\nerror-scan corpus: " + "; ".join(report))
-    for mode in ("exit code", "exit code + command"):
-        precision, recall = scores[mode]
-        assert precision >= 0.95 and recall >= 0.95, report
-    assert not wrong_class, wrong_class
+    whole = corpus_score.score(cases)
+    heldout = corpus_score.score([c for c in cases if corpus_score.split_of(c[1]) == "heldout"])
+    tune = corpus_score.score([c for c in cases if corpus_score.split_of(c[1]) == "tune"])
+    print("\nerror-scan corpus")
+    for label, figures in (("whole", whole), ("tune", tune), ("heldout", heldout)):
+        print(corpus_score.line(label, figures))
+    report = corpus_score.line("whole", whole), whole["misses"]
+    assert whole["precision"] >= 0.98 and whole["recall"] >= 0.98, report
+    assert whole["text_precision"] >= 0.95 and whole["text_recall"] >= 0.9, report
+    assert whole["class_accuracy"] >= 0.9, report
+    assert whole["ref_recall"] >= 0.9, report
+
+
+def test_corpus_score_matches_paths_by_suffix() -> None:
+    assert corpus_score.ref_matches("lint/src/a.js:3", FileRef("/home/dev/proj/lint/src/a.js", 3, 7))
+    assert corpus_score.ref_matches("jv/src/test/java/app/CalcTest.java:10", FileRef("CalcTest.java", 10))
+    assert not corpus_score.ref_matches("lint/src/a.js:3", FileRef("/home/dev/proj/lint/src/ba.js", 3))
+    assert not corpus_score.ref_matches("lint/src/a.js:3", FileRef("lint/src/a.js", 4))

@@ -101,7 +101,7 @@ def test_a_python_traceback_run_here(project: Path) -> None:
     fail(project, "python app.py", code, output)
     hit = hit_for(project, "ValueError invalid literal", "python app.py")
     app = str(project / "app.py")
-    assert hit["file_references"][:2] == [{"file": app, "line": 5}, {"file": app, "line": 2}]
+    assert hit["file_references"][:2] == [{"file": app, "line": 2}, {"file": app, "line": 5}]  # innermost first
     assert hit["stack_trace"].startswith("Traceback (most recent call last):")
     assert hit["stack_trace"].endswith("ValueError: invalid literal for int() with base 10: 'twelve'")
     assert hit["error_class"] == "python_exception"
