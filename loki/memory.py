@@ -238,6 +238,7 @@ def resolution_record(
         "command": command,
         "error_message": str(entry.get("last_error") or ""),
         "error_class": entry.get("error_class"),
+        "location": entry.get("location") if isinstance(entry.get("location"), str) else None,
         "calls_between": calls_between,
         "confidence": confidence(calls_between, half_life),
         "same_input": same_input,

@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from loki.store import Store
 
 HINT_SCHEMA = "memory-hint.json"
-HINT_FIELDS = ("tool", "prefix", "command", "error_message", "error_class", "resolution", "confidence",
-               "calls_between", "timestamp", "resolution_id")
+HINT_FIELDS = ("tool", "prefix", "command", "error_message", "error_class", "location", "resolution",
+               "confidence", "calls_between", "timestamp", "resolution_id")
 DEFAULT_MAX_CHARS = 300
 DEFAULT_MIN_CONFIDENCE = 0.3
 _COMMAND_CHARS = 80
@@ -119,8 +119,10 @@ def hint_text(doc: dict[str, Any], max_chars: int = DEFAULT_MAX_CHARS) -> str:
     when = "right after" if calls == 0 else f"{calls} call{'s' if calls != 1 else ''} later"
     command = _short(doc["command"], _COMMAND_CHARS)
     resolution = _short(doc["resolution"], _COMMAND_CHARS)
+    location = doc.get("location")
+    at = f" at {_short(location, _COMMAND_CHARS)}" if isinstance(location, str) and location else ""
     head = f"loki memory: last time `{command}` failed here with \""
-    tail = f"\"; it was fixed by `{resolution}` ({when}, confidence {doc['confidence']:.2f})."
+    tail = f"\"{at}; it was fixed by `{resolution}` ({when}, confidence {doc['confidence']:.2f})."
     room = max_chars - len(head) - len(tail)
     message = " ".join(doc["error_message"].split())
     if room < 20:  # too tight for the message: drop it rather than the fix
@@ -150,6 +152,7 @@ def from_resolution(record: dict[str, Any]) -> dict[str, Any] | None:
         "command": record.get("command") or record["prefix"],
         "error_message": record.get("error_message") or "",
         "error_class": record.get("error_class"),
+        "location": record.get("location") if isinstance(record.get("location"), str) else None,
         "resolution": record["resolution"],
         "confidence": record["confidence"],
         "calls_between": record["calls_between"],

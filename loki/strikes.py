@@ -199,6 +199,7 @@ class Strikes:
         error_hash = _error_hash(message)
         error_class = result.error_class if result.is_error else "tool_error"
         suggestion = result.suggestion if result.is_error and result.suggestion else GENERIC_SUGGESTION
+        location = _location(result)
         session = _session(session)
         label = strikekey.call_label(tool, tool_input)
         prefix = cmdprefix.call_prefix(tool, tool_input)
@@ -217,7 +218,7 @@ class Strikes:
                 doc["keys"][key] = entry
             entry["strike_count"] += 1
             entry.update(call=label, last_at=now, last_error=message, last_error_hash=error_hash,
-                         error_class=error_class, suggestion=suggestion)
+                         error_class=error_class, suggestion=suggestion, location=location)
             entry["errors"] = [*entry.get("errors", []), message][-ERRORS_PER_KEY:]
             entry["prefix"] = prefix
             if memory_id is not None:
@@ -435,3 +436,11 @@ def _forget_quiet_keys(doc: dict[str, Any], *, keep: str) -> None:
 def _finish(doc: dict[str, Any], now: str) -> None:
     doc["strike_count"] = max((e["strike_count"] for e in doc["keys"].values()), default=0)
     doc["updated_at"] = now
+
+
+def _location(result: ScanResult) -> str | None:
+    """``file:line`` of the failure's primary location (errorscan lists it first), redacted; None without one."""
+    if not result.is_error or not result.file_refs:
+        return None
+    ref = result.file_refs[0]
+    return clip(redact(f"{ref.file}:{ref.line}"), 300)

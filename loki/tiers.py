@@ -113,7 +113,9 @@ def _suggestion(entry: dict[str, Any]) -> str:
         return ""
     error_class = entry.get("error_class")
     label = f" ({error_class})" if isinstance(error_class, str) and error_class else ""
-    return f" Recovery suggestion{label}: {suggestion}"
+    location = entry.get("location")
+    at = f" at {location}" if isinstance(location, str) and location else ""
+    return f" Recovery suggestion{label}{at}: {suggestion}"
 
 
 def warn_text(tiers: Tiers, entry: dict[str, Any], label: str) -> str:
@@ -145,7 +147,9 @@ def deny_reason(tiers: Tiers, entry: dict[str, Any], label: str, key: str, branc
     """What PreToolUse says when it refuses (or asks about) a call at the stop tier."""
     count = int(entry.get("strike_count", 0))
     last = entry.get("last_error")
-    last_text = f" Last error: {clip(last)}." if isinstance(last, str) and last else ""
+    location = entry.get("location")
+    at = f" at {location}" if isinstance(location, str) and location else ""
+    last_text = f" Last error{at}: {clip(last)}." if isinstance(last, str) and last else ""
     escalation = entry.get("escalation")
     where = f" It was escalated: .loki/escalations/{escalation}." if isinstance(escalation, str) and escalation else ""
     return (f"loki 3-strike protocol: {label} has failed {count} times in a row on branch {branch} and is stopped."

@@ -329,7 +329,7 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
         [lines("ok  \texample.com/app/calc\t0.002s", "    calc_test.go:12: Add(2, 3) = 5")],
     ),
     "eslint_json_report": (
-        [lines('[{"filePath":"/p/a.js","messages":[{"ruleId":"no-undef","severity":2,"message":"x is not defined"}]}]')],
+        [lines('[{"filePath":"/p/a.js","messages":[{"ruleId":"no-undef","severity":2,"message":"x undefined"}]}]')],
         [lines('[{"filePath":"/p/a.js","messages":[{"ruleId":"eqeqeq","severity":1,"message":"Expected ==="}]}]')],
     ),
     "sql_error": (

@@ -189,9 +189,10 @@ def test_a_fixed_streak_is_shown_by_search_and_by_pre_tool_use(project: Path) ->
 
     strikes, hint = context_of(pre_tool_use(project, "python app.py"), "PreToolUse").split("\n")
     assert "strike 2 of 3" in strikes  # the failing call itself still has its strikes: both are said
+    assert "Recovery suggestion (missing_module) at app.py:1:" in strikes  # the primary location is named
     assert hint == (
-        "loki memory: last time `python app.py` failed here with \"ModuleNotFoundError: No module named 'requests'\"; "
-        "it was fixed by `python app.py --vendor ./vendor` (2 calls later, confidence 0.63).")
+        "loki memory: last time `python app.py` failed here with \"ModuleNotFoundError: No module named 'requests'\" "
+        "at app.py:1; it was fixed by `python app.py --vendor ./vendor` (2 calls later, confidence 0.63).")
     assert context_of(pre_tool_use(project, "python app.py -v"), "PreToolUse") == hint  # the same kind
     assert pre_tool_use(project, "python app.py --vendor ./vendor").stdout == ""  # that is the fix itself
     assert pre_tool_use(project, "python other.py").stdout == ""  # another kind of command
