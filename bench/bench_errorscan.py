@@ -52,7 +52,9 @@ def run() -> list[dict[str, object]]:
     for name, size, target_ms, reps in SIZES:
         text = build_output(size)
         result = scan(text, 1)
-        if not (result.is_error and result.error_class == "test_failure"):
+        # The mix holds every corpus shape (a test-runner timeout ranks before the pytest failure at the end);
+        # what matters is that the full path ran: a match, references and a stack.
+        if not (result.is_error and result.file_refs and result.stack_trace):
             raise RuntimeError(f"benchmark output scanned wrongly: {result}")
         reps = max(20, reps // 10) if quick else reps
         median_ms = round(measure(text, reps), 3)
