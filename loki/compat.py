@@ -144,7 +144,11 @@ def import_task(raw: dict[str, Any], stamp: str, status: str = "pending") -> dic
     )
     for key in ("lastError", "last_error"):
         if isinstance(raw.get(key), str):
-            task["last_error"] = raw[key]
+            from loki.redact import redact
+
+            # An error as a tool printed it: loki writes it from now on, so it is redacted like
+            # every attempt's error (docs/storage.md, "Secrets").
+            task["last_error"] = redact(raw[key])
     if "result" in raw:
         task["result"] = raw["result"]
     completed = _timestamp(raw.get("completedAt", raw.get("completed_at")))
@@ -202,6 +206,11 @@ def _lossless(key: str, value: Any, task: dict[str, Any], raw_payload: Any) -> b
     mapped = task.get(counterpart)
     if counterpart == "status":
         return bool(value == mapped)
+    if counterpart == "last_error" and isinstance(value, str):
+        from loki.redact import redact
+
+        # Mapped redacted: the secret it held is gone on purpose, not to be kept in clear beside it.
+        return bool(redact(value) == mapped)
     if value is None:
         # A null Loki Mode field means "none" (claimedBy, lastError, completedAt...): so does loki's null.
         return mapped is None or mapped == [] or (counterpart == "claimed_by" and mapped == RUNTIME_HOLDER)
@@ -274,7 +283,7 @@ def import_entry(raw: dict[str, Any], stamp: str) -> dict[str, Any]:
     task = _dead_task(raw, stamp)
     when = _timestamp(raw.get("movedToDLQ")) or _timestamp(raw.get("updatedAt")) or stamp
     failures = _count(raw.get("retries")) or 0
-    error = raw.get("lastError") if isinstance(raw.get("lastError"), str) else ""
+    error = task.get("last_error") or ""
     return {
         "task_id": task["id"],
         "original_queue": "in-progress",

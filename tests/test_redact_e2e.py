@@ -214,3 +214,18 @@ def test_fuzz_no_generated_secret_reaches_the_disk(tmp_path_factory: pytest.Temp
         assert err.getvalue() == ""
     assert os.listdir(top / ".loki" / layout.ESCALATIONS_DIR)
     assert leaked(top / ".loki", secrets) == []
+
+
+# -- Loki Mode's own files: an imported task's error is loki's to write from then on ------------------
+
+
+def test_a_loki_mode_tasks_last_error_is_redacted_when_loki_rewrites_the_file(root: Path) -> None:
+    pending = root / "queue/pending.json"
+    dead = {"id": "t-dead", "type": "eng", "priority": 5, "createdAt": "2026-01-25T09:00:00Z", "retries": 3,
+            "maxRetries": 3, "lastError": BLOB}
+    pending.write_text(json.dumps([
+        {"id": "t-1", "type": "eng", "priority": 5, "createdAt": "2026-01-25T09:00:00Z", "lastError": BLOB}]))
+    (root / layout.DEADLETTER).write_text(json.dumps([dead]))
+    assert cli(["queue", "claim", "--agent", "a"], root=root).code == 0  # rewrites pending.json in loki's format
+    assert cli(["deadletter", "review", "--force"], root=root).code == 0  # and the dead-letter file
+    assert leaked(root, SECRETS) == []
