@@ -30,8 +30,23 @@ DEFAULT_TIMEOUT = 10.0
 
 
 def _describe_command() -> str:
-    argv = [os.path.basename(sys.argv[0]) if sys.argv else "python", *sys.argv[1:]]
-    text = " ".join(argv)
+    """The holder's program and command words (``loki queue fail ...``) for the lock record.
+
+    Only words that name a command are kept, never an option's value or a free argument: the
+    record stays in the lock file after the holder is gone, and a command line can carry a secret
+    (``--error "$(cat .env)"``, ``loki run -- mysql -pPW``). Redacting here would cost every lock
+    taken on a hot path the redactor's import.
+    """
+    words = [os.path.basename(sys.argv[0]) if sys.argv else "python"]
+    previous = ""
+    for word in sys.argv[1:]:
+        if word.isascii() and word[:1].islower() and all(c.islower() or c == "-" for c in word) \
+                and not previous.startswith("-") and len(word) <= 40:
+            words.append(word)
+        elif words[-1] != "...":
+            words.append("...")
+        previous = word
+    text = " ".join(words)
     return text if len(text) <= 200 else text[:197] + "..."
 
 

@@ -24,7 +24,7 @@ from loki import layout
 from loki.hookio import run as run_hook
 from loki.redact import redact
 from loki.tree import init_tree
-from tests.helpers import cli, snapshot_bytes
+from tests.helpers import cli, loki_proc, snapshot_bytes
 from tests.test_hooks import hook, payload
 from tests.test_redact import AWS_SECRET, GHP, SHAPES
 
@@ -93,6 +93,18 @@ def test_queue_and_escalation_errors_leave_no_secret(root: Path) -> None:
     assert cli(["signal", "emit", "HUMAN_APPROVED", "--task", "t-esc", "decision=approve",
                 "note=use docker login -u ada -p Dck3rPa55 registry.example.com"], root=root).code == 0
     assert cli(["watch", "--once", "--no-tui"], root=root).code == 0
+    assert leaked(root, SECRETS) == []
+
+
+def test_a_lock_file_records_no_secret_from_the_command_line(root: Path) -> None:
+    # A lock file keeps its holder record (pid, command, host, since) after the holder is gone:
+    # a secret on the command line (--error, `loki run -- mysql -pPW`) must not stay in it.
+    assert cli(["queue", "add", "task t1", "--id", "t1"], root=root).code == 0
+    _claim(root, "t1")
+    failed = loki_proc(["queue", "fail", "t1", "--agent", "dev", "--error", BLOB], root=root)
+    assert failed.code == 0, failed.stderr
+    record = json.loads((root / layout.QUEUE_LOCK).read_text())
+    assert "... queue fail ..." in record["holder"]["command"]  # still says what held it
     assert leaked(root, SECRETS) == []
 
 
