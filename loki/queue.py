@@ -522,7 +522,8 @@ class Queue:
         if on_deps:
             # Only now, with nothing to hand out, is it worth asking which of them wait for ever.
             counted = {t["id"] for _, t in candidates}
-            stuck = {task_id: info for task_id, info in never_ready(pending, self._state_lookup(session)).items()
+            on_hold = [*pending, *session.tasks(BLOCKED)]  # a chain may run through a blocked task
+            stuck = {task_id: info for task_id, info in never_ready(on_hold, self._state_lookup(session)).items()
                      if task_id in counted}
             if on_deps > len(stuck):
                 parts.append(f"{on_deps - len(stuck)} waiting on dependencies")

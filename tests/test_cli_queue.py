@@ -325,6 +325,21 @@ def test_a_dependency_cancelled_later_is_reported_by_claim_validate_and_doctor(r
     assert cli(["validate"], root=root).code == 0
 
 
+def test_claim_names_a_task_stuck_through_a_blocked_one(root: Path) -> None:
+    # later -> top (blocked, waiting for a human) -> base (cancelled): validate says later can never
+    # be ready, and so does claim's reason (not "waiting on dependencies").
+    cli(["queue", "add", "base", "--id", "base"], root=root)
+    cli(["queue", "add", "top", "--id", "top", "--depends-on", "base"], root=root)
+    cli(["queue", "add", "later", "--id", "later", "--depends-on", "top"], root=root)
+    assert cli(["escalate", "top", "--trigger", "needs a decision"], root=root).code == 0
+    assert cli(["queue", "cancel", "base"], root=root).code == 0
+    claim = cli(["queue", "claim", "--agent", "a"], root=root)
+    assert claim.code == 3
+    assert claim.stderr == ("nothing ready among 1 pending: 1 can never be ready (later depends on 'top', which "
+                            "waits on 'base' (cancelled))\n")
+    assert "task 'later' can never be ready" in cli(["validate"], root=root).stderr
+
+
 def test_counts_are_worded_with_proper_plurals(root: Path) -> None:
     for n in range(3):
         cli(["queue", "add", f"t{n}", "--id", f"t{n}", "--max-attempts", "1"], root=root)
