@@ -334,6 +334,7 @@ class Queue:
         stuck: dict[str, dict[str, str]] | None = None
         for dep in deps:
             state = state_of(dep)
+            root = dep  # the cancelled or abandoned task at the end of the chain: the one to retry
             if state in DEAD_STATES:
                 reason = f"which is {state}"
             elif state in (PENDING, BLOCKED):
@@ -342,9 +343,10 @@ class Queue:
                 if dep not in stuck:
                     continue
                 reason = f"which can never be ready (it {stuck[dep]['why']})"
+                root = stuck[dep]["root"]
             else:
                 continue
-            raise InvalidInput(f"{at}{named} depends on {dep!r}, {reason}: it would never be ready; retry {dep!r} "
+            raise InvalidInput(f"{at}{named} depends on {dep!r}, {reason}: it would never be ready; retry {root!r} "
                                "first (`loki queue retry`) or leave the dependency out", field="dependencies",
                                dependency=dep, state=state)
 

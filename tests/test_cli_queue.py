@@ -340,6 +340,16 @@ def test_claim_names_a_task_stuck_through_a_blocked_one(root: Path) -> None:
     assert "task 'later' can never be ready" in cli(["validate"], root=root).stderr
 
 
+def test_add_depending_on_a_stuck_task_says_which_task_to_retry(root: Path) -> None:
+    cli(["queue", "add", "base", "--id", "base"], root=root)
+    cli(["queue", "add", "top", "--id", "top", "--depends-on", "base"], root=root)
+    assert cli(["queue", "cancel", "base"], root=root).code == 0
+    result = cli(["queue", "add", "new", "--id", "new", "--depends-on", "top"], root=root)
+    assert result.code == 1
+    # 'top' is pending: retrying it does nothing; 'base' (cancelled) is the one to retry.
+    assert "retry 'base' first (`loki queue retry`)" in result.stderr, result.stderr
+
+
 def test_counts_are_worded_with_proper_plurals(root: Path) -> None:
     for n in range(3):
         cli(["queue", "add", f"t{n}", "--id", f"t{n}", "--max-attempts", "1"], root=root)
