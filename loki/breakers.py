@@ -399,9 +399,14 @@ class Machine:
         """When an OPEN breaker starts probing. An OPEN entry without ``cooldown_until`` (written by
         hand or another tool) stays open for one cooldown from its ``last_state_change``."""
         end = self.time("cooldown_until")
+        changed = self.time("last_state_change")
         if end is None:
-            changed = self.time("last_state_change") or self.now
-            end = _after(changed, self.settings.cooldown)
+            end = _after(changed or self.now, self.settings.cooldown)
+        if changed is not None and changed > _after(self.now, self.settings.cooldown):
+            # Opened more than a cooldown from now: under a clock that has since gone back (LOKI_NOW,
+            # a clock set ahead). No rule opens a breaker in the future, so the cooldown is over (it
+            # probes one call at a time) instead of lasting as long as the jump.
+            return self.now
         return end
 
     def _move(self, to: State, event: str, detail: str = "", at: datetime | None = None) -> None:
@@ -431,7 +436,11 @@ class Machine:
         end = self.cooldown_end()
         if self.now < end:
             return
-        self._move(State.HALF_OPEN, "half-open", "cooldown over; probing one call at a time", at=end)
+        skew = self.time("last_state_change")
+        detail = "cooldown over; probing one call at a time"
+        if skew is not None and skew > end:
+            detail += f" (it was opened at {format_ts(skew)}, after now: clock skew, so its cooldown is not waited out)"
+        self._move(State.HALF_OPEN, "half-open", detail, at=end)
         self.entry.update(failure_count=0, success_count=0, cooldown_until=None, failure_window_start=None,
                           probe_until=None)
 
@@ -476,6 +485,8 @@ class Machine:
         if state is State.OPEN:
             return False, self.cooldown_end()
         taken_until = self.time("probe_until")
+        if taken_until is not None and taken_until > _after(self.now, self.settings.half_open_interval):
+            taken_until = None  # taken under a clock since set back: no rule holds the slot that long
         if taken_until is not None and self.now < taken_until:
             return False, taken_until
         self.entry["probe_until"] = self._ts(_after(self.now, self.settings.half_open_interval))
@@ -626,14 +637,19 @@ class Breakers:
             return Decision(name, State.CLOSED, now, allowed=True)
         # Only refusals are decided here: they change nothing, and they stay true until a time
         # the file states (cooldown_until, probe_until) -- a slightly stale read is still right.
+        # A time dated further ahead than a rule sets it (a clock since set back) is left to the
+        # locked path, which bounds it with the breaker's own settings (Machine.cooldown_end, claim).
         probe = Machine(name, entry, Settings(), now)  # only parses timestamps; thresholds unused
         if entry["state"] == State.OPEN:
             until = probe.time("cooldown_until")
-            if until is not None and now < until:
+            changed = probe.time("last_state_change")
+            if until is not None and now < until and (changed is None or changed <= now):
                 return self._decision(probe, now, False, until, False)
         elif entry["state"] == State.HALF_OPEN:
             taken_until = probe.time("probe_until")
-            if taken_until is not None and now < taken_until:
+            if taken_until is not None and now < taken_until and (
+                    taken_until <= _after(now, probe.settings.half_open_interval)  # the default: no config read
+                    or taken_until <= _after(now, self.settings(name).half_open_interval)):
                 return self._decision(probe, now, False, taken_until, False)
         return None
 

@@ -70,3 +70,24 @@ def test_a_backoff_set_under_a_clock_ahead_is_not_waited_out(root: Path) -> None
     assert claimed.code == 0, claimed.stderr
     notes = [n["text"] for n in claimed.json()["task"]["notes"]]
     assert any("clock skew" in n and "longest backoff" in n for n in notes), notes
+
+
+def test_a_breaker_opened_under_a_clock_ahead_is_not_held_open_by_the_jump(root: Path) -> None:
+    assert cli(["breaker", "trip", "api"], root=root, env={"LOKI_NOW": FUTURE}).code == 0
+    # A real cooldown is still waited for...
+    assert cli(["breaker", "check", "api"], root=root, env={"LOKI_NOW": FUTURE}).code == 75
+    # ...but back at the right time, a breaker opened 16 months ahead is clock skew: it probes now.
+    back = cli(["breaker", "check", "api"], root=root, env={"LOKI_NOW": T0})
+    assert back.code == 0, back.stderr
+    status = cli(["breaker", "status", "api", "--json"], root=root, env={"LOKI_NOW": T0})
+    assert status.json()["state"] == "HALF_OPEN", status.stdout
+    # The probe slot it just took is dated now, so the next probe is one interval away, not 16 months.
+    again = cli(["breaker", "check", "api"], root=root, env={"LOKI_NOW": "2026-01-25T10:00:30Z"})
+    assert again.code == 0, again.stderr
+
+
+def test_a_probe_slot_taken_under_a_clock_ahead_does_not_block_probes(root: Path) -> None:
+    assert cli(["breaker", "trip", "api", "--for", "0"], root=root, env={"LOKI_NOW": FUTURE}).code == 0
+    assert cli(["breaker", "check", "api"], root=root, env={"LOKI_NOW": FUTURE}).code == 0  # the probe slot
+    back = cli(["breaker", "check", "api"], root=root, env={"LOKI_NOW": T0})
+    assert back.code == 0, back.stderr
