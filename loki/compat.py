@@ -39,6 +39,9 @@ _COUNTERPART = {
     "attempts": "attempts", "idempotencyKey": "idempotency_key", "idempotency_key": "idempotency_key",
     "status": "status",
 }
+KNOWN_FIELDS = frozenset(_COUNTERPART) | {"timeout", "retries", "maxRetries", "backoffSeconds", "startedAt",
+                                          "updatedAt", "updated_at", "movedToDLQ", "payload", "id"}
+"""Loki Mode's task fields loki reads (the rest of a foreign task is kept as it is, under ``payload.loki_mode``)."""
 _task_keys: frozenset[str] | None = None
 _ATTEMPT_KEYS = frozenset({"attempt_number", "timestamp", "agent_id", "approach", "error_type", "error_message"})
 _ERROR_TYPES = frozenset({"test_failure", "timeout", "dependency", "validation", "other"})

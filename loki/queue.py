@@ -240,6 +240,7 @@ class Queue:
                 # an id; without one, what was wrong with it as `add`'s shape is the error.
                 if not isinstance(spec.get("id"), str):
                     raise
+                _refuse_misspelt_fields(spec, where)
                 task = self._foreign_task(spec, now)
         task["status"] = PENDING
         return self._checked(task, where)
@@ -254,8 +255,7 @@ class Queue:
 
     def _spec_task(self, spec: dict[str, Any], now: str, where: str) -> dict[str, Any]:
         """A task from ``add``'s keyword names, checked strictly (a misspelt field is an error)."""
-        unknown = set(spec) - {"title", "description", "type", "priority", "dependencies", "depends_on",
-                               "labels", "payload", "id", "idempotency_key", "max_attempts"}
+        unknown = set(spec) - ADD_FIELDS
         if unknown:
             raise InvalidArgument(f"{_at(where)}unknown field(s) {', '.join(sorted(unknown))}",
                                   field=sorted(unknown)[0])
@@ -945,6 +945,29 @@ class _TypeBreakers:
 def check_fix_commit(fix_commit: str | None) -> None:
     if fix_commit is not None and re.fullmatch(r"[0-9a-fA-F]{4,64}", fix_commit) is None:
         raise InvalidArgument(f"--fix-commit {fix_commit!r} is not a commit hash (4-64 hex digits)", field="fix_commit")
+
+
+ADD_FIELDS = frozenset({"title", "description", "type", "priority", "dependencies", "depends_on", "labels", "payload",
+                        "id", "idempotency_key", "max_attempts"})
+"""The fields of a task as ``add`` takes it (``--from-file`` items in loki's own shape)."""
+
+
+def _refuse_misspelt_fields(spec: dict[str, Any], where: str) -> None:
+    """Refuse a field that looks like a typo of one loki or Loki Mode reads (``priorty``).
+
+    A task with an id that is not ``add``'s shape is read as Loki Mode writes it, keeping fields
+    loki has no use for under ``payload.loki_mode`` (its PRD and GitHub imports carry many). A
+    near miss of a known name is no such field: taking it would silently drop what the user meant.
+    """
+    import difflib
+
+    from loki.compat import KNOWN_FIELDS
+
+    known = sorted(ADD_FIELDS | KNOWN_FIELDS)
+    for key in sorted(set(spec) - ADD_FIELDS - KNOWN_FIELDS):
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+        if close:
+            raise InvalidArgument(f"{_at(where)}unknown field {key!r} (did you mean {close[0]!r}?)", field=key)
 
 
 def _at(where: str) -> str:

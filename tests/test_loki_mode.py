@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import cli
+from helpers import cli, snapshot_bytes
 
 from loki import layout
 from loki.clock import ManualClock, parse_ts
@@ -388,3 +388,13 @@ def test_untyped_dead_letters_do_not_stop_the_queue(root: Path) -> None:
     assert "general" not in Store(root).read(layout.BREAKERS)
     queue.add("next", task_id="next")
     assert queue.claim("a")["id"] == "next"
+
+
+def test_from_file_refuses_a_misspelt_field_even_with_an_id(root: Path, tmp_path: Path) -> None:
+    # With an id, a task that is not add's shape is read as Loki Mode's; a near miss of a known field is a typo.
+    batch = tmp_path / "b.json"
+    batch.write_text(json.dumps([{"id": "t1", "title": "x", "priorty": "high"}]))
+    before = snapshot_bytes(root)
+    result = cli(["queue", "add", "--from-file", str(batch)], root=root, env=ENV)
+    assert result.code == 1 and "unknown field 'priorty' (did you mean 'priority'?)" in result.stderr
+    assert snapshot_bytes(root) == before
