@@ -92,3 +92,9 @@ def test_every_command_has_help_text() -> None:
         if not doc or not str(doc).strip():
             missing.append(" ".join(path))
     assert missing == []
+
+
+def test_the_bad_input_count_it_states_is_the_corpus_size() -> None:
+    stated = re.search(r"a corpus of (\d+) bad inputs", README)
+    assert stated is not None
+    assert int(stated.group(1)) == len(list((REPO / "tests" / "bad_inputs").glob("*.json")))
