@@ -9,79 +9,19 @@ from __future__ import annotations
 
 import hashlib
 
-from loki import archive, layout
 from loki.clock import add_seconds, format_ts, parse_ts
 from loki.config import setting
 from loki.errors import InvalidArgument, NotFound
 from loki.paths import check_id
 from loki.tasks import add_note, clear_claim, start_fresh_budget
-from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from loki.store import Store, Transaction
-
-
-STRATEGIES = ("retry_with_simpler_approach", "dependency_blocked", "requires_human_review", "permanent_abandon")
-
-
-def recovery_strategy(attempts: list[dict[str, Any]]) -> str:
-    """The strategy an entry starts with, decided from its attempts (deterministic).
-
-    * any ``validation`` failure -> ``requires_human_review``: the task's contract or spec is
-      in question, and retrying cannot settle that;
-    * else, the last failure a ``dependency`` error -> ``dependency_blocked``;
-    * else ``retry_with_simpler_approach``.
-    """
-    if any(a.get("error_type") == "validation" for a in attempts):
-        return "requires_human_review"
-    if attempts and attempts[-1].get("error_type") == "dependency":
-        return "dependency_blocked"
-    return "retry_with_simpler_approach"
-
-
-def error_summary(attempts: list[dict[str, Any]]) -> str:
-    """A brief description of the failure pattern: the last error, and how many ways it was tried."""
-    if not attempts:
-        return "no attempts recorded"
-    from loki.redact import redact
-
-    # Redacted again: attempts written by older versions or by hand reach the summary and the escalation.
-    last = redact(attempts[-1].get("error_message") or "").strip().splitlines()
-    message = last[0] if last else "(no error message)"
-    if len(message) > 200:
-        message = message[:197] + "..."
-    approaches = len({a.get("approach") or "(unspecified)" for a in attempts})
-    tried = plural(approaches, "distinct approach", "distinct approaches")
-    return f"{message} ({plural(len(attempts), 'attempt')}, {tried})"
-
-
-def make_entry(task: dict[str, Any], original_queue: str) -> dict[str, Any]:
-    """A dead-letter entry for ``task``: its attempts, a summary, a strategy and the whole task."""
-    attempts = [dict(a) for a in task.get("attempts", [])]
-    return {
-        "task_id": task["id"],
-        "original_queue": original_queue,
-        "failure_count": len(attempts),
-        "first_failure": attempts[0]["timestamp"] if attempts else task["created_at"],
-        "last_failure": attempts[-1]["timestamp"] if attempts else task["created_at"],
-        "error_summary": error_summary(attempts),
-        "attempts": attempts,
-        "recovery_strategy": recovery_strategy(attempts),
-        "task_data": task,
-    }
-
-
-def abandon_entry(txn: Transaction, entry: dict[str, Any], reason: str, now: str) -> dict[str, Any]:
-    """Stage ``entry`` into abandoned.json with its reason (the caller removes it from dead-letter)."""
-    doc = txn.read(layout.ABANDONED)
-    record = {**entry, "recovery_strategy": "permanent_abandon", "abandoned_at": now, "abandon_reason": reason}
-    doc["tasks"].append(record)
-    txn.write(layout.ABANDONED, doc, changed=[record])
-    return record
+    from loki.storage.tasks import TaskTxn
+    from loki.store import Store
 
 
 class DeadLetter:
@@ -103,8 +43,7 @@ class DeadLetter:
 
     def entries(self) -> dict[str, Any]:
         """The whole dead-letter document (entries and metadata)."""
-        doc: dict[str, Any] = self.store.read(layout.DEADLETTER)
-        return doc
+        return self.store.tasks().dead_letter_doc()
 
     def list_entries(self) -> dict[str, Any]:
         doc = self.entries()
@@ -122,9 +61,9 @@ class DeadLetter:
         raise NotFound(f"{task_id!r} is not in the dead-letter queue", task_id=task_id)
 
     def abandoned(self) -> dict[str, Any]:
-        doc = self.store.read(layout.ABANDONED)
+        entries = self.store.tasks().view(["abandoned"])["abandoned"]
         rows = [{"task_id": e["task_id"], "title": e["task_data"].get("title"), "failure_count": e["failure_count"],
-                 "abandoned_at": e["abandoned_at"], "abandon_reason": e["abandon_reason"]} for e in doc["tasks"]]
+                 "abandoned_at": e["abandoned_at"], "abandon_reason": e["abandon_reason"]} for e in entries]
         return {"total": len(rows), "entries": rows}
 
     # -- single-entry operations -----------------------------------------------------------------
@@ -142,57 +81,46 @@ class DeadLetter:
         """Record a new approach for the next review to act on (the retry condition "new approach")."""
         if not approach.strip():
             raise InvalidArgument("--approach must describe the new approach", field="approach")
-        with self.store.transaction(layout.QUEUE_LOCK) as txn:
-            doc = txn.read(layout.DEADLETTER)
-            entry = _entry(doc, task_id)
+        with self.store.tasks().transaction() as unit:
+            entry = _entry(unit, task_id)
             entry["new_approach"] = approach.strip()
-            txn.write(layout.DEADLETTER, doc, changed=[entry])
+            unit.update_dead_letter(entry)
         return entry
 
     def abandon(self, task_id: str, reason: str) -> dict[str, Any]:
         """Human explicitly abandons: into abandoned.json with the reason."""
         if not reason.strip():
             raise InvalidArgument("--reason is required: abandoned tasks keep why", field="reason")
-        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+        with self.store.tasks().transaction() as unit:
             now = self.store.now_ts()
-            doc = txn.read(layout.DEADLETTER)
-            entry = _entry(doc, task_id)
-            doc["tasks"].remove(entry)
-            record = abandon_entry(txn, entry, f"human explicitly abandoned: {reason.strip()}", now)
-            doc["metadata"]["total_abandoned"] += 1
-            txn.write(layout.DEADLETTER, doc, changed=[])
+            entry = _entry(unit, task_id)
+            record = unit.abandon(entry, f"human explicitly abandoned: {reason.strip()}", now)
         return record
 
     def split(self, task_id: str, titles: Sequence[str], *, description: str = "",
               priority: str | None = None) -> dict[str, Any]:
         """Simpler scope defined: new task(s) linked to the original, which moves to abandoned with that reason."""
-        from loki.queue import Queue, Session
+        from loki.queue import Queue
 
         titles = [t.strip() for t in titles if t.strip()]
         if not titles:
             raise InvalidArgument("split needs at least one --title for the simpler task", field="title")
         queue = Queue(self.store)
-        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+        with queue.tasks.transaction() as unit:
             now = self.store.now_ts()
-            doc = txn.read(layout.DEADLETTER)
-            entry = _entry(doc, task_id)
+            entry = _entry(unit, task_id)
             original = entry["task_data"]
-            session = Session(txn)
             created = []
             for title in titles:
                 spec = {"title": title, "description": description or f"Simpler scope of {task_id}: "
                         f"{original.get('title')}", "priority": priority or original.get("priority", "medium"),
                         "type": original.get("type"), "labels": list(original.get("labels", []))}
-                task = queue._task_from_spec(spec, now, "")
+                task = queue.task_from_spec(spec, now)
                 task["split_from"] = task_id
-                session.put("pending", task)
+                unit.put("pending", task)
                 created.append(task)
-            session.flush()
-            doc["tasks"].remove(entry)
             ids = ", ".join(t["id"] for t in created)
-            record = abandon_entry(txn, entry, f"split into simpler task(s): {ids}", now)
-            doc["metadata"]["total_abandoned"] += 1
-            txn.write(layout.DEADLETTER, doc, changed=[])
+            record = unit.abandon(entry, f"split into simpler task(s): {ids}", now)
         return {"original": record, "created": created}
 
     # -- the review ----------------------------------------------------------------------------
@@ -216,16 +144,14 @@ class DeadLetter:
            cause get one escalation for the systemic issue;
         4. leave it for the next review.
         """
-        from loki.queue import Session
-
         interval = float(self._setting("review_interval_hours"))
         decisions: list[dict[str, Any]] = []
         escalations_to_emit: list[dict[str, Any]] = []
-        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+        with self.store.tasks().transaction() as unit:
             now_dt = self.store.clock.now()
             now = format_ts(now_dt)
-            doc = txn.read(layout.DEADLETTER)
-            last = doc["metadata"]["last_reviewed"]
+            metadata = unit.dead_letter_metadata()
+            last = metadata["last_reviewed"]
             skew: str | None = None
             if last is not None and not force:
                 age = (now_dt - parse_ts(last)).total_seconds()
@@ -236,22 +162,17 @@ class DeadLetter:
                     skew = (f"last_reviewed {last} is in the future (clock skew?); reviewing now and dating "
                             f"the review {now}")
                 elif age < interval * 3600:
-                    return {"skipped": True, "last_reviewed": last, "entries": len(doc["tasks"]),
+                    return {"skipped": True, "last_reviewed": last, "entries": len(unit.dead_letters()),
                             "next_review_after": format_ts(add_seconds(parse_ts(last), interval * 3600)),
                             "decisions": []}
-            session = Session(txn)
-            states = _TaskStates(session, txn)
+            states = _TaskStates(unit)
             remaining: list[dict[str, Any]] = []
-            for entry in list(doc["tasks"]):
+            for entry in list(unit.dead_letters()):
                 decision = self._decide(entry, states)
                 if decision["action"] == "retry":
-                    doc["tasks"].remove(entry)
-                    self._requeue(session, entry, decision, now)
-                    doc["metadata"]["total_recovered"] += 1
+                    self._requeue(unit, unit.recover(entry), decision, now)
                 elif decision["action"] == "abandon":
-                    doc["tasks"].remove(entry)
-                    abandon_entry(txn, entry, decision["reason"], now)
-                    doc["metadata"]["total_abandoned"] += 1
+                    unit.abandon(entry, decision["reason"], now)
                 elif decision["action"] == "escalate":
                     file_rel = self._escalate_entry(entry, decision["reason"], now)
                     escalations_to_emit.append({"entries": [entry], "file": file_rel, "reason": decision["reason"]})
@@ -266,15 +187,15 @@ class DeadLetter:
                 for entry in group:
                     decision = next(d for d in decisions if d["task_id"] == entry["task_id"])
                     decision.update(action="escalate", reason=reason)
-            session.flush()
-            doc["metadata"]["last_reviewed"] = now
-            txn.write(layout.DEADLETTER, doc, changed=doc["tasks"])
+            unit.mark_reviewed(now)
+            unit.update_dead_letter(*unit.dead_letters())
+            metadata = dict(metadata)
         for escalation in escalations_to_emit:
             self._emit(escalation)
         counts = {action: sum(1 for d in decisions if d["action"] == action)
                   for action in ("retry", "abandon", "escalate", "leave")}
         return {"skipped": False, "reviewed_at": now, "entries": len(decisions), "counts": counts,
-                "decisions": decisions, "metadata": doc["metadata"], "clock_skew": skew}
+                "decisions": decisions, "metadata": metadata, "clock_skew": skew}
 
     def _decide(self, entry: dict[str, Any], states: _TaskStates) -> dict[str, Any]:
         from loki.errorscan import normalise_error
@@ -339,8 +260,7 @@ class DeadLetter:
                 groups.setdefault(cause, []).append(entry)
         return [group for _, group in sorted(groups.items()) if len(group) >= needed]
 
-    def _requeue(self, session: Any, entry: dict[str, Any], decision: dict[str, Any], now: str) -> None:
-        task = entry["task_data"]
+    def _requeue(self, unit: TaskTxn, task: dict[str, Any], decision: dict[str, Any], now: str) -> None:
         clear_claim(task)
         task["available_at"] = now
         task["updated_at"] = now
@@ -351,7 +271,7 @@ class DeadLetter:
             add_note(task, f"dead-letter review: retry with a new approach: {decision['approach']}", now, "loki")
         else:
             add_note(task, f"dead-letter review: {decision['reason']}", now, "loki")
-        session.put("pending", task)
+        unit.put("pending", task)
 
     def _escalate_entry(self, entry: dict[str, Any], reason: str, now: str) -> str:
         from loki.escalations import attempts_table, write_file
@@ -415,37 +335,36 @@ def _root_cause(entry: dict[str, Any]) -> str:
     return normalise_error(attempts[-1].get("error_message", "")) if attempts else entry["error_summary"].lower()
 
 
-def _entry(doc: dict[str, Any], task_id: str) -> dict[str, Any]:
+def _entry(unit: TaskTxn, task_id: str) -> dict[str, Any]:
     check_id(task_id, "task id")
-    for entry in doc["tasks"]:
-        if entry["task_id"] == task_id:
-            found: dict[str, Any] = entry
-            return found
+    entry = unit.find_dead_letter(task_id)
+    if entry is not None:
+        return entry
     raise NotFound(f"{task_id!r} is not in the dead-letter queue", task_id=task_id)
 
 
 class _TaskStates:
     """Where each task is, for the dependency checks of one review."""
 
-    def __init__(self, session: Any, txn: Transaction) -> None:
-        from loki.queue import HOT_STATES
+    def __init__(self, unit: TaskTxn) -> None:
+        from loki.tasks import TASK_STATES
 
         self._state: dict[str, str] = {}
         self._completed_at: dict[str, str | None] = {}
-        for state in HOT_STATES:
-            for task in session.tasks(state):
+        for state in (s.value for s in TASK_STATES):
+            for task in unit.tasks(state):
                 self._state[task["id"]] = state
                 if state == "completed":
                     self._completed_at[task["id"]] = task.get("completed_at")
-        for entry in txn.read(layout.DEADLETTER)["tasks"]:
+        for entry in unit.dead_letters():
             self._state[entry["task_id"]] = "dead-letter"
-        for entry in txn.read(layout.ABANDONED)["tasks"]:
+        for entry in unit.abandoned():
             self._state[entry["task_id"]] = "abandoned"
-        self._store = session.txn.store
+        self._unit = unit
 
     def state_of(self, task_id: str) -> str | None:
         if task_id not in self._state:
-            found = archive.find(self._store, task_id)
+            found = self._unit.find_archived(task_id)
             if found is not None:
                 self._state[task_id] = found[0]
                 self._completed_at[task_id] = found[1].get("completed_at")

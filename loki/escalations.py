@@ -21,10 +21,10 @@ import re
 from loki import jsonio, layout, signals, signaltypes
 from loki.clock import add_seconds, format_ts
 from loki.config import setting
-from loki.deadletter import error_summary
+from loki.deadentry import error_summary
 from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, StateFileError
 from loki.paths import check_id, resource_dir
-from loki.tasks import add_note, clear_claim, start_fresh_budget
+from loki.tasks import TASK_STATES, add_note, clear_claim, start_fresh_budget
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 TEMPLATE_NAME = "escalation.md"
 USER_TEMPLATE = layout.ESCALATION_TEMPLATE
+HOT_STATES = tuple(s.value for s in TASK_STATES)
 PLACEHOLDERS = {
     "task_title": "the task's title",
     "task_id": "the task's id",
@@ -136,7 +137,6 @@ def escalate(
     The task's state is decided inside the queue lock (a task completed meanwhile is not
     escalated), and the file is written there too, so it exists only if the task was parked.
     """
-    from loki.queue import DEAD_LETTER, Queue, Session
     from loki.redact import redact
 
     check_id(task_id, "task id")
@@ -149,16 +149,14 @@ def escalate(
     trigger = redact(trigger)  # it also becomes the blocked task's reason
     hours = float(setting(store.config, "signals", "human_review_timeout_hours"))
     parkable = ("pending", "in-progress", "blocked", "failed")
-    with store.transaction(layout.QUEUE_LOCK) as txn:
+    with store.tasks().transaction() as unit:
         now_dt = store.clock.now()
         now = format_ts(now_dt)
         deadline = format_ts(add_seconds(now_dt, hours * 3600))
-        session = Session(txn)
-        located = session.find(task_id, parkable)
-        doc = txn.read(layout.DEADLETTER)
-        entry = next((e for e in doc["tasks"] if e["task_id"] == task_id), None)
+        located = unit.find(task_id, parkable)
+        entry = unit.find_dead_letter(task_id)
         if located is None and entry is None:
-            elsewhere = session.find(task_id) or Queue(store).find_outside(session, task_id)
+            elsewhere = unit.find(task_id, HOT_STATES) or unit.find_outside(task_id)
             if elsewhere is None:
                 raise NotFound(f"no task {task_id!r}", task_id=task_id)
             raise Conflict(f"{task_id} is {elsewhere[0]}; only pending, in-progress, blocked, failed or dead-letter "
@@ -187,10 +185,9 @@ def escalate(
                 entry["recovery_strategy"] = "requires_human_review"
                 entry["escalated_at"] = now
                 entry["escalation"] = file_name
-                txn.write(layout.DEADLETTER, doc, changed=[entry])
+                unit.update_dead_letter(entry)
             else:
                 source, current = located
-                session.remove(source, current)
                 clear_claim(current)
                 previous = (current.get("blocked") or {}).get("previous_status") if source == "blocked" else source
                 current["blocked"] = {"reason": trigger, "since": now, "deadline": deadline,
@@ -198,8 +195,7 @@ def escalate(
                                       "previous_status": previous or source}
                 current["updated_at"] = now
                 add_note(current, f"escalated ({trigger}): see escalations/{file_name}", now, agent)
-                session.put("blocked", current)
-                session.flush()
+                unit.move(current, source, "blocked")
         except BaseException:
             store.remove(rel)  # nothing was staged: no file may claim the task was parked
             raise
@@ -209,7 +205,7 @@ def escalate(
          "alternatives_considered": option_list, "escalation": file_name},
         task_id=task_id, severity=severity, agent=agent,
     )
-    state = "blocked" if located is not None else DEAD_LETTER
+    state = "blocked" if located is not None else "dead-letter"
     return {"file": rel, "task_id": task_id, "state": state,
             "deadline": deadline if located is not None else None, "signal": emitted["name"]}
 
@@ -316,64 +312,53 @@ def resolve(store: Store, task_id: str, decision: str, *, note: str | None = Non
     A task not waiting for a human is left alone (the outcome says so): applying the
     same decision twice is harmless.
     """
-    from loki.deadletter import abandon_entry
-    from loki.queue import Session
-
     if decision not in DECISIONS:
         raise InvalidArgument(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
     check_id(task_id, "task id")
     who = approver or "human"
     escalation_file = None
-    with store.transaction(layout.QUEUE_LOCK) as txn:
+    with store.tasks().transaction() as unit:
         now = store.now_ts()
         text = f"{decision} by {who} at {now}" + (f": {note}" if note else "")
-        session = Session(txn)
-        located = session.find(task_id, ("blocked",))
+        located = unit.find(task_id, ("blocked",))
         if located is not None:
             task = located[1]
             escalation_file = (task.get("blocked") or {}).get("escalation")
-            session.remove("blocked", task)
+            unit.remove("blocked", task)
             task.pop("blocked", None)
             task["updated_at"] = now
             add_note(task, f"human decision: {text}", now, who)
             if decision == "cancel":
-                session.put("cancelled", task)
+                unit.put("cancelled", task)
                 outcome = "cancelled"
             else:
                 task["available_at"] = now
                 task["recovery_strategy"] = "human_approved"
                 start_fresh_budget(task)  # a human's approval: max_attempts more tries (docs/queue.md)
-                session.put("pending", task)
+                unit.put("pending", task)
                 outcome = "pending"
-            session.flush()
         else:
-            doc = txn.read(layout.DEADLETTER)
-            entry = next((e for e in doc["tasks"] if e["task_id"] == task_id), None)
+            entry = unit.find_dead_letter(task_id)
             if entry is None:
-                if session.find(task_id) is None and not any(
-                        e["task_id"] == task_id for e in txn.read(layout.ABANDONED)["tasks"]):
+                if unit.find(task_id, HOT_STATES) is None and not any(
+                        e["task_id"] == task_id for e in unit.abandoned()):
                     raise NotFound(f"no task {task_id!r}", task_id=task_id)
                 return {"task_id": task_id, "decision": decision, "outcome": "not waiting for a human",
                         "applied": False}
             escalation_file = entry.get("escalation")
-            doc["tasks"].remove(entry)
             if decision == "cancel":
-                abandon_entry(txn, entry, f"human explicitly abandoned: {note or 'no reason given'}", now)
-                doc["metadata"]["total_abandoned"] += 1
+                unit.abandon(entry, f"human explicitly abandoned: {note or 'no reason given'}", now)
                 outcome = "abandoned"
             else:
-                task = entry["task_data"]
+                task = unit.recover(entry)
                 clear_claim(task)
                 task["available_at"] = now
                 task["updated_at"] = now
                 task["recovery_strategy"] = "human_approved"
                 start_fresh_budget(task)
                 add_note(task, f"human decision: {text}", now, who)
-                session.put("pending", task)
-                session.flush()
-                doc["metadata"]["total_recovered"] += 1
+                unit.put("pending", task)
                 outcome = "pending"
-            txn.write(layout.DEADLETTER, doc, changed=[])
     # The decision answers every open escalation of the task, not only the one it is parked on:
     # an older one would otherwise stay open (and in every session briefing) for ever.
     files = [escalation_file] if escalation_file else []

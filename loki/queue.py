@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import re
 
-from loki import archive, deadletter, jsonio, layout
+from loki import jsonio, layout
 from loki.clock import add_seconds, format_ts, parse_ts
 from loki.compat import RUNTIME_HOLDER
 from loki.config import setting
+from loki.deadentry import make_entry
 from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, NothingToDo
 from loki.paths import check_id
 from loki.store import Store
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from datetime import datetime
     from typing import Any
 
-    from loki.store import Transaction
+    from loki.storage.tasks import TaskStore, TaskTxn
 
 
 PENDING, IN_PROGRESS, BLOCKED = State.PENDING.value, State.IN_PROGRESS.value, State.BLOCKED.value
@@ -78,56 +79,6 @@ def ts_before_or_at(a: str, b: str) -> bool:
     return parse_ts(a) <= parse_ts(b)
 
 
-class Session:
-    """The queue files of one transaction: read lazily, written once at the end with what changed."""
-
-    def __init__(self, txn: Transaction) -> None:
-        self.txn = txn
-        self._docs: dict[str, Any] = {}
-        self._changed: dict[str, list[Any]] = {}
-        self.dead_lettered: list[dict[str, Any]] = []
-        """Tasks this transaction moved to the dead-letter queue (their type's breaker hears of it)."""
-
-    def doc(self, state: str) -> Any:
-        if state not in self._docs:
-            self._docs[state] = self.txn.read(layout.queue_file(state))
-        return self._docs[state]
-
-    def tasks(self, state: str) -> list[dict[str, Any]]:
-        tasks: list[dict[str, Any]] = self.doc(state)["tasks"]
-        return tasks
-
-    def touch(self, state: str, *records: dict[str, Any]) -> None:
-        """Mark ``state``'s file as changed; ``records`` are the records added or modified in it."""
-        self.doc(state)
-        self._changed.setdefault(state, []).extend(records)
-
-    def find(self, task_id: str, states: Iterable[str] = HOT_STATES) -> tuple[str, dict[str, Any]] | None:
-        for state in states:
-            for task in self.tasks(state):
-                if task["id"] == task_id:
-                    return state, task
-        return None
-
-    def remove(self, state: str, task: dict[str, Any]) -> None:
-        tasks = self.tasks(state)
-        for index, candidate in enumerate(tasks):
-            if candidate is task:
-                del tasks[index]
-                break
-        self.touch(state)
-
-    def put(self, state: str, task: dict[str, Any]) -> None:
-        task["status"] = state
-        self.tasks(state).append(task)
-        self.touch(state, task)
-
-    def flush(self) -> None:
-        for state, records in self._changed.items():
-            self.txn.write(layout.queue_file(state), self._docs[state], changed=records)
-        self._changed = {}
-
-
 class Queue:
     """The task queue of one ``.loki/`` tree."""
 
@@ -146,9 +97,10 @@ class Queue:
     def _now(self) -> datetime:
         return self.store.clock.now()
 
-    def _session(self) -> tuple[Transaction, Session]:
-        txn = self.store.transaction(layout.QUEUE_LOCK)
-        return txn, Session(txn)
+    @property
+    def tasks(self) -> TaskStore:
+        """The queue's storage (files, or memory in tests): every change goes through one of its units."""
+        return self.store.tasks()
 
     # -- adding --------------------------------------------------------------------------------
 
@@ -188,34 +140,33 @@ class Queue:
         Loki Mode's runtime format (see :mod:`loki.compat`). Dependencies may refer to tasks of the
         same batch, in any order.
         """
-        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+        with self.tasks.transaction() as unit:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
-            session = Session(txn)
-            known = self._known_ids(session)
-            keys = self._known_keys(session)
+            known = self._known_ids(unit)
+            keys = self._known_keys(unit)
             results: list[dict[str, Any]] = []
             batch: dict[str, dict[str, Any]] = {}
             for index, spec in enumerate(specs):
-                task = self._task_from_spec(spec, now, f"{where} at /{index}" if where else "")
+                task = self.task_from_spec(spec, now, f"{where} at /{index}" if where else "")
                 key = task.get("idempotency_key")
                 if key is not None and key in keys:
                     results.append({"created": False, "task": keys[key]})
                     continue
                 if task["id"] in known or task["id"] in batch or (
-                        spec.get("id") is not None and archive.find(self.store, task["id"]) is not None):
+                        spec.get("id") is not None and unit.find_archived(task["id"]) is not None):
                     raise Conflict(f"task id {task['id']!r} already exists", task_id=task["id"])
                 batch[task["id"]] = task
                 if key is not None:
                     keys[key] = task
                 results.append({"created": True, "task": task})
             explicit = {str(spec["id"]) for spec in specs if isinstance(spec, dict) and spec.get("id") is not None}
-            self._check_dependencies(session, batch, known, where, explicit)
+            self._check_dependencies(unit, batch, known, where, explicit)
             for task in batch.values():
-                session.put(PENDING, task)
-            session.flush()
+                unit.put(PENDING, task)
         return results
 
-    def _task_from_spec(self, spec: Any, now: str, where: str) -> dict[str, Any]:
+    def task_from_spec(self, spec: Any, now: str, where: str = "") -> dict[str, Any]:
+        """A new pending task from ``spec`` (``add``'s names or Loki Mode's format), checked; not stored."""
         try:
             return self._build_task(spec, now, where)
         except InvalidInput as exc:
@@ -306,31 +257,31 @@ class Queue:
             raise InvalidArgument(f"{where}{pointer}: {reason}", field=pointer)
         return task
 
-    def _known_ids(self, session: Session) -> set[str]:
-        ids = {t["id"] for state in HOT_STATES for t in session.tasks(state)}
-        for doc in (session.txn.read(layout.DEADLETTER), session.txn.read(layout.ABANDONED)):
-            ids.update(entry["task_id"] for entry in doc["tasks"])
+    def _known_ids(self, unit: TaskTxn) -> set[str]:
+        ids = {t["id"] for state in HOT_STATES for t in unit.tasks(state)}
+        for entries in (unit.dead_letters(), unit.abandoned()):
+            ids.update(entry["task_id"] for entry in entries)
         return ids
 
-    def _state_lookup(self, session: Session) -> Callable[[str], str | None]:
+    def _state_lookup(self, unit: TaskTxn) -> Callable[[str], str | None]:
         """id -> the state it is in (queue files, dead-letter, abandoned, then the archive), lazily."""
         states: dict[str, str | None] = {}
         for state in HOT_STATES:
-            states.update((t["id"], state) for t in session.tasks(state))
-        for state, rel in ((DEAD_LETTER, layout.DEADLETTER), (ABANDONED, layout.ABANDONED)):
-            states.update((e["task_id"], state) for e in session.txn.read(rel)["tasks"])
+            states.update((t["id"], state) for t in unit.tasks(state))
+        states.update((e["task_id"], DEAD_LETTER) for e in unit.dead_letters())
+        states.update((e["task_id"], ABANDONED) for e in unit.abandoned())
 
         def state_of(task_id: str) -> str | None:
             if task_id not in states:
-                found = archive.find(self.store, task_id)
+                found = unit.find_archived(task_id)
                 states[task_id] = found[0] if found is not None else None
             return states[task_id]
 
         return state_of
 
-    def _refuse_dead_dependencies(self, session: Session, deps: Iterable[str], named: str, at: str = "") -> None:
+    def _refuse_dead_dependencies(self, unit: TaskTxn, deps: Iterable[str], named: str, at: str = "") -> None:
         """A dependency that is cancelled or abandoned (or waits on one) would never complete."""
-        state_of = self._state_lookup(session)
+        state_of = self._state_lookup(unit)
         stuck: dict[str, dict[str, str]] | None = None
         for dep in deps:
             state = state_of(dep)
@@ -339,7 +290,7 @@ class Queue:
                 reason = f"which is {state}"
             elif state in (PENDING, BLOCKED):
                 if stuck is None:
-                    stuck = never_ready([*session.tasks(PENDING), *session.tasks(BLOCKED)], state_of)
+                    stuck = never_ready([*unit.tasks(PENDING), *unit.tasks(BLOCKED)], state_of)
                 if dep not in stuck:
                     continue
                 reason = f"which can never be ready (it {stuck[dep]['why']})"
@@ -350,21 +301,21 @@ class Queue:
                                "first (`loki queue retry`) or leave the dependency out", field="dependencies",
                                dependency=dep, state=state)
 
-    def _known_keys(self, session: Session) -> dict[str, dict[str, Any]]:
-        keys = {t["idempotency_key"]: t for state in HOT_STATES for t in session.tasks(state)
+    def _known_keys(self, unit: TaskTxn) -> dict[str, dict[str, Any]]:
+        keys = {t["idempotency_key"]: t for state in HOT_STATES for t in unit.tasks(state)
                 if t.get("idempotency_key")}
-        for doc in (session.txn.read(layout.DEADLETTER), session.txn.read(layout.ABANDONED)):
-            for entry in doc["tasks"]:
+        for entries in (unit.dead_letters(), unit.abandoned()):
+            for entry in entries:
                 key = entry["task_data"].get("idempotency_key")
                 if key:
                     keys.setdefault(key, entry["task_data"])
-        return _ArchiveBackedKeys(self.store, keys)
+        return _ArchiveBackedKeys(unit, keys)
 
-    def _check_dependencies(self, session: Session, batch: dict[str, dict[str, Any]], known: set[str],
+    def _check_dependencies(self, unit: TaskTxn, batch: dict[str, dict[str, Any]], known: set[str],
                             where: str, explicit_ids: set[str]) -> None:
         for index, task in enumerate(batch.values()):
             for dep in task["dependencies"]:
-                if dep not in known and dep not in batch and archive.find(self.store, dep) is None:
+                if dep not in known and dep not in batch and unit.find_archived(dep) is None:
                     # Name the task as the user wrote it: a generated id means nothing to them yet.
                     named = (f"task {task['id']!r}" if task["id"] in explicit_ids
                              else f"the new task {task['title']!r}")
@@ -374,10 +325,10 @@ class Queue:
             outside = [dep for dep in task["dependencies"] if dep not in batch]
             if outside:
                 named = f"task {task['id']!r}" if task["id"] in explicit_ids else f"the new task {task['title']!r}"
-                self._refuse_dead_dependencies(session, outside, named, f"{where} at /{index}: " if where else "")
+                self._refuse_dead_dependencies(unit, outside, named, f"{where} at /{index}: " if where else "")
         # A cycle can only run through the new tasks (existing tasks cannot depend on them,
         # unless an imported file had dangling ids): walk the graph from each new task.
-        graph = _dependency_graph(session)
+        graph = _dependency_graph(unit)
         graph.update({tid: t["dependencies"] for tid, t in batch.items()})
         for start in batch:
             path = _find_cycle(graph, start)
@@ -398,16 +349,10 @@ class Queue:
         limit = self._setting("list_limit") if limit is None else limit
         if limit < 0:
             raise InvalidArgument("--limit must be 0 or more", field="limit")
-        files = {name: layout.queue_file(name) for name in states if name in HOT_STATES}
-        if DEAD_LETTER in states:
-            files[DEAD_LETTER] = layout.DEADLETTER
-        if ABANDONED in states:
-            files[ABANDONED] = layout.ABANDONED
-        docs = self.store.snapshot(files.values())
+        docs = self.tasks.view(states)
         rows: list[dict[str, Any]] = []
         for name in states:
-            doc = docs[files[name]]
-            tasks = [e["task_data"] for e in doc["tasks"]] if name in (DEAD_LETTER, ABANDONED) else doc["tasks"]
+            tasks = [e["task_data"] for e in docs[name]] if name in (DEAD_LETTER, ABANDONED) else docs[name]
             if name == PENDING:
                 tasks = sorted(tasks, key=_claim_order_key)
             for task in tasks:
@@ -422,17 +367,16 @@ class Queue:
     def show(self, task_id: str) -> dict[str, Any]:
         """``{"state", "task"}`` wherever the task is (queue files, dead-letter, abandoned, archive)."""
         check_id(task_id, "task id")
-        files = [layout.queue_file(s) for s in HOT_STATES] + [layout.DEADLETTER, layout.ABANDONED]
-        docs = self.store.snapshot(files)
+        docs = self.tasks.view([*HOT_STATES, DEAD_LETTER, ABANDONED])
         for state in HOT_STATES:
-            for task in docs[layout.queue_file(state)]["tasks"]:
+            for task in docs[state]:
                 if task["id"] == task_id:
                     return {"state": state, "task": task}
-        for state, rel in ((DEAD_LETTER, layout.DEADLETTER), (ABANDONED, layout.ABANDONED)):
-            for entry in docs[rel]["tasks"]:
+        for state in (DEAD_LETTER, ABANDONED):
+            for entry in docs[state]:
                 if entry["task_id"] == task_id:
                     return {"state": state, "task": entry["task_data"], "entry": entry}
-        found = archive.find(self.store, task_id)
+        found = self.tasks.find_archived(task_id)
         if found is not None:
             return {"state": found[0], "task": found[1], "archived": True}
         raise NotFound(f"no task {task_id!r}", task_id=task_id)
@@ -448,32 +392,30 @@ class Queue:
         """
         _check_agent(agent)
         lease = self._lease(lease_seconds)
-        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+        with self.tasks.transaction() as unit:
             now_dt = self._now()  # inside the lock: timestamps follow the commit order
             now = format_ts(now_dt)
-            session = Session(txn)
-            self._requeue_expired(session, now_dt)
-            best, reason = self._select(session, now, set(types))
+            self._requeue_expired(unit, now_dt)
+            best, reason = self._select(unit, now, set(types))
             if best is not None:
-                self._take(session, best, agent, now_dt, lease)
-            session.flush()  # requeued leases are committed even when nothing is ready
-        self.report_dead_letters(session.dead_lettered)
+                self._take(unit, best, agent, now_dt, lease)
+            # requeued leases are committed even when nothing is ready
+        self.report_dead_letters(unit.dead_lettered)
         if best is None:
             raise NothingToDo(reason, reason=reason)
         return best
 
-    def _take(self, session: Session, best: dict[str, Any], agent: str, now_dt: datetime, lease: float) -> None:
+    def _take(self, unit: TaskTxn, best: dict[str, Any], agent: str, now_dt: datetime, lease: float) -> None:
         now = format_ts(now_dt)
         if not ts_before_or_at(best["available_at"], now):  # only past the skew bound (see _select)
             add_note(best, f"available_at {best['available_at']} was further ahead than the longest backoff "
                            f"({float(self._setting('backoff_max')):g}s): clock skew, so it was claimable at once", now)
-        session.remove(PENDING, best)
         best["claimed_by"] = agent
         best["claimed_at"] = now
         best["lease_until"] = format_ts(add_seconds(now_dt, lease))
         best["claim_token"] = new_claim_token()
         best["updated_at"] = now
-        session.put(IN_PROGRESS, best)
+        unit.move(best, PENDING, IN_PROGRESS)
 
     def _lease(self, lease_seconds: float | None) -> float:
         lease = float(self._setting("lease_seconds") if lease_seconds is None else lease_seconds)
@@ -482,50 +424,31 @@ class Queue:
                                   "(a year)", field="lease")
         return lease
 
-    def _select(self, session: Session, now: str, types: set[str]) -> tuple[dict[str, Any] | None, str]:
-        pending = session.tasks(PENDING)
-        if not pending:
-            return None, "nothing to claim: the pending queue is empty"
-        candidates: list[tuple[tuple[int, str, int], dict[str, Any]]] = []
-        other_type = waiting = held = 0
-        next_time: str | None = None
+    def _select(self, unit: TaskTxn, now: str, types: set[str]) -> tuple[dict[str, Any] | None, str]:
+        """The task to claim, or why there is none. The store picks the best ready task
+        (:meth:`TaskTxn.next_ready`); a type whose breaker refuses is skipped and the store asked again."""
         # No rule sets available_at further ahead than the longest backoff: a later one was written
         # under a clock that has since gone back (LOKI_NOW, a clock set ahead), and is not waited for.
         skew_bound = format_ts(add_seconds(parse_ts(now), float(self._setting("backoff_max"))))
-        for index, task in enumerate(pending):
-            if types and task.get("type") not in types:
-                other_type += 1
-                continue
-            if not ts_before_or_at(task["available_at"], now) and ts_before_or_at(task["available_at"], skew_bound):
-                waiting += 1
-                if next_time is None or ts_before_or_at(task["available_at"], next_time):
-                    next_time = task["available_at"]
-                continue
-            if task.get("claimed_by") and task.get("lease_until") and ts_before_or_at(now, task["lease_until"]):
-                # Claimed where it lies, in pending.json (Loki Mode's flock claim): its holder works on it.
-                held += 1
-                continue
-            candidates.append(((PRIORITY_RANK[task["priority"]], task["created_at"], index), task))
-        candidates.sort(key=lambda pair: pair[0])
-        done = _DependencyIndex(self.store, session)
         gate = _TypeBreakers(self.store)
-        on_deps = 0
-        refused: dict[str, int] = {}
-        for _, task in candidates:
-            if task["dependencies"] and not done.all_completed(task["dependencies"]):
-                on_deps += 1
-                continue
+        refused: dict[str, str] = {}
+        while True:
+            task, census = unit.next_ready(types, now, not_after=skew_bound, skip_types=refused)
+            if task is None:
+                break
             refusal = gate.refusal(task.get("type"))
-            if refusal is not None:
-                refused[refusal] = refused.get(refusal, 0) + 1
-                continue
-            return task, ""
+            if refusal is None:
+                return task, ""
+            refused[task["type"]] = refusal
+        if not census.pending:
+            return None, "nothing to claim: the pending queue is empty"
         parts = []
+        on_deps = len(census.on_dependencies)
         if on_deps:
             # Only now, with nothing to hand out, is it worth asking which of them wait for ever.
-            counted = {t["id"] for _, t in candidates}
-            on_hold = [*pending, *session.tasks(BLOCKED)]  # a chain may run through a blocked task
-            stuck = {task_id: info for task_id, info in never_ready(on_hold, self._state_lookup(session)).items()
+            counted = set(census.on_dependencies)
+            on_hold = [*unit.tasks(PENDING), *unit.tasks(BLOCKED)]  # a chain may run through a blocked task
+            stuck = {task_id: info for task_id, info in never_ready(on_hold, self._state_lookup(unit)).items()
                      if task_id in counted}
             if on_deps > len(stuck):
                 parts.append(f"{on_deps - len(stuck)} waiting on dependencies")
@@ -533,15 +456,17 @@ class Queue:
                 shown = [f"{task_id} {info['why']}" for task_id, info in list(stuck.items())[:3]]
                 more = f"; and {len(stuck) - 3} more" if len(stuck) > 3 else ""
                 parts.append(f"{len(stuck)} can never be ready ({'; '.join(shown)}{more})")
+        waiting, next_time = census.waiting, census.next_time
         if waiting:
             parts.append(f"{waiting} backing off until {next_time} or later" if waiting > 1
                          else f"1 backing off until {next_time}")
-        if held:
-            parts.append(f"{held} claimed in pending.json by Loki Mode's agents")
-        parts.extend(f"{count} held back: {why}" for why, count in refused.items())
-        if other_type:
-            parts.append(f"{other_type} of other types")
-        return None, f"nothing ready among {len(pending)} pending: " + ", ".join(parts)
+        if census.held:
+            parts.append(f"{census.held} claimed in pending.json by Loki Mode's agents")
+        parts.extend(f"{census.skipped[type_]} held back: {why}" for type_, why in refused.items()
+                     if census.skipped.get(type_))
+        if census.other_type:
+            parts.append(f"{census.other_type} of other types")
+        return None, f"nothing ready among {census.pending} pending: " + ", ".join(parts)
 
     # -- the holder's operations -----------------------------------------------------------------
 
@@ -550,32 +475,27 @@ class Queue:
         """Extend the holder's lease to now + lease (default: as long as the claim's own lease)."""
         if lease_seconds is not None:
             self._lease(lease_seconds)
-        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+        with self.tasks.transaction() as unit:
             now_dt = self._now()  # inside the lock: timestamps follow the commit order
-            session = Session(txn)
-            task = self._held(session, task_id, agent, token)
+            task = self._held(unit, task_id, agent, token)
             if lease_seconds is None and task.get("claimed_at") and task.get("lease_until"):
                 lease_seconds = (parse_ts(task["lease_until"]) - parse_ts(task["claimed_at"])).total_seconds()
             lease = self._lease(lease_seconds)
             task["lease_until"] = format_ts(add_seconds(now_dt, lease))
             task["updated_at"] = format_ts(now_dt)
-            session.touch(IN_PROGRESS, task)
-            session.flush()
+            unit.update(IN_PROGRESS, task)
         return task
 
     def complete(self, task_id: str, agent: str, *, token: str | None = None, result: Any = None) -> dict[str, Any]:
-        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+        with self.tasks.transaction() as unit:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
-            session = Session(txn)
-            task = self._held(session, task_id, agent, token)
-            session.remove(IN_PROGRESS, task)
+            task = self._held(unit, task_id, agent, token)
             clear_claim(task)
             task["result"] = result
             task["completed_at"] = now
             task["updated_at"] = now
-            session.put(COMPLETED, task)
-            self.rotate_hot(txn, session, COMPLETED)
-            session.flush()
+            unit.move(task, IN_PROGRESS, COMPLETED)
+            self.rotate_hot(unit, COMPLETED)
         return task
 
     def fail(self, task_id: str, agent: str, *, error: str, error_type: str = "other", approach: str = "",
@@ -596,30 +516,28 @@ class Queue:
                                   field="error")
         for dep in depends_on:
             check_id(dep, "dependency id")
-        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+        with self.tasks.transaction() as unit:
             now_dt = self._now()  # inside the lock: timestamps follow the commit order
-            session = Session(txn)
-            task = self._held(session, task_id, agent, token)
+            task = self._held(unit, task_id, agent, token)
             new_deps = [d for d in depends_on if d not in task["dependencies"]]
             if new_deps:
-                self._add_discovered_dependencies(session, task, new_deps, format_ts(now_dt), agent)
+                self._add_discovered_dependencies(unit, task, new_deps, format_ts(now_dt), agent)
             attempt = make_attempt(task, now=format_ts(now_dt), agent_id=agent, approach=approach,
                                    error_type=error_type, error_message=error)
-            outcome = self.record_failure(session, task, attempt, now_dt, final=final)
-            session.flush()
-        self.report_dead_letters(session.dead_lettered)
+            outcome = self.record_failure(unit, task, attempt, now_dt, final=final)
+        self.report_dead_letters(unit.dead_lettered)
         return outcome
 
-    def _add_discovered_dependencies(self, session: Session, task: dict[str, Any], deps: list[str], now: str,
+    def _add_discovered_dependencies(self, unit: TaskTxn, task: dict[str, Any], deps: list[str], now: str,
                                      agent: str) -> None:
-        known = self._known_ids(session)
+        known = self._known_ids(unit)
         for dep in deps:
             if dep == task["id"]:
                 raise InvalidArgument(f"task {task['id']!r} cannot depend on itself", field="depends_on")
-            if dep not in known and archive.find(self.store, dep) is None:
+            if dep not in known and unit.find_archived(dep) is None:
                 raise InvalidInput(f"--depends-on {dep!r}: no such task", field="depends_on", dependency=dep)
-        self._refuse_dead_dependencies(session, deps, f"task {task['id']!r}")
-        graph = _dependency_graph(session)
+        self._refuse_dead_dependencies(unit, deps, f"task {task['id']!r}")
+        graph = _dependency_graph(unit)
         graph[task["id"]] = [*task["dependencies"], *deps]
         cycle = _find_cycle(graph, task["id"])
         if cycle:
@@ -629,25 +547,22 @@ class Queue:
 
     def release(self, task_id: str, agent: str, *, token: str | None = None) -> dict[str, Any]:
         """Give a claimed task back, untouched and immediately claimable (no attempt is recorded)."""
-        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+        with self.tasks.transaction() as unit:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
-            session = Session(txn)
-            task = self._held(session, task_id, agent, token)
-            session.remove(IN_PROGRESS, task)
+            task = self._held(unit, task_id, agent, token)
             clear_claim(task)
             task["updated_at"] = now
             add_note(task, "released by its holder", now, agent)
-            session.put(PENDING, task)
-            session.flush()
+            unit.move(task, IN_PROGRESS, PENDING)
         return task
 
-    def _held(self, session: Session, task_id: str, agent: str, token: str | None) -> dict[str, Any]:
+    def _held(self, unit: TaskTxn, task_id: str, agent: str, token: str | None) -> dict[str, Any]:
         """The in-progress task ``task_id`` if ``agent`` (and ``token``) hold it; else exit 4 / not found."""
         check_id(task_id, "task id")
         _check_agent(agent)
-        found = session.find(task_id, (IN_PROGRESS,))
+        found = unit.find(task_id, (IN_PROGRESS,))
         if found is None:
-            elsewhere = session.find(task_id) or self.find_outside(session, task_id)
+            elsewhere = unit.find(task_id, HOT_STATES) or unit.find_outside(task_id)
             if elsewhere is None:
                 raise NotFound(f"no task {task_id!r}", task_id=task_id)
             state, task = elsewhere
@@ -666,63 +581,51 @@ class Queue:
         return task
 
     # -- building blocks for changes that span the queue and something else ------------------------
-    # (the signal rules apply a signal's effect and record its id in the same transaction)
+    # (the signal rules apply a signal's effect and record its id in the same unit of work)
 
-    def _where(self, session: Session, task_id: str) -> str:
+    def _where(self, unit: TaskTxn, task_id: str) -> str:
         """Where a task is, for a refusal's message (NotFound when it is nowhere)."""
-        found = session.find(task_id)
+        found = unit.find(task_id, HOT_STATES)
         if found is not None:
             return found[0]
-        outside = self.find_outside(session, task_id)
+        outside = unit.find_outside(task_id)
         if outside is None:
             raise NotFound(f"no task {task_id!r}", task_id=task_id)
         if outside[0] in (DEAD_LETTER, ABANDONED):
             return outside[0]
         return f"{outside[0]} and archived"
 
-    def find_outside(self, session: Session, task_id: str) -> tuple[str, dict[str, Any]] | None:
-        """A task outside the hot files: in the dead-letter queue, abandoned, or archived."""
-        for state, rel in ((DEAD_LETTER, layout.DEADLETTER), (ABANDONED, layout.ABANDONED)):
-            for entry in session.txn.read(rel)["tasks"]:
-                if entry["task_id"] == task_id:
-                    return state, entry["task_data"]
-        return archive.find(self.store, task_id)
-
-    def record_failure(self, session: Session, task: dict[str, Any], attempt: dict[str, Any], now_dt: datetime,
+    def record_failure(self, unit: TaskTxn, task: dict[str, Any], attempt: dict[str, Any], now_dt: datetime,
                        *, final: bool) -> dict[str, Any]:
-        """Within ``session``: the in-progress ``task`` failed ``attempt``; back off, dead-letter or fail it."""
+        """Within ``unit``: the in-progress ``task`` failed ``attempt``; back off, dead-letter or fail it."""
         now = format_ts(now_dt)
-        session.remove(IN_PROGRESS, task)
+        unit.remove(IN_PROGRESS, task)
         clear_claim(task)
         task["attempts"].append(attempt)
         task["last_error"] = attempt["error_message"]
         task["updated_at"] = now
         if final:
             add_note(task, "failed with --final: no retry", now, attempt["agent_id"])
-            session.put(FAILED, task)
+            unit.put(FAILED, task)
             return {"task": task, "state": FAILED, "retry_at": None}
         if attempts_in_budget(task) >= task["max_attempts"]:
-            doc = session.txn.read(layout.DEADLETTER)
-            entry = deadletter.make_entry(task, IN_PROGRESS)
-            doc["tasks"].append(entry)
-            session.txn.write(layout.DEADLETTER, doc, changed=[entry])
-            session.dead_lettered.append(task)
+            entry = make_entry(task, IN_PROGRESS)
+            unit.dead_letter(entry)
+            unit.dead_lettered.append(task)
             return {"task": task, "state": DEAD_LETTER, "retry_at": None, "entry": entry}
         delay = backoff_seconds(attempts_in_budget(task), float(self._setting("backoff_initial")),
                                 float(self._setting("backoff_multiplier")), float(self._setting("backoff_max")))
         task["available_at"] = format_ts(add_seconds(now_dt, delay))
-        session.put(PENDING, task)
+        unit.put(PENDING, task)
         return {"task": task, "state": PENDING, "retry_at": task["available_at"]}
 
     # -- maintenance ---------------------------------------------------------------------------
 
     def requeue_stale(self) -> dict[str, list[str]]:
         """Requeue every in-progress task whose lease has expired (a ``timeout`` attempt each)."""
-        with self.store.transaction(layout.QUEUE_LOCK) as txn:
-            session = Session(txn)
-            outcome = self._requeue_expired(session, self._now())
-            session.flush()
-        self.report_dead_letters(session.dead_lettered)
+        with self.tasks.transaction() as unit:
+            outcome = self._requeue_expired(unit, self._now())
+        self.report_dead_letters(unit.dead_lettered)
         return outcome
 
     def report_dead_letters(self, tasks: list[dict[str, Any]]) -> None:
@@ -744,11 +647,11 @@ class Queue:
             breakers.record_failure(task["type"],
                                     f"task {task['id']} moved to the dead-letter queue: {task.get('last_error') or ''}")
 
-    def _requeue_expired(self, session: Session, now_dt: datetime) -> dict[str, list[str]]:
+    def _requeue_expired(self, unit: TaskTxn, now_dt: datetime) -> dict[str, list[str]]:
         now = format_ts(now_dt)
         requeued: list[str] = []
         dead: list[str] = []
-        for task in list(session.tasks(IN_PROGRESS)):
+        for task in list(unit.tasks(IN_PROGRESS)):
             lease_until = task.get("lease_until")
             # No lease at all (an imported or hand-made in-progress task) never expires by itself:
             # treat it as expired, or the task would be stuck for ever -- unless Loki Mode's runner
@@ -761,7 +664,7 @@ class Queue:
             why = f"lease expired at {lease_until}" if lease_until else "in progress without a lease"
             attempt = make_attempt(task, now=now, agent_id=holder, approach="(lease expired)", error_type="timeout",
                                    error_message=f"{why} while held by {holder}")
-            outcome = self.record_failure(session, task, attempt, now_dt, final=False)
+            outcome = self.record_failure(unit, task, attempt, now_dt, final=False)
             (dead if outcome["state"] == DEAD_LETTER else requeued).append(task["id"])
         return {"requeued": requeued, "dead_lettered": dead}
 
@@ -772,34 +675,31 @@ class Queue:
         cancel reported).
         """
         check_id(task_id, "task id")
-        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+        with self.tasks.transaction() as unit:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
-            session = Session(txn)
-            found = session.find(task_id, (PENDING, BLOCKED, IN_PROGRESS, FAILED))
-            if found is None and not (cascade and session.find(task_id, (CANCELLED,))):
-                where = self._where(session, task_id)
+            found = unit.find(task_id, (PENDING, BLOCKED, IN_PROGRESS, FAILED))
+            if found is None and not (cascade and unit.find(task_id, (CANCELLED,))):
+                where = self._where(unit, task_id)
                 raise Conflict(f"{task_id} is {where}; only pending, blocked, in-progress or failed tasks "
                                "can be cancelled", task_id=task_id, state=where)
-            dependents = self._dependents(session, task_id)
+            dependents = self._dependents(unit, task_id)
             targets = ([found] if found else []) + (
-                [session.find(d, ACTIVE_STATES) for d in dependents] if cascade else [])
+                [unit.find(d, ACTIVE_STATES) for d in dependents] if cascade else [])
             cancelled = []
             for state, task in (t for t in targets if t is not None):
-                session.remove(state, task)
                 clear_claim(task)
                 task["updated_at"] = now
                 why = reason or "no reason given"
                 add_note(task, f"cancelled: {why}" if task["id"] == task_id else
                          f"cancelled with {task_id} (--cascade): {why}", now)
-                session.put(CANCELLED, task)
+                unit.move(task, state, CANCELLED)
                 cancelled.append(task["id"])
-            self.rotate_hot(txn, session, CANCELLED)
-            session.flush()
+            self.rotate_hot(unit, CANCELLED)
         return {"cancelled": cancelled, "dependents": dependents, "cascade": cascade}
 
-    def _dependents(self, session: Session, task_id: str) -> list[str]:
+    def _dependents(self, unit: TaskTxn, task_id: str) -> list[str]:
         """Active tasks that depend on ``task_id``, directly or through each other."""
-        active = [t for state in ACTIVE_STATES for t in session.tasks(state)]
+        active = [t for state in ACTIVE_STATES for t in unit.tasks(state)]
         found: list[str] = []
         frontier = {task_id}
         while frontier:
@@ -820,24 +720,19 @@ class Queue:
         """
         check_id(task_id, "task id")
         check_fix_commit(fix_commit)
-        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+        with self.tasks.transaction() as unit:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
-            session = Session(txn)
-            found = session.find(task_id, (FAILED, CANCELLED))
+            found = unit.find(task_id, (FAILED, CANCELLED))
             if found is not None:
                 source, task = found
-                session.remove(source, task)
+                unit.remove(source, task)
             else:
-                doc = txn.read(layout.DEADLETTER)
-                entry = next((e for e in doc["tasks"] if e["task_id"] == task_id), None)
+                entry = unit.find_dead_letter(task_id)
                 if entry is None:
-                    where = self._where(session, task_id)
+                    where = self._where(unit, task_id)
                     raise Conflict(f"{task_id} is {where}; only failed, dead-letter or cancelled tasks can "
                                    "be retried", task_id=task_id, state=where)
-                source, task = DEAD_LETTER, entry["task_data"]
-                doc["tasks"].remove(entry)
-                doc["metadata"]["total_recovered"] += 1
-                txn.write(layout.DEADLETTER, doc, changed=[])
+                source, task = DEAD_LETTER, unit.recover(entry)
             clear_claim(task)
             task["available_at"] = now
             task["updated_at"] = now
@@ -856,64 +751,31 @@ class Queue:
                 start_fresh_budget(task)
                 note += f" (attempt count reset: {plural(task['max_attempts'], 'attempt')} allowed again)"
             add_note(task, note, now)
-            session.put(PENDING, task)
-            session.flush()
+            unit.put(PENDING, task)
         return {"task": task, "from": source}
 
-    def rotate_hot(self, txn: Transaction, session: Session, state: str) -> None:
-        """Within ``session``: move the oldest completed/cancelled tasks beyond the bound to the archive."""
-        doc = session.doc(state)
-        kept = archive.rotate(txn, state, doc["tasks"], int(self._setting("completed_hot_limit")))
-        if kept is not doc["tasks"]:
-            doc["tasks"] = kept
-            session.touch(state)
+    def rotate_hot(self, unit: TaskTxn, state: str) -> None:
+        """Within ``unit``: move the oldest completed/cancelled tasks beyond the bound to the archive."""
+        unit.rotate(state, int(self._setting("completed_hot_limit")))
 
 
 class _ArchiveBackedKeys(dict):  # type: ignore[type-arg]
     """Idempotency keys of the hot files; a miss is checked against the archive before it counts."""
 
-    def __init__(self, store: Store, keys: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, unit: TaskTxn, keys: dict[str, dict[str, Any]]) -> None:
         super().__init__(keys)
-        self._store = store
+        self._unit = unit
 
     def __contains__(self, key: object) -> bool:
         if super().__contains__(key):
             return True
         if not isinstance(key, str):
             return False
-        found = archive.find_by_key(self._store, key)
+        found = self._unit.find_archived_by_key(key)
         if found is not None:
             self[key] = found[1]
             return True
         return False
-
-
-class _DependencyIndex:
-    """Answers "are these dependencies completed?" for one claim, loading what it needs lazily."""
-
-    def __init__(self, store: Store, session: Session) -> None:
-        self.store = store
-        self.session = session
-        self._completed: set[str] | None = None
-        self._unfinished: set[str] | None = None
-        self._archived: dict[str, bool] = {}
-
-    def all_completed(self, deps: Iterable[str]) -> bool:
-        if self._completed is None:
-            self._completed = {t["id"] for t in self.session.tasks(COMPLETED)}
-        for dep in deps:
-            if dep in self._completed:
-                continue
-            if self._unfinished is None:
-                self._unfinished = {t["id"] for s in HOT_STATES if s != COMPLETED for t in self.session.tasks(s)}
-            if dep in self._unfinished:
-                return False
-            if dep not in self._archived:
-                found = archive.find(self.store, dep)
-                self._archived[dep] = found is not None and found[0] == COMPLETED
-            if not self._archived[dep]:
-                return False
-        return True
 
 
 class _TypeBreakers:
@@ -1020,11 +882,11 @@ def never_ready(waiting: Iterable[dict[str, Any]], state_of: Callable[[str], str
     return stuck
 
 
-def _dependency_graph(session: Session) -> dict[str, list[str]]:
+def _dependency_graph(unit: TaskTxn) -> dict[str, list[str]]:
     """Dependencies of every task that may still run: the queue files, and the dead-letter entries
     (a failed, cancelled or dead-letter task can be retried, so a cycle through it would bind)."""
-    graph = {t["id"]: t["dependencies"] for state in HOT_STATES for t in session.tasks(state)}
-    for entry in session.txn.read(layout.DEADLETTER)["tasks"]:
+    graph = {t["id"]: t["dependencies"] for state in HOT_STATES for t in unit.tasks(state)}
+    for entry in unit.dead_letters():
         graph.setdefault(entry["task_id"], entry["task_data"].get("dependencies", []))
     return graph
 

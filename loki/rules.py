@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from datetime import datetime
     from typing import Any
 
-    from loki.queue import Session
+    from loki.storage.tasks import TaskTxn
     from loki.store import Store
 
     Handler = Callable[["Store", "Signal"], dict[str, Any]]
@@ -105,41 +105,38 @@ def _has_marker(task: dict[str, Any] | None, marker: str) -> bool:
     return task is not None and any(marker in str(note.get("text", "")) for note in task.get("notes", []))
 
 
-def _locate(store: Store, session: Session, task_id: str) -> tuple[str, dict[str, Any]] | None:
+def _locate(unit: TaskTxn, task_id: str) -> tuple[str, dict[str, Any]] | None:
     """Where a task is: the hot queue files first, then dead-letter, abandoned and the archive."""
-    from loki.queue import Queue
+    from loki.queue import HOT_STATES
 
-    return session.find(task_id) or Queue(store).find_outside(session, task_id)
+    return unit.find(task_id, HOT_STATES) or unit.find_outside(task_id)
 
 
 def _queue_change(store: Store, task_id: str | None,
-                  change: Callable[[Session, str, dict[str, Any], datetime], dict[str, Any]],
+                  change: Callable[[TaskTxn, str, dict[str, Any], datetime], dict[str, Any]],
                   marker: str) -> dict[str, Any]:
-    """Run ``change(session, state, task, now)`` in one queue transaction, unless the task is unknown
+    """Run ``change(unit, state, task, now)`` in one queue unit of work, unless the task is unknown
     or already carries ``marker`` (the change was made before a crash). ``now`` is read inside the
     lock, so a watcher that waited for it does not stamp the task earlier than the commit before."""
     from loki.paths import check_id
-    from loki.queue import Session
 
     if task_id is None:
         raise InvalidInput("no task_id")
     check_id(task_id, "task id")
-    with store.transaction(layout.QUEUE_LOCK) as txn:
-        session = Session(txn)
-        located = _locate(store, session, task_id)
+    with store.tasks().transaction() as unit:
+        located = _locate(unit, task_id)
         if located is None:
             return outcome("skipped", f"no task {task_id!r}", unknown_task=True)
         state, task = located
         if _has_marker(task, marker):
             return outcome("already_applied", f"{task_id} already carries {marker} ({state})", state=state)
-        result = change(session, state, task, store.clock.now())
-        session.flush()
+        result = change(unit, state, task, store.clock.now())
     return result
 
 
 def _pause(store: Store, sig: Signal, reason: str, *, deadline: str | None = None) -> dict[str, Any]:
     """Move the signal's task to blocked (``blocked.signal`` says which signal parked it)."""
-    def change(session: Session, state: str, task: dict[str, Any], now_dt: datetime) -> dict[str, Any]:
+    def change(unit: TaskTxn, state: str, task: dict[str, Any], now_dt: datetime) -> dict[str, Any]:
         now = format_ts(now_dt)
         if state == "blocked":
             current = task.get("blocked") or {}
@@ -149,7 +146,7 @@ def _pause(store: Store, sig: Signal, reason: str, *, deadline: str | None = Non
                 task["blocked"] = current
                 task["updated_at"] = now
                 add_note(task, f"{reason}; waits for a human until {deadline} {sig.marker}", now, sig.agent)
-                session.touch("blocked", task)
+                unit.update("blocked", task)
                 return outcome("applied", f"{task['id']} stays blocked, now waiting for a human until {deadline}",
                                state_change={"from": "blocked", "to": "blocked"})
             if deadline is not None and current.get("deadline"):
@@ -163,7 +160,6 @@ def _pause(store: Store, sig: Signal, reason: str, *, deadline: str | None = Non
             return outcome("skipped", f"{task['id']} is already blocked{until} ({current.get('reason', 'no reason')})")
         if state not in PAUSABLE:
             return outcome("skipped", f"{task['id']} is {state}; only {', '.join(PAUSABLE)} tasks are moved to blocked")
-        session.remove(state, task)
         holder = task.get("claimed_by")
         clear_claim(task)
         task["blocked"] = {"reason": reason, "since": now, "deadline": deadline, "signal": sig.type,
@@ -173,7 +169,7 @@ def _pause(store: Store, sig: Signal, reason: str, *, deadline: str | None = Non
         task["updated_at"] = now
         held = f" (claim of {holder} released)" if holder else ""
         add_note(task, f"blocked by {sig.type}: {reason}{held} {sig.marker}", now, sig.agent)
-        session.put("blocked", task)
+        unit.move(task, state, "blocked")
         until = f" until {deadline}" if deadline else ""
         return outcome("applied", f"{task['id']}: {state} -> blocked{until}{held}",
                        state_change={"from": state, "to": "blocked"})
@@ -263,11 +259,10 @@ def complete_task(store: Store, sig: Signal) -> dict[str, Any]:
 
     if sig.task_id is None:
         return outcome("logged", f"{sig.type} names no task_id; logged for the streams that follow it")
-    def change(session: Session, state: str, task: dict[str, Any], now_dt: datetime) -> dict[str, Any]:
+    def change(unit: TaskTxn, state: str, task: dict[str, Any], now_dt: datetime) -> dict[str, Any]:
         now = format_ts(now_dt)
         if state not in ("in-progress", "pending"):
             return outcome("skipped", f"{task['id']} is {state}; {sig.type} completes in-progress or pending tasks")
-        session.remove(state, task)
         holder = task.get("claimed_by")
         clear_claim(task)
         task["result"] = {"signal": sig.id, "type": sig.type,
@@ -276,8 +271,8 @@ def complete_task(store: Store, sig: Signal) -> dict[str, Any]:
         task["updated_at"] = now
         held = f" (held by {holder})" if holder else ""
         add_note(task, f"completed by {sig.type}{held} {sig.marker}", now, sig.agent)
-        session.put("completed", task)
-        Queue(store).rotate_hot(session.txn, session, "completed")
+        unit.move(task, state, "completed")
+        Queue(store).rotate_hot(unit, "completed")
         return outcome("applied", f"{task['id']}: {state} -> completed{held}",
                        state_change={"from": state, "to": "completed"})
 
@@ -290,7 +285,7 @@ def fail_task(store: Store, sig: Signal) -> dict[str, Any]:
 
     if sig.task_id is None:
         return outcome("logged", f"{sig.type} names no task_id; logged for the streams that follow it")
-    def change(session: Session, state: str, task: dict[str, Any], now_dt: datetime) -> dict[str, Any]:
+    def change(unit: TaskTxn, state: str, task: dict[str, Any], now_dt: datetime) -> dict[str, Any]:
         now = format_ts(now_dt)
         if state != "in-progress":
             return outcome("skipped", f"{task['id']} is {state}; {sig.type} fails an in-progress task only "
@@ -304,8 +299,8 @@ def fail_task(store: Store, sig: Signal) -> dict[str, Any]:
         attempt = make_attempt(task, now=now, agent_id=sig.agent or holder, approach=approach,
                                error_type="test_failure", error_message=_text(error, 2000))
         add_note(task, f"tests failed ({sig.type}) {sig.marker}", now, sig.agent)
-        result = Queue(store).record_failure(session, task, attempt, now_dt, final=False)
-        dead.extend(session.dead_lettered)
+        result = Queue(store).record_failure(unit, task, attempt, now_dt, final=False)
+        dead.extend(unit.dead_lettered)
         where = f"retry at {result['retry_at']}" if result["state"] == "pending" else result["state"]
         return outcome("applied", f"{task['id']}: attempt {attempt['attempt_number']} failed -> {where}",
                        state_change={"from": state, "to": result["state"]})

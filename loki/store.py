@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
     from typing import Any
 
+    from loki.storage.filetasks import FileTasks
+
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 TEMP_SUFFIX = ".tmp"
 JOURNAL_VERSION = 1
@@ -154,6 +156,7 @@ class Store:
         self._lock_timeout = lock_timeout
         self._config: dict[str, Any] | None = None
         self._checked_dirs: set[str] = set()
+        self._tasks: FileTasks | None = None
         self.notes: list[str] = []
         """What a reader should be told about how it read (a commit in flight read from its journal)."""
         # Tests set LOKI_VALIDATE_ALL=1: every write is then validated in full, so a domain
@@ -778,6 +781,24 @@ class Store:
 
     def now_ts(self) -> str:
         return format_ts(self.clock.now())
+
+    def list(self, rel_dir: str) -> list[str]:
+        """The names in a directory of the tree, sorted ([] when it does not exist)."""
+        path = self.path(rel_dir)
+        try:
+            return sorted(os.listdir(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as exc:
+            raise _os_error(rel_dir, exc, "list") from None
+
+    def tasks(self) -> FileTasks:
+        """The queue domain as tasks (:class:`loki.storage.tasks.TaskStore`), on this tree's files."""
+        if self._tasks is None:
+            from loki.storage.filetasks import FileTasks
+
+            self._tasks = FileTasks(self)
+        return self._tasks
 
 
 def _record_pointer(kind: layout.FileKind, doc: Any, record: Any) -> str:

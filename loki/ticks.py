@@ -18,6 +18,7 @@ from __future__ import annotations
 from loki import deadletter, layout
 from loki.clock import format_ts, parse_ts
 from loki.config import setting
+from loki.deadentry import make_entry
 from loki.tasks import add_note
 from loki.wording import plural
 
@@ -59,7 +60,7 @@ class Tick:
         from loki.queue import Queue, ts_before
 
         stamp = format_ts(now)
-        tasks = self.store.read(layout.queue_file("in-progress"))["tasks"]
+        tasks = self.store.tasks().tasks_in("in-progress")
         if not any(t.get("lease_until") and ts_before(t["lease_until"], stamp) for t in tasks):
             return []
         moved = Queue(self.store).requeue_stale()
@@ -70,37 +71,28 @@ class Tick:
 
     def review_timeouts(self, now: datetime) -> list[dict[str, Any]]:
         """Blocked tasks past their human-review deadline -> dead-letter, marked requires_human_review."""
-        from loki.queue import Session
-
-        if not any(_overdue(t, now) for t in self.store.read(layout.queue_file("blocked"))["tasks"]):
+        if not any(_overdue(t, now) for t in self.store.tasks().tasks_in("blocked")):
             return []
         events = []
-        with self.store.transaction(layout.QUEUE_LOCK) as txn:
+        with self.store.tasks().transaction() as unit:
             now = self.store.clock.now()  # again, inside the lock: the tick may have waited for it
             stamp = format_ts(now)
-            session = Session(txn)
-            doc = txn.read(layout.DEADLETTER)
-            added = []
-            for task in [t for t in session.tasks("blocked") if _overdue(t, now)]:
+            for task in [t for t in unit.tasks("blocked") if _overdue(t, now)]:
                 blocked = task.pop("blocked")
-                session.remove("blocked", task)
+                unit.remove("blocked", task)
                 add_note(task, f"no human decision by {blocked['deadline']} ({blocked.get('reason', '')}): moved "
                                "to the dead-letter queue", stamp, SOURCE)
                 task["updated_at"] = stamp
                 previous = blocked.get("previous_status")
-                entry = deadletter.make_entry(task, previous if previous in ("pending", "in-progress") else "pending")
+                entry = make_entry(task, previous if previous in ("pending", "in-progress") else "pending")
                 entry["recovery_strategy"] = "requires_human_review"
                 if blocked.get("escalation"):
                     # A human already has an escalation file: the review must not write a second one.
                     entry["escalated_at"] = blocked["since"]
                     entry["escalation"] = blocked["escalation"]
-                doc["tasks"].append(entry)
-                added.append(entry)
+                unit.dead_letter(entry)
                 events.append(_event("review_timeout", f"{task['id']}: no human decision by {blocked['deadline']}"
                                                        " -> dead-letter (requires_human_review)", task_id=task["id"]))
-            if added:
-                session.flush()
-                txn.write(layout.DEADLETTER, doc, changed=added)
         return events
 
     def breaker_cooldowns(self) -> list[dict[str, Any]]:
@@ -114,7 +106,7 @@ class Tick:
                 for t in breakers.settle()]
 
     def deadletter_review(self, now: datetime) -> list[dict[str, Any]]:
-        doc = self.store.read(layout.DEADLETTER)
+        doc = self.store.tasks().dead_letter_doc()
         if not doc["tasks"]:
             return []
         last = doc["metadata"]["last_reviewed"]

@@ -332,7 +332,6 @@ def _cross_file_problems(docs: dict[str, Any]) -> list[Problem]:
 def _dead_dependency_problems(store: Store, docs: dict[str, Any]) -> list[Problem]:
     """Pending or blocked tasks that wait on a cancelled or abandoned task, directly or through
     another waiting task: every file is valid, yet they would wait for ever."""
-    from loki import archive
     from loki.queue import never_ready
 
     states: dict[str, str | None] = {}
@@ -345,7 +344,7 @@ def _dead_dependency_problems(store: Store, docs: dict[str, Any]) -> list[Proble
 
     def state_of(task_id: str) -> str | None:
         if task_id not in states:
-            found = archive.find(store, task_id)
+            found = store.tasks().find_archived(task_id)
             states[task_id] = found[0] if found is not None else None
         return states[task_id]
 

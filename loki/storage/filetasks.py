@@ -1,0 +1,354 @@
+"""The task store on files: ``queue/<state>.json``, the dead-letter and abandoned files, ``archive/``.
+
+It implements :class:`loki.storage.tasks.TaskStore` on :class:`loki.store.Store`, which keeps every
+storage rule (one lock for the whole domain, a redo journal for a change to several files, the
+digests that spare re-validation). The on-disk format is the one docs/queue.md describes; this
+module is the only one that knows which file a state lives in.
+
+A unit of work reads each file lazily, at most once, and writes once at commit each file whose
+tasks changed, declaring the changed records so only they are validated (docs/storage.md).
+
+The archive keeps the hot queue files small: completed and cancelled tasks rotate into ``archive/``.
+
+When ``completed.json`` (or ``cancelled.json``) holds more than
+``queue.completed_hot_limit`` tasks, the oldest are moved, in the same journaled
+change, into ``archive/<state>-YYYY-MM.jsonl`` (by the month they finished), down to
+90 % of the limit so a busy queue does not rotate on every completion. Nothing is
+dropped; ``loki queue show`` still finds an archived task.
+"""
+
+from __future__ import annotations
+
+from loki import jsonio, layout
+from loki.clock import parse_ts
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Collection, Iterable, Iterator
+    from typing import Any
+
+    from loki.store import Store, Transaction
+
+HOT_STATES = ("pending", "in-progress", "blocked", "completed", "failed", "cancelled")
+ROTATED_STATES = ("completed", "cancelled")
+PRIORITY_RANK = {"high": 0, "medium": 1, "low": 2}
+DEAD_LETTER, ABANDONED = "dead-letter", "abandoned"
+
+
+def ts_before_or_at(a: str, b: str) -> bool:
+    """a <= b for two timestamps; canonical ones compare as strings, anything else is parsed."""
+    if len(a) == 20 and len(b) == 20:
+        return a <= b
+    return parse_ts(a) <= parse_ts(b)
+
+
+class Census:
+    """Why nothing was ready (see :class:`loki.storage.tasks.Census`)."""
+
+    __slots__ = ("held", "next_time", "on_dependencies", "other_type", "pending", "skipped", "waiting")
+
+    def __init__(self, pending: int) -> None:
+        self.pending = pending
+        self.other_type = self.waiting = self.held = 0
+        self.next_time: str | None = None
+        self.on_dependencies: list[str] = []
+        self.skipped: dict[str, int] = {}
+
+
+class FileTasks:
+    """The queue domain of one ``.loki/`` tree, on files."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def transaction(self) -> FileTaskTxn:
+        return FileTaskTxn(self)
+
+    def _files(self, states: Iterable[str]) -> dict[str, str]:
+        return {state: (layout.DEADLETTER if state == DEAD_LETTER else layout.ABANDONED if state == ABANDONED
+                        else layout.queue_file(state)) for state in states}
+
+    def view(self, states: Iterable[str]) -> dict[str, list[Any]]:
+        files = self._files(states)
+        docs = self.store.snapshot(files.values())
+        return {state: docs[rel]["tasks"] for state, rel in files.items()}
+
+    def tasks_in(self, state: str) -> list[dict[str, Any]]:
+        tasks: list[dict[str, Any]] = self.store.read(self._files([state])[state])["tasks"]
+        return tasks
+
+    def dead_letter_doc(self) -> dict[str, Any]:
+        doc: dict[str, Any] = self.store.read(layout.DEADLETTER)
+        return doc
+
+    def abandoned_doc(self) -> dict[str, Any]:
+        doc: dict[str, Any] = self.store.read(layout.ABANDONED)
+        return doc
+
+    # -- the archive: append-only monthly logs -----------------------------------------------------
+
+    def archive_files(self) -> list[str]:
+        """Archive files, newest month first."""
+        names = self.store.list(layout.ARCHIVE_DIR)
+        files = [n for n in names if n.endswith(".jsonl") and n.split("-", 1)[0] in ROTATED_STATES]
+        return [f"{layout.ARCHIVE_DIR}/{n}" for n in sorted(files, key=lambda n: n.split("-", 1)[1], reverse=True)]
+
+    def iter_archived(self, needle: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(state, task) for archived tasks, streamed (a month of archive may be large); with ``needle``,
+        only lines containing it are parsed (a prefilter: the caller checks the parsed field)."""
+        raw_needle = needle.encode("utf-8") if needle is not None else None
+        for rel in self.archive_files():
+            state = rel.rsplit("/", 1)[-1].split("-", 1)[0]
+            for _, _, line in self.store.iter_lines(rel):
+                if not line.strip() or (raw_needle is not None and raw_needle not in line):
+                    continue
+                try:
+                    task = jsonio.loads_strict(line)
+                except jsonio.JsonError:
+                    continue  # a torn line from a crash; `loki validate` reports it
+                if isinstance(task, dict) and "id" in task:
+                    yield state, task
+
+    def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
+        # The writer's own spelling ('"id":"task-1"') finds the few candidate lines without parsing
+        # every line of every month: the file store's substitute for an index on id. A line written
+        # by another hand with other spacing is missed, as before (the archive is loki's own).
+        needle = jsonio.dumps_compact({"id": task_id})[1:-1]
+        for state, task in self.iter_archived(needle):
+            if task["id"] == task_id:
+                return state, task
+        return None
+
+    def find_archived_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
+        needle = jsonio.dumps_compact({"idempotency_key": key})[1:-1]
+        for state, task in self.iter_archived(needle):
+            if task.get("idempotency_key") == key:
+                return state, task
+        return None
+
+
+def _finished_at(task: dict[str, Any]) -> str:
+    return str(task.get("completed_at") or task.get("updated_at") or task["created_at"])
+
+
+class FileTaskTxn:
+    """One unit of work: the queue lock, the files read lazily, each changed file written once at the end."""
+
+    def __init__(self, tasks: FileTasks) -> None:
+        self._owner = tasks
+        self.store = tasks.store
+        self._txn: Transaction | None = None
+        self._docs: dict[str, Any] = {}
+        self._changed: dict[str, list[Any]] = {}
+        self.dead_lettered: list[dict[str, Any]] = []
+
+    def __enter__(self) -> FileTaskTxn:
+        self._txn = self.store.transaction(layout.QUEUE_LOCK)
+        self._txn.__enter__()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        txn = self._txn
+        assert txn is not None
+        try:
+            if exc_type is None:
+                self._flush(txn)
+        except BaseException as error:
+            txn.__exit__(type(error), error, error.__traceback__)
+            raise
+        txn.__exit__(exc_type, exc, tb)
+
+    @property
+    def txn(self) -> Transaction:
+        assert self._txn is not None, "use the unit of work in a with block"
+        return self._txn
+
+    # -- documents -------------------------------------------------------------------------------
+
+    def _doc(self, rel: str) -> Any:
+        if rel not in self._docs:
+            self._docs[rel] = self.txn.read(rel)
+        return self._docs[rel]
+
+    def _touch(self, rel: str, *records: Any) -> None:
+        self._doc(rel)
+        self._changed.setdefault(rel, []).extend(records)
+
+    def _flush(self, txn: Transaction) -> None:
+        for rel, records in self._changed.items():
+            txn.write(rel, self._docs[rel], changed=records)
+        self._changed = {}
+
+    # -- hot states ------------------------------------------------------------------------------
+
+    def tasks(self, state: str) -> list[dict[str, Any]]:
+        tasks: list[dict[str, Any]] = self._doc(layout.queue_file(state))["tasks"]
+        return tasks
+
+    def find(self, task_id: str, states: Iterable[str] = HOT_STATES) -> tuple[str, dict[str, Any]] | None:
+        for state in states:
+            for task in self.tasks(state):
+                if task["id"] == task_id:
+                    return state, task
+        return None
+
+    def find_outside(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
+        for state in (DEAD_LETTER, ABANDONED):
+            for entry in (self.dead_letters() if state == DEAD_LETTER else self.abandoned()):
+                if entry["task_id"] == task_id:
+                    return state, entry["task_data"]
+        return self._owner.find_archived(task_id)
+
+    def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
+        return self._owner.find_archived(task_id)
+
+    def find_archived_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
+        return self._owner.find_archived_by_key(key)
+
+    def put(self, state: str, task: dict[str, Any]) -> None:
+        task["status"] = state
+        self.tasks(state).append(task)
+        self._touch(layout.queue_file(state), task)
+
+    def remove(self, state: str, task: dict[str, Any]) -> None:
+        tasks = self.tasks(state)
+        for index, candidate in enumerate(tasks):
+            if candidate is task:
+                del tasks[index]
+                break
+        self._touch(layout.queue_file(state))
+
+    def move(self, task: dict[str, Any], source: str, target: str) -> None:
+        self.remove(source, task)
+        self.put(target, task)
+
+    def update(self, state: str, *tasks: dict[str, Any]) -> None:
+        self._touch(layout.queue_file(state), *tasks)
+
+    def next_ready(self, types: Collection[str], now: str, *, not_after: str,
+                   skip_types: Collection[str] = ()) -> tuple[dict[str, Any] | None, Census]:
+        pending = self.tasks("pending")
+        census = Census(len(pending))
+        candidates: list[tuple[tuple[int, str, int], dict[str, Any]]] = []
+        for index, task in enumerate(pending):
+            if types and task.get("type") not in types:
+                census.other_type += 1
+                continue
+            available = task["available_at"]
+            if not ts_before_or_at(available, now) and ts_before_or_at(available, not_after):
+                census.waiting += 1
+                if census.next_time is None or ts_before_or_at(available, census.next_time):
+                    census.next_time = available
+                continue
+            if task.get("claimed_by") and task.get("lease_until") and ts_before_or_at(now, task["lease_until"]):
+                # Claimed where it lies, in pending.json (Loki Mode's flock claim): its holder works on it.
+                census.held += 1
+                continue
+            candidates.append(((PRIORITY_RANK[task["priority"]], task["created_at"], index), task))
+        candidates.sort(key=lambda pair: pair[0])
+        done = _DependencyIndex(self)
+        for _, task in candidates:
+            if task["dependencies"] and not done.all_completed(task["dependencies"]):
+                census.on_dependencies.append(task["id"])
+                continue
+            if task.get("type") in skip_types:
+                census.skipped[task["type"]] = census.skipped.get(task["type"], 0) + 1
+                continue
+            return task, census
+        return None, census
+
+    # -- dead-letter and abandoned -----------------------------------------------------------------
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = self._doc(layout.DEADLETTER)["tasks"]
+        return entries
+
+    def dead_letter_metadata(self) -> dict[str, Any]:
+        metadata: dict[str, Any] = self._doc(layout.DEADLETTER)["metadata"]
+        return metadata
+
+    def find_dead_letter(self, task_id: str) -> dict[str, Any] | None:
+        return next((e for e in self.dead_letters() if e["task_id"] == task_id), None)
+
+    def dead_letter(self, entry: dict[str, Any]) -> None:
+        self.dead_letters().append(entry)
+        self._touch(layout.DEADLETTER, entry)
+
+    def update_dead_letter(self, *entries: dict[str, Any]) -> None:
+        self._touch(layout.DEADLETTER, *entries)
+
+    def _take_out(self, entry: dict[str, Any], counter: str) -> None:
+        self.dead_letters().remove(entry)
+        self.dead_letter_metadata()[counter] += 1
+        self._touch(layout.DEADLETTER)
+
+    def recover(self, entry: dict[str, Any]) -> dict[str, Any]:
+        self._take_out(entry, "total_recovered")
+        task: dict[str, Any] = entry["task_data"]
+        return task
+
+    def abandon(self, entry: dict[str, Any], reason: str, now: str) -> dict[str, Any]:
+        self._take_out(entry, "total_abandoned")
+        record = {**entry, "recovery_strategy": "permanent_abandon", "abandoned_at": now, "abandon_reason": reason}
+        self.abandoned().append(record)
+        self._touch(layout.ABANDONED, record)
+        return record
+
+    def mark_reviewed(self, now: str) -> None:
+        self.dead_letter_metadata()["last_reviewed"] = now
+        self._touch(layout.DEADLETTER)
+
+    def abandoned(self) -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = self._doc(layout.ABANDONED)["tasks"]
+        return entries
+
+    # -- the archive -------------------------------------------------------------------------------
+
+    def rotate(self, state: str, limit: int) -> None:
+        """Stage the archive appends for the oldest tasks beyond ``limit``, in this unit's commit.
+
+        Down to 90 % of the limit, so a busy queue does not rotate on every completion; by the
+        month each task finished, into ``archive/<state>-YYYY-MM.jsonl``. Nothing is dropped.
+        """
+        doc = self._doc(layout.queue_file(state))
+        tasks = doc["tasks"]
+        if len(tasks) <= limit:
+            return
+        target = limit - limit // 10
+        excess = len(tasks) - target
+        oldest = set(sorted(range(len(tasks)), key=lambda i: (_finished_at(tasks[i]), i))[:excess])
+        by_month: dict[str, list[dict[str, Any]]] = {}
+        for index in sorted(oldest):
+            task = tasks[index]
+            by_month.setdefault(_finished_at(task)[:7], []).append(task)
+        for month, moved in sorted(by_month.items()):
+            self.txn.append(layout.archive_file(state, month), moved)
+        doc["tasks"] = [task for index, task in enumerate(tasks) if index not in oldest]
+        self._touch(layout.queue_file(state))
+
+
+class _DependencyIndex:
+    """Answers "are these dependencies completed?" for one claim, loading what it needs lazily."""
+
+    def __init__(self, unit: FileTaskTxn) -> None:
+        self.unit = unit
+        self._completed: set[str] | None = None
+        self._unfinished: set[str] | None = None
+        self._archived: dict[str, bool] = {}
+
+    def all_completed(self, deps: Iterable[str]) -> bool:
+        if self._completed is None:
+            self._completed = {t["id"] for t in self.unit.tasks("completed")}
+        for dep in deps:
+            if dep in self._completed:
+                continue
+            if self._unfinished is None:
+                self._unfinished = {t["id"] for s in HOT_STATES if s != "completed" for t in self.unit.tasks(s)}
+            if dep in self._unfinished:
+                return False
+            if dep not in self._archived:
+                found = self.unit.find_archived(dep)
+                self._archived[dep] = found is not None and found[0] == "completed"
+            if not self._archived[dep]:
+                return False
+        return True

@@ -1,0 +1,78 @@
+"""The state store: documents, logs and published items, by lock domain (docs/storage.md, "The state store").
+
+What breakers, strikes, signals, escalations and error memory need, and nothing file-shaped:
+names are ``/``-separated keys under the tree (``state/circuit-breakers.json``), never paths;
+a log is read after a *position* the caller keeps and hands back (the file store's is a byte
+offset, the memory store's an offset into its buffer, a database's would be a sequence number), and "has it changed?" is asked with an opaque
+*change token*, compared only for equality. :class:`loki.store.Store` is the file implementation,
+:class:`loki.storage.memory.MemoryStore` the memory one.
+
+This module is for type checkers and readers: domain modules import it under ``TYPE_CHECKING``
+only (``typing`` costs ~10 ms, which a hook cannot pay).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Iterator
+from typing import Any, Protocol
+
+from loki.clock import Clock
+from loki.schema import Registry
+from loki.storage.tasks import TaskStore
+
+
+class StateTxn(Protocol):
+    """Reads and staged writes of one lock domain; committed when the ``with`` block ends cleanly."""
+
+    def __enter__(self) -> StateTxn: ...
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None: ...
+    def read(self, rel: str) -> Any:
+        """The current document (validated; its empty form when absent)."""
+    def write(self, rel: str, doc: Any, *, changed: Iterable[Any] | None = ...) -> None:
+        """Stage ``doc``; ``changed`` are the records that changed (only they are validated)."""
+    def append(self, rel: str, records: Iterable[Any]) -> None:
+        """Stage records appended to a log of this domain, committed with the documents."""
+
+
+class StateStore(Protocol):
+    """One tree's state: documents under lock domains, append-only logs, published items."""
+
+    clock: Clock
+    schemas: Registry
+    notes: list[str]
+
+    @property
+    def config(self) -> dict[str, Any]: ...
+    def setting(self, section: str, key: str, default: Any) -> Any: ...
+    def now_ts(self) -> str: ...
+
+    # -- documents -------------------------------------------------------------------------------
+    def transaction(self, lock: str) -> StateTxn: ...
+    def read(self, rel: str) -> Any:
+        """A document without the lock (writes are atomic, so a reader never sees half of one)."""
+    def snapshot(self, rels: Iterable[str]) -> dict[str, Any]:
+        """A consistent read of several documents of one domain without its lock."""
+    def exists(self, rel: str) -> bool: ...
+    def read_text(self, rel: str) -> str | None: ...
+    def write_text(self, rel: str, text: str) -> None: ...
+    def remove(self, rel: str) -> bool:
+        """Delete a derived item (a hint, an index); True if it existed."""
+    def list(self, rel_dir: str) -> list[str]:
+        """The names under ``rel_dir``, sorted ([] when there are none)."""
+    def stat_key(self, rel: str) -> Hashable | None:
+        """A change token: equal tokens, the item has not changed in between (None: it does not exist)."""
+
+    # -- logs ------------------------------------------------------------------------------------
+    def append_lines(self, rel: str, records: Iterable[Any]) -> int: ...
+    def read_from(self, rel: str, position: int, limit: int = ...) -> tuple[bytes, int]:
+        """Up to ``limit`` bytes of a log after ``position``, and the position of its end. A reader keeps
+        the position and hands it back; only the store knows what it counts."""
+    def iter_lines(self, rel: str) -> Iterator[tuple[int, int, bytes]]: ...
+
+    # -- published items (signals, escalations) --------------------------------------------------
+    def create_unique(self, rel_dir: str, name: str, data: bytes, *, suffix: str = ...,
+                      separator: str = ..., mtime_ns: int | None = ...) -> str:
+        """Publish if absent: ``name``, else ``name-2``, ``name-3`` ...; returns the key it got."""
+
+    # -- the queue -------------------------------------------------------------------------------
+    def tasks(self) -> TaskStore: ...
