@@ -3,9 +3,10 @@
 What breakers, strikes, signals, escalations and error memory need, and nothing file-shaped:
 names are ``/``-separated keys under the tree (``state/circuit-breakers.json``), never paths;
 a log is read after a *position* the caller keeps and hands back (the file store's is a byte
-offset, the memory store's an offset into its buffer, a database's would be a sequence number), and "has it changed?" is asked with an opaque
-*change token*, compared only for equality. :class:`loki.store.Store` is the file implementation,
-:class:`loki.storage.memory.MemoryStore` the memory one.
+offset, the memory store's an offset into its buffer, a database's would be a sequence number),
+and "has it changed?" is asked with an opaque *change token*, compared only for equality.
+:class:`loki.store.Store` is the file implementation, :class:`loki.storage.memory.MemoryStore`
+the memory one.
 
 This module is for type checkers and readers: domain modules import it under ``TYPE_CHECKING``
 only (``typing`` costs ~10 ms, which a hook cannot pay).
