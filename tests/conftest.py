@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +15,7 @@ for name in ("LOKI_ROOT", "LOKI_NOW", "LOKI_CRASHPOINT", "LOKI_LOCK_TIMEOUT"):
     os.environ.pop(name, None)
 
 from loki.clock import ManualClock  # noqa: E402
+from loki.storage.memory import MemoryStore  # noqa: E402
 from loki.store import Store  # noqa: E402
 from loki.tree import init_tree  # noqa: E402
 
@@ -40,3 +44,32 @@ def project(root: Path) -> Path:
     (top / ".git").mkdir()
     (top / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     return top
+
+
+# -- one suite, each backend (huey's StorageTests pattern) ----------------------------------------------
+# API-level tests ask for `backend_store` (or override `store` with it in their module): they run once on
+# the files and once on the memory store. Tests about the file format (crash, fuzz, torture, bad inputs,
+# CLI tests that look at files) keep the file-only `store`.
+
+
+@pytest.fixture(params=["file", "memory"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def make_store(backend: str, root: Path, clock: ManualClock) -> Callable[..., Any]:
+    """A store of this backend over the test's tree; ``config``: the tree's config/loki.json."""
+    def make(config: dict[str, Any] | None = None) -> Any:
+        if backend == "memory":
+            return MemoryStore(clock=clock, config=config)
+        if config is not None:
+            (root / "config" / "loki.json").write_text(json.dumps(config))
+        return Store(root, clock=clock)
+
+    return make
+
+
+@pytest.fixture
+def backend_store(make_store: Callable[..., Any]) -> Any:
+    return make_store()

@@ -76,12 +76,44 @@ def task(task_id: str, **fields: Any) -> dict[str, Any]:
 
 
 def put_tasks(store: Store, state: str, tasks: list[dict[str, Any]]) -> None:
+    """Make ``tasks`` the whole content of ``state`` (on the files: write the queue file as given)."""
+    if not isinstance(store, Store):  # the memory backend: through its task store
+        with store.tasks().transaction() as unit:
+            for old in list(unit.tasks(state)):
+                unit.remove(state, old)
+            for task in tasks:
+                unit.put(state, dict(task))
+        return
     with store.transaction(layout.QUEUE_LOCK) as txn:
         txn.write(layout.queue_file(state), {"version": 1, "tasks": tasks})
 
 
 def tree_problems(root: Path | str) -> list[str]:
     return [str(p) for p in validate_tree(Store(root))]
+
+
+QUEUE_STATES = ("pending", "in-progress", "blocked", "completed", "failed", "cancelled")
+
+
+def store_problems(store: Any) -> list[str]:
+    """What is invalid in a store of either backend: `loki validate` of the tree, or in memory every
+    queue state checked as the document the file store would write."""
+    if isinstance(store, Store):
+        return tree_problems(store.root)
+    found = []
+    states = [*QUEUE_STATES, "dead-letter", "abandoned"]
+    for state, records in store.tasks().view(states).items():
+        rel = {"dead-letter": layout.DEADLETTER, "abandoned": layout.ABANDONED}.get(state) or layout.queue_file(state)
+        kind = layout.kind_for(rel)
+        doc = store.tasks().dead_letter_doc() if state == "dead-letter" else {**kind.empty(), "tasks": records}
+        found += [f"{rel}{pointer}: {reason}" for pointer, reason in store.schemas.problems(kind.schema, doc)]
+    return found
+
+
+def tasks_in(store: Any, state: str) -> list[dict[str, Any]]:
+    """The tasks in one queue state (entries for dead-letter and abandoned), on either backend."""
+    tasks: list[dict[str, Any]] = store.tasks().view([state])[state]
+    return tasks
 
 
 def snapshot_bytes(root: Path | str) -> dict[str, bytes]:

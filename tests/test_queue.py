@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from loki import layout
 from loki.clock import ManualClock
 from loki.errors import Conflict, InvalidInput, NotFound, NothingToDo
 from loki.queue import Queue
 from loki.store import Store
-from tests.helpers import put_tasks, task, tree_problems
+from tests.helpers import put_tasks, store_problems, task, tasks_in
+
+
+@pytest.fixture
+def store(backend_store: Store) -> Store:
+    """Every test here runs on the files and on the memory store (tests/conftest.py: backend)."""
+    return backend_store
 
 
 @pytest.fixture
@@ -31,7 +37,7 @@ def test_add_fills_every_field_and_validates(queue: Queue) -> None:
     assert task["status"] == "pending" and task["created_at"] == task["available_at"] == "2026-01-25T10:00:00Z"
     assert task["max_attempts"] == 5 and task["attempts"] == [] and task["payload"] == {"spec": "x"}
     assert queue.show("t1")["state"] == "pending"
-    assert tree_problems(queue.store.root) == []
+    assert store_problems(queue.store) == []
 
 
 def test_priority_then_fifo_order(queue: Queue, clock: ManualClock) -> None:
@@ -133,9 +139,9 @@ def test_max_attempts_moves_the_task_to_dead_letter_with_every_attempt(store: St
         if attempt < 5:
             clock.set(outcome["retry_at"])
     assert outcome["state"] == "dead-letter"
-    assert store.read(layout.queue_file("pending"))["tasks"] == []
-    assert store.read(layout.queue_file("in-progress"))["tasks"] == []
-    doc = store.read(layout.DEADLETTER)
+    assert tasks_in(store, "pending") == []
+    assert tasks_in(store, "in-progress") == []
+    doc = store.tasks().dead_letter_doc()
     entry = doc["tasks"][0]
     assert set(entry) == {"task_id", "original_queue", "failure_count", "first_failure", "last_failure",
                           "error_summary", "attempts", "recovery_strategy", "task_data"}
@@ -150,7 +156,7 @@ def test_max_attempts_moves_the_task_to_dead_letter_with_every_attempt(store: St
     assert entry["task_data"]["title"] == "flaky" and entry["task_data"]["labels"] == ["payments"]
     assert entry["task_data"]["attempts"] == entry["attempts"]
     assert queue.show("t1")["state"] == "dead-letter"
-    assert tree_problems(store.root) == []
+    assert store_problems(store) == []
 
 
 @pytest.mark.parametrize(("types", "strategy"), [
@@ -187,7 +193,7 @@ def test_retry_from_dead_letter_counts_a_recovery(store: Store, clock: ManualClo
     queue.claim("a")
     queue.fail("t1", "a", error="e")
     assert queue.retry("t1")["from"] == "dead-letter"
-    doc = store.read(layout.DEADLETTER)
+    doc = store.tasks().dead_letter_doc()
     assert doc["tasks"] == [] and doc["metadata"]["total_recovered"] == 1
     assert len(queue.claim("a")["attempts"]) == 1
 
@@ -195,7 +201,7 @@ def test_retry_from_dead_letter_counts_a_recovery(store: Store, clock: ManualClo
 def test_only_the_holder_may_complete_fail_release_or_heartbeat(queue: Queue) -> None:
     queue.add("x", task_id="t1")
     task = queue.claim("owner")
-    before = queue.store.read(layout.queue_file("in-progress"))
+    before = tasks_in(queue.store, "in-progress")
     for call in (
         lambda: queue.complete("t1", "intruder"),
         lambda: queue.fail("t1", "intruder", error="e"),
@@ -206,7 +212,7 @@ def test_only_the_holder_may_complete_fail_release_or_heartbeat(queue: Queue) ->
         with pytest.raises(Conflict) as caught:
             call()
         assert caught.value.exit_code == 4
-    assert queue.store.read(layout.queue_file("in-progress")) == before
+    assert tasks_in(queue.store, "in-progress") == before
     queue.complete("t1", "owner", token=task["claim_token"], result={"commit": "abc"})
     assert queue.show("t1")["task"]["result"] == {"commit": "abc"}
 
@@ -266,10 +272,9 @@ def test_idempotency_key_returns_the_existing_task(queue: Queue) -> None:
     assert queue.list_tasks()["total"] == 1
 
 
-def test_idempotency_key_survives_completion_and_archiving(store: Store, clock: ManualClock) -> None:
-    config = {"version": 1, "queue": {"completed_hot_limit": 2}}
-    Path(store.path(layout.CONFIG)).write_text(json.dumps(config))
-    queue = Queue(Store(store.root, clock=clock))
+def test_idempotency_key_survives_completion_and_archiving(make_store: Callable[..., Store],
+                                                           clock: ManualClock) -> None:
+    queue = Queue(make_store({"version": 1, "queue": {"completed_hot_limit": 2}}))
     for n in range(4):
         queue.add(f"t{n}", task_id=f"t{n}", idempotency_key=f"key-{n}")
         queue.claim("a")
@@ -292,10 +297,10 @@ def test_idempotency_key_survives_completion_and_archiving(store: Store, clock: 
 ])
 def test_bad_add_is_refused_and_adds_nothing(queue: Queue, kwargs: dict, message: str) -> None:
     queue.add("ok", task_id="ok")
-    before = Path(queue.store.path("queue/pending.json")).read_bytes()
+    before = json.dumps(tasks_in(queue.store, "pending"))
     with pytest.raises(InvalidInput, match=message):
         queue.add("x", **kwargs)
-    assert Path(queue.store.path("queue/pending.json")).read_bytes() == before
+    assert json.dumps(tasks_in(queue.store, "pending")) == before
 
 
 def test_duplicate_id_is_a_conflict(queue: Queue) -> None:
@@ -358,9 +363,10 @@ def test_cancelled_in_progress_task_cannot_be_completed_by_its_old_holder(queue:
         queue.complete("t1", "a")
 
 
-def test_completed_tasks_rotate_into_the_archive_and_show_still_finds_them(store: Store, clock: ManualClock) -> None:
-    Path(store.path(layout.CONFIG)).write_text(json.dumps({"version": 1, "queue": {"completed_hot_limit": 10}}))
-    queue = Queue(Store(store.root, clock=clock))
+def test_completed_tasks_rotate_into_the_archive_and_show_still_finds_them(make_store: Callable[..., Store],
+                                                                          clock: ManualClock) -> None:
+    store = make_store({"version": 1, "queue": {"completed_hot_limit": 10}})
+    queue = Queue(store)
     for n in range(12):
         queue.add(f"t{n}", task_id=f"t{n:02d}")
     for _ in range(12):
@@ -370,18 +376,21 @@ def test_completed_tasks_rotate_into_the_archive_and_show_still_finds_them(store
     hot = queue.list_tasks("completed", limit=100)
     # The 11th completion went over the limit: rotated down to 90 % of it (9), then the 12th made 10.
     assert hot["total"] == 10
-    archived = sorted(Path(store.path("archive")).glob("completed-*.jsonl"))
-    assert [p.name for p in archived] == ["completed-2026-01.jsonl"]
     found = queue.show("t00")
     assert found["state"] == "completed" and found["archived"] is True
-    lines = [json.loads(line) for p in archived for line in p.read_text().splitlines()]
-    assert sorted(t["id"] for t in lines) == ["t00", "t01"]
-    assert tree_problems(store.root) == []
+    assert [store.tasks().find_archived(t)[0] for t in ("t00", "t01")] == ["completed", "completed"]
+    assert store.tasks().find_archived("t02") is None
+    if isinstance(store, Store):  # the archive's form on disk: one JSON-lines file per month finished
+        archived = sorted(Path(store.path("archive")).glob("completed-*.jsonl"))
+        assert [p.name for p in archived] == ["completed-2026-01.jsonl"]
+        lines = [json.loads(line) for p in archived for line in p.read_text().splitlines()]
+        assert sorted(t["id"] for t in lines) == ["t00", "t01"]
+    assert store_problems(store) == []
 
 
-def test_dependency_on_an_archived_completed_task_is_satisfied(store: Store, clock: ManualClock) -> None:
-    Path(store.path(layout.CONFIG)).write_text(json.dumps({"version": 1, "queue": {"completed_hot_limit": 1}}))
-    queue = Queue(Store(store.root, clock=clock))
+def test_dependency_on_an_archived_completed_task_is_satisfied(make_store: Callable[..., Store],
+                                                               clock: ManualClock) -> None:
+    queue = Queue(make_store({"version": 1, "queue": {"completed_hot_limit": 1}}))
     for name in ("old", "newer"):
         queue.add(name, task_id=name)
         queue.claim("a")
@@ -434,17 +443,16 @@ def test_fail_refuses_an_unknown_or_cyclic_discovered_dependency(queue: Queue) -
     queue.add("base", task_id="base")
     queue.add("top", task_id="top", depends_on=["base"])
     queue.claim("a")
-    before = queue.store.read(layout.queue_file("in-progress"))
+    before = tasks_in(queue.store, "in-progress")
     with pytest.raises(InvalidInput, match="no such task"):
         queue.fail("base", "a", error="e", depends_on=["ghost"])
     with pytest.raises(InvalidInput, match="cycle base -> top -> base"):
         queue.fail("base", "a", error="e", depends_on=["top"])
-    assert queue.store.read(layout.queue_file("in-progress")) == before
+    assert tasks_in(queue.store, "in-progress") == before
 
 
-def test_an_archived_id_cannot_be_reused(store: Store, clock: ManualClock) -> None:
-    Path(store.path(layout.CONFIG)).write_text(json.dumps({"version": 1, "queue": {"completed_hot_limit": 1}}))
-    queue = Queue(Store(store.root, clock=clock))
+def test_an_archived_id_cannot_be_reused(make_store: Callable[..., Store], clock: ManualClock) -> None:
+    queue = Queue(make_store({"version": 1, "queue": {"completed_hot_limit": 1}}))
     for name in ("c1", "c2"):
         queue.add(name, task_id=name)
         queue.complete(queue.claim("a")["id"], "a")

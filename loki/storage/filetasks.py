@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Iterator
     from typing import Any
 
+    from loki.storage.tasks import TaskTxn
     from loki.store import Store, Transaction
 
 HOT_STATES = ("pending", "in-progress", "blocked", "completed", "failed", "cancelled")
@@ -227,35 +228,7 @@ class FileTaskTxn:
 
     def next_ready(self, types: Collection[str], now: str, *, not_after: str,
                    skip_types: Collection[str] = ()) -> tuple[dict[str, Any] | None, Census]:
-        pending = self.tasks("pending")
-        census = Census(len(pending))
-        candidates: list[tuple[tuple[int, str, int], dict[str, Any]]] = []
-        for index, task in enumerate(pending):
-            if types and task.get("type") not in types:
-                census.other_type += 1
-                continue
-            available = task["available_at"]
-            if not ts_before_or_at(available, now) and ts_before_or_at(available, not_after):
-                census.waiting += 1
-                if census.next_time is None or ts_before_or_at(available, census.next_time):
-                    census.next_time = available
-                continue
-            if task.get("claimed_by") and task.get("lease_until") and ts_before_or_at(now, task["lease_until"]):
-                # Claimed where it lies, in pending.json (Loki Mode's flock claim): its holder works on it.
-                census.held += 1
-                continue
-            candidates.append(((PRIORITY_RANK[task["priority"]], task["created_at"], index), task))
-        candidates.sort(key=lambda pair: pair[0])
-        done = _DependencyIndex(self)
-        for _, task in candidates:
-            if task["dependencies"] and not done.all_completed(task["dependencies"]):
-                census.on_dependencies.append(task["id"])
-                continue
-            if task.get("type") in skip_types:
-                census.skipped[task["type"]] = census.skipped.get(task["type"], 0) + 1
-                continue
-            return task, census
-        return None, census
+        return select_ready(self.tasks("pending"), types, now, not_after, skip_types, DependencyIndex(self))
 
     # -- dead-letter and abandoned -----------------------------------------------------------------
 
@@ -305,32 +278,71 @@ class FileTaskTxn:
     # -- the archive -------------------------------------------------------------------------------
 
     def rotate(self, state: str, limit: int) -> None:
-        """Stage the archive appends for the oldest tasks beyond ``limit``, in this unit's commit.
-
-        Down to 90 % of the limit, so a busy queue does not rotate on every completion; by the
-        month each task finished, into ``archive/<state>-YYYY-MM.jsonl``. Nothing is dropped.
-        """
+        """Stage the archive appends for the oldest tasks beyond ``limit``, in this unit's commit."""
         doc = self._doc(layout.queue_file(state))
-        tasks = doc["tasks"]
-        if len(tasks) <= limit:
+        kept, by_month = rotation(doc["tasks"], limit)
+        if not by_month:
             return
-        target = limit - limit // 10
-        excess = len(tasks) - target
-        oldest = set(sorted(range(len(tasks)), key=lambda i: (_finished_at(tasks[i]), i))[:excess])
-        by_month: dict[str, list[dict[str, Any]]] = {}
-        for index in sorted(oldest):
-            task = tasks[index]
-            by_month.setdefault(_finished_at(task)[:7], []).append(task)
-        for month, moved in sorted(by_month.items()):
+        for month, moved in by_month:
             self.txn.append(layout.archive_file(state, month), moved)
-        doc["tasks"] = [task for index, task in enumerate(tasks) if index not in oldest]
+        doc["tasks"] = kept
         self._touch(layout.queue_file(state))
 
 
-class _DependencyIndex:
+def rotation(tasks: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]],
+                                                                 list[tuple[str, list[dict[str, Any]]]]]:
+    """The tasks to keep, and the oldest beyond ``limit`` by the month they finished (oldest month first).
+
+    Down to 90 % of the limit, so a busy queue does not rotate on every completion. Nothing is dropped.
+    """
+    if len(tasks) <= limit:
+        return tasks, []
+    target = limit - limit // 10
+    excess = len(tasks) - target
+    oldest = set(sorted(range(len(tasks)), key=lambda i: (_finished_at(tasks[i]), i))[:excess])
+    by_month: dict[str, list[dict[str, Any]]] = {}
+    for index in sorted(oldest):
+        task = tasks[index]
+        by_month.setdefault(_finished_at(task)[:7], []).append(task)
+    return [task for index, task in enumerate(tasks) if index not in oldest], sorted(by_month.items())
+
+
+def select_ready(pending: list[dict[str, Any]], types: Collection[str], now: str, not_after: str,
+                 skip_types: Collection[str], done: DependencyIndex) -> tuple[dict[str, Any] | None, Census]:
+    """The selection rule of :meth:`TaskTxn.next_ready` over a list of pending tasks (both stores use it)."""
+    census = Census(len(pending))
+    candidates: list[tuple[tuple[int, str, int], dict[str, Any]]] = []
+    for index, task in enumerate(pending):
+        if types and task.get("type") not in types:
+            census.other_type += 1
+            continue
+        available = task["available_at"]
+        if not ts_before_or_at(available, now) and ts_before_or_at(available, not_after):
+            census.waiting += 1
+            if census.next_time is None or ts_before_or_at(available, census.next_time):
+                census.next_time = available
+            continue
+        if task.get("claimed_by") and task.get("lease_until") and ts_before_or_at(now, task["lease_until"]):
+            # Claimed where it lies, in pending.json (Loki Mode's flock claim): its holder works on it.
+            census.held += 1
+            continue
+        candidates.append(((PRIORITY_RANK[task["priority"]], task["created_at"], index), task))
+    candidates.sort(key=lambda pair: pair[0])
+    for _, task in candidates:
+        if task["dependencies"] and not done.all_completed(task["dependencies"]):
+            census.on_dependencies.append(task["id"])
+            continue
+        if task.get("type") in skip_types:
+            census.skipped[task["type"]] = census.skipped.get(task["type"], 0) + 1
+            continue
+        return task, census
+    return None, census
+
+
+class DependencyIndex:
     """Answers "are these dependencies completed?" for one claim, loading what it needs lazily."""
 
-    def __init__(self, unit: FileTaskTxn) -> None:
+    def __init__(self, unit: TaskTxn) -> None:
         self.unit = unit
         self._completed: set[str] | None = None
         self._unfinished: set[str] | None = None

@@ -1,0 +1,435 @@
+"""Both storage interfaces in memory: dicts and one lock (huey's ``MemoryStorage``, sqlite-utils' ``memory=True``).
+
+What it is for: the API-level test suites run against it as well as against the files (the
+``backend`` fixture in tests/conftest.py), which is the proof that the domain modules speak the
+interfaces and nothing file-shaped; and domain-rule tests that do not fsync. It is not a
+production backend: nothing survives the process, and one ``threading.RLock`` serialises every
+unit of work (one lock per store is the simplest thing that is obviously right).
+
+It keeps the rules a caller can observe: documents are validated against the same schemas on
+every write (in full, as ``LOKI_VALIDATE_ALL`` does for the files), a reader gets its own copy
+(documents are kept serialised, as on disk), a unit of work that raises changes nothing, a
+published name is never overwritten (``name-2``, ``name-3`` ...). Log positions are offsets into
+the log's buffer; change tokens are a counter bumped on every write.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+
+from loki import jsonio, layout
+from loki.clock import default_clock, format_ts
+from loki.errors import InvalidInput
+from loki.schema import registry
+from loki.storage.filetasks import HOT_STATES, DependencyIndex, rotation, select_ready
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Collection, Iterable, Iterator
+    from typing import Any
+
+    from loki.clock import Clock
+    from loki.schema import Registry
+    from loki.storage.filetasks import Census
+
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+
+
+class MemoryStore:
+    """A tree's state in memory (:class:`loki.storage.state.StateStore`)."""
+
+    def __init__(self, *, clock: Clock | None = None, config: dict[str, Any] | None = None,
+                 schemas: Registry | None = None, lock_timeout: float = 10.0) -> None:
+        self.clock = clock or default_clock()
+        self.schemas = schemas or registry()
+        self.notes: list[str] = []
+        self.validate_all = True
+        self.lock_timeout = lock_timeout
+        self.max_file_bytes = DEFAULT_MAX_BYTES
+        self._lock = threading.RLock()
+        self._items: dict[str, bytes] = {}
+        self._versions: dict[str, int] = {}
+        self._counter = 0
+        self._config: dict[str, Any] | None = None
+        self._tasks = MemoryTasks(self)
+        if config is not None:
+            self._put(layout.CONFIG, jsonio.dumps_document(config, None))
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({len(self._items)} items)"
+
+    # -- shared plumbing ---------------------------------------------------------------------------
+
+    def _put(self, rel: str, data: bytes) -> None:
+        self._counter += 1
+        self._items[rel] = data
+        self._versions[rel] = self._counter
+
+    def check_size(self, rel: str, size: int) -> None:
+        if size > self.max_file_bytes:
+            raise InvalidInput(f"{rel}: this change would make it {size} bytes, over the {self.max_file_bytes}-byte "
+                               "limit for a state file; nothing was changed", file=rel, size=size,
+                               limit=self.max_file_bytes)
+
+    def _encode(self, rel: str, doc: Any) -> bytes:
+        kind = layout.kind_for(rel)
+        if kind is not None:
+            self.schemas.validate(kind.schema, doc, rel)
+        data = jsonio.dumps_document(doc, kind.records_key if kind is not None else None)
+        self.check_size(rel, len(data))
+        return data
+
+    def _decode(self, rel: str, data: bytes | None) -> Any:
+        if data is None:
+            kind = layout.kind_for(rel)
+            return kind.empty() if kind is not None else None
+        return jsonio.loads_strict(data)
+
+    # -- settings ----------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> dict[str, Any]:
+        if self._config is None:
+            self._config = self.read(layout.CONFIG)
+        return self._config
+
+    def setting(self, section: str, key: str, default: Any) -> Any:
+        from loki.config import setting
+
+        return setting(self.config, section, key, default)
+
+    def now_ts(self) -> str:
+        return format_ts(self.clock.now())
+
+    # -- documents ---------------------------------------------------------------------------------
+
+    def transaction(self, lock: str) -> MemoryTxn:
+        return MemoryTxn(self, lock)
+
+    def recover(self, lock: str) -> bool:
+        return False  # nothing is ever half-committed in memory
+
+    def read(self, rel: str, digests: dict[str, Any] | None = None) -> Any:
+        with self._lock:
+            return self._decode(rel, self._items.get(rel))
+
+    def snapshot(self, rels: Iterable[str], attempts: int = 20, *, wait: bool = False) -> dict[str, Any]:
+        with self._lock:
+            return {rel: self._decode(rel, self._items.get(rel)) for rel in rels}
+
+    def exists(self, rel: str) -> bool:
+        return rel in self._items
+
+    def read_bytes(self, rel: str, *, limit: int | None = None) -> bytes | None:
+        return self._items.get(rel)
+
+    def read_text(self, rel: str) -> str | None:
+        data = self._items.get(rel)
+        return None if data is None else jsonio.decode_utf8(data)
+
+    def write_text(self, rel: str, text: str) -> None:
+        data = text.encode("utf-8")
+        self.check_size(rel, len(data))
+        with self._lock:
+            self._put(rel, data)
+
+    def remove(self, rel: str) -> bool:
+        with self._lock:
+            self._versions.pop(rel, None)
+            return self._items.pop(rel, None) is not None
+
+    def list(self, rel_dir: str) -> list[str]:
+        prefix = rel_dir.rstrip("/") + "/"
+        with self._lock:
+            return sorted({rel[len(prefix):].split("/", 1)[0] for rel in self._items if rel.startswith(prefix)})
+
+    def stat_key(self, rel: str) -> int | None:
+        """The change token: the counter value of the last write (None: absent)."""
+        return self._versions.get(rel)
+
+    # -- logs --------------------------------------------------------------------------------------
+
+    def append_bytes(self, rel: str, payload: bytes, *, lock: bool = True, read_whole: bool = False) -> int:
+        with self._lock:
+            current = self._items.get(rel, b"")
+            if current and not current.endswith(b"\n"):
+                current += b"\n"  # a torn last line is never glued onto (docs/storage.md)
+            if read_whole:
+                self.check_size(rel, len(current) + len(payload))
+            self._put(rel, current + payload)
+        return len(payload)
+
+    def append_lines(self, rel: str, records: Iterable[Any], *, lock: bool = True) -> int:
+        return self.append_bytes(rel, "".join(jsonio.dumps_compact(r) + "\n" for r in records).encode("utf-8"))
+
+    def append_text(self, rel: str, lines: Iterable[str], *, lock: bool = True, read_whole: bool = False) -> int:
+        return self.append_bytes(rel, "".join(line + "\n" for line in lines).encode("utf-8"), read_whole=read_whole)
+
+    def read_from(self, rel: str, offset: int, limit: int = 1 << 20) -> tuple[bytes, int]:
+        data = self._items.get(rel, b"")
+        return data[offset:offset + limit], len(data)
+
+    def iter_lines(self, rel: str, chunk: int = 1 << 20) -> Iterator[tuple[int, int, bytes]]:
+        data = self._items.get(rel, b"")
+        offset = 0
+        for number, line in enumerate(data.splitlines(keepends=True), start=1):
+            if line.endswith(b"\n"):
+                yield number, offset, line.rstrip(b"\n")
+            offset += len(line)
+
+    # -- published items ---------------------------------------------------------------------------
+
+    def create_unique(self, rel_dir: str, name: str, data: bytes, *, suffix: str = "", separator: str = "-",
+                      mtime_ns: int | None = None, state_file: bool = True) -> str:
+        if state_file:
+            self.check_size(f"{rel_dir}/{name}{suffix}", len(data))
+        with self._lock:
+            number = 1
+            while True:
+                numbered = name if number == 1 else f"{name}{separator}{number}"
+                candidate = f"{rel_dir}/{numbered}{suffix}"
+                if candidate not in self._items:
+                    self._put(candidate, data)
+                    return candidate
+                number += 1
+
+    # -- the queue ---------------------------------------------------------------------------------
+
+    def tasks(self) -> MemoryTasks:
+        return self._tasks
+
+
+class MemoryTxn:
+    """Staged writes of one lock domain, applied together at commit (one lock for the whole store)."""
+
+    def __init__(self, store: MemoryStore, lock: str) -> None:
+        self.store = store
+        self.lock_rel = lock
+        self._staged: dict[str, tuple[Any, bytes]] = {}
+        self._appends: dict[str, list[Any]] = {}
+        self.recovered = False
+
+    def __enter__(self) -> MemoryTxn:
+        self.store._lock.acquire()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            if exc_type is None:
+                self.commit()
+        finally:
+            self.store._lock.release()
+
+    def read(self, rel: str) -> Any:
+        if rel in self._staged:
+            return self._staged[rel][0]
+        return self.store._decode(rel, self.store._items.get(rel))
+
+    def write(self, rel: str, doc: Any, *, changed: Iterable[Any] | None = None) -> None:
+        self._staged[rel] = (doc, self.store._encode(rel, doc))
+
+    def append(self, rel: str, records: Iterable[Any]) -> None:
+        self._appends.setdefault(rel, []).extend(records)
+
+    def commit(self) -> None:
+        for rel, (_, data) in self._staged.items():
+            self.store._put(rel, data)
+        for rel, records in self._appends.items():
+            self.store.append_lines(rel, records)
+        self._staged, self._appends = {}, {}
+
+
+class MemoryTasks:
+    """The queue domain in memory (:class:`loki.storage.tasks.TaskStore`): a list of tasks per state."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self._states: dict[str, list[dict[str, Any]]] = {state: [] for state in HOT_STATES}
+        self._dead: dict[str, Any] = layout.kind_for(layout.DEADLETTER).empty()  # type: ignore[union-attr]
+        self._abandoned: list[dict[str, Any]] = []
+        self._archive: list[tuple[str, dict[str, Any]]] = []
+
+    def transaction(self) -> MemoryTaskTxn:
+        return MemoryTaskTxn(self)
+
+    def view(self, states: Iterable[str]) -> dict[str, list[Any]]:
+        with self.store._lock:
+            return {state: copy.deepcopy(self._list(state)) for state in states}
+
+    def _list(self, state: str) -> list[dict[str, Any]]:
+        if state == "dead-letter":
+            tasks: list[dict[str, Any]] = self._dead["tasks"]
+            return tasks
+        if state == "abandoned":
+            return self._abandoned
+        return self._states[state]
+
+    def tasks_in(self, state: str) -> list[dict[str, Any]]:
+        return self.view([state])[state]
+
+    def dead_letter_doc(self) -> dict[str, Any]:
+        with self.store._lock:
+            return copy.deepcopy(self._dead)
+
+    def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
+        with self.store._lock:
+            for state, task in reversed(self._archive):  # the newest first, as the file store's months
+                if task["id"] == task_id:
+                    return state, copy.deepcopy(task)
+        return None
+
+    def find_archived_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
+        with self.store._lock:
+            for state, task in reversed(self._archive):
+                if task.get("idempotency_key") == key:
+                    return state, copy.deepcopy(task)
+        return None
+
+
+class MemoryTaskTxn:
+    """A unit of work: a private copy of the domain, swapped in at commit if the block ends cleanly."""
+
+    def __init__(self, owner: MemoryTasks) -> None:
+        self._owner = owner
+        self.dead_lettered: list[dict[str, Any]] = []
+        self._changed: set[str] = set()
+        self._archived: list[tuple[str, dict[str, Any]]] = []
+
+    def __enter__(self) -> MemoryTaskTxn:
+        owner = self._owner
+        owner.store._lock.acquire()
+        self._states = copy.deepcopy(owner._states)
+        self._dead = copy.deepcopy(owner._dead)
+        self._abandoned = copy.deepcopy(owner._abandoned)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        owner = self._owner
+        try:
+            if exc_type is None:
+                self._validate()
+                owner._states, owner._dead, owner._abandoned = self._states, self._dead, self._abandoned
+                owner._archive.extend(self._archived)
+        finally:
+            owner.store._lock.release()
+
+    def _validate(self) -> None:
+        """Every changed state as the document the file store would write, against the same schemas."""
+        schemas = self._owner.store.schemas
+        for state in self._changed:
+            if state == "dead-letter":
+                rel, doc = layout.DEADLETTER, self._dead
+            else:
+                rel = layout.ABANDONED if state == "abandoned" else layout.queue_file(state)
+                doc = layout.kind_for(rel).empty()  # type: ignore[union-attr]
+                doc["tasks"] = self._abandoned if state == "abandoned" else self._states[state]
+            schemas.validate(layout.kind_for(rel).schema, doc, rel)  # type: ignore[union-attr]
+
+    # -- hot states --------------------------------------------------------------------------------
+
+    def tasks(self, state: str) -> list[dict[str, Any]]:
+        return self._states[state]
+
+    def find(self, task_id: str, states: Iterable[str] = HOT_STATES) -> tuple[str, dict[str, Any]] | None:
+        for state in states:
+            for task in self._states[state]:
+                if task["id"] == task_id:
+                    return state, task
+        return None
+
+    def find_outside(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
+        for state, entries in (("dead-letter", self._dead["tasks"]), ("abandoned", self._abandoned)):
+            for entry in entries:
+                if entry["task_id"] == task_id:
+                    return state, entry["task_data"]
+        return self.find_archived(task_id)
+
+    def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
+        for state, task in reversed(self._archived):
+            if task["id"] == task_id:
+                return state, task
+        return self._owner.find_archived(task_id)
+
+    def find_archived_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
+        for state, task in reversed(self._archived):
+            if task.get("idempotency_key") == key:
+                return state, task
+        return self._owner.find_archived_by_key(key)
+
+    def put(self, state: str, task: dict[str, Any]) -> None:
+        task["status"] = state
+        self._states[state].append(task)
+        self._changed.add(state)
+
+    def remove(self, state: str, task: dict[str, Any]) -> None:
+        tasks = self._states[state]
+        for index, candidate in enumerate(tasks):
+            if candidate is task:
+                del tasks[index]
+                break
+        self._changed.add(state)
+
+    def move(self, task: dict[str, Any], source: str, target: str) -> None:
+        self.remove(source, task)
+        self.put(target, task)
+
+    def update(self, state: str, *tasks: dict[str, Any]) -> None:
+        self._changed.add(state)
+
+    def next_ready(self, types: Collection[str], now: str, *, not_after: str,
+                   skip_types: Collection[str] = ()) -> tuple[dict[str, Any] | None, Census]:
+        return select_ready(self._states["pending"], types, now, not_after, skip_types, DependencyIndex(self))
+
+    # -- dead-letter and abandoned -----------------------------------------------------------------
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = self._dead["tasks"]
+        return entries
+
+    def dead_letter_metadata(self) -> dict[str, Any]:
+        metadata: dict[str, Any] = self._dead["metadata"]
+        return metadata
+
+    def find_dead_letter(self, task_id: str) -> dict[str, Any] | None:
+        return next((e for e in self.dead_letters() if e["task_id"] == task_id), None)
+
+    def dead_letter(self, entry: dict[str, Any]) -> None:
+        self.dead_letters().append(entry)
+        self._changed.add("dead-letter")
+
+    def update_dead_letter(self, *entries: dict[str, Any]) -> None:
+        self._changed.add("dead-letter")
+
+    def _take_out(self, entry: dict[str, Any], counter: str) -> None:
+        self.dead_letters().remove(entry)
+        self.dead_letter_metadata()[counter] += 1
+        self._changed.add("dead-letter")
+
+    def recover(self, entry: dict[str, Any]) -> dict[str, Any]:
+        self._take_out(entry, "total_recovered")
+        task: dict[str, Any] = entry["task_data"]
+        return task
+
+    def abandon(self, entry: dict[str, Any], reason: str, now: str) -> dict[str, Any]:
+        self._take_out(entry, "total_abandoned")
+        record = {**entry, "recovery_strategy": "permanent_abandon", "abandoned_at": now, "abandon_reason": reason}
+        self._abandoned.append(record)
+        self._changed.add("abandoned")
+        return record
+
+    def mark_reviewed(self, now: str) -> None:
+        self.dead_letter_metadata()["last_reviewed"] = now
+        self._changed.add("dead-letter")
+
+    def abandoned(self) -> list[dict[str, Any]]:
+        return self._abandoned
+
+    # -- the archive -------------------------------------------------------------------------------
+
+    def rotate(self, state: str, limit: int) -> None:
+        kept, by_month = rotation(self._states[state], limit)
+        if by_month:
+            self._archived.extend((state, task) for _, moved in by_month for task in moved)
+            self._states[state] = kept
+            self._changed.add(state)
