@@ -55,13 +55,22 @@ _HEADER = re.compile(r"^<!-- loki-escalation (\{.*\}) -->$")
 RESOLUTION_HEADING = "### Resolution"
 
 
-def template_path(store: Store) -> tuple[str, str]:
-    """(path to read, name to show): the tree's own template if it has one, else the shipped one."""
-    own = store.path(USER_TEMPLATE)
-    if os.path.isfile(own):
+def template(store: Store) -> tuple[str, str]:
+    """(text, name to show): the tree's own template if it has one, else the shipped one.
+
+    The tree's copy is state like any other and is read through the store, so it gets the store's
+    rules: a symbolic link is refused (exit 1, as `loki validate` reports it), not followed out of
+    ``.loki/``. The shipped template lives in the package, outside any tree.
+    """
+    own = store.read_text(USER_TEMPLATE)
+    if own is not None:
         return own, f".loki/{USER_TEMPLATE}"
     shipped = os.path.join(resource_dir("templates"), TEMPLATE_NAME)
-    return shipped, shipped
+    try:
+        with open(shipped, encoding="utf-8") as f:
+            return f.read(), shipped
+    except OSError as exc:
+        raise StateFileError(shipped, f"cannot read the escalation template: {exc.strerror}") from None
 
 
 def render(template: str, values: dict[str, str], template_name: str) -> str:
@@ -108,13 +117,8 @@ def write_file(store: Store, *, task_id: str, values: dict[str, str], now: str) 
     from loki.redact import redact
 
     values = {key: redact(value) for key, value in values.items()}
-    path, name = template_path(store)
-    try:
-        with open(path, encoding="utf-8") as f:
-            template = f.read()
-    except OSError as exc:
-        raise StateFileError(name, f"cannot read the escalation template: {exc.strerror}") from None
-    body = render(template, values, name)
+    text, name = template(store)
+    body = render(text, values, name)
     header = "<!-- loki-escalation " + jsonio.dumps_compact(
         {"task_id": task_id, "trigger": values["trigger"], "created_at": now}) + " -->\n"
     stamp = now.replace("-", "").replace(":", "")
@@ -251,12 +255,9 @@ def _resolution(text: str) -> str | None:
 
 
 def list_escalations(store: Store, *, open_only: bool = False) -> list[dict[str, Any]]:
-    try:
-        # By stem: "<ts>-t1.md" before "<ts>-t1-2.md" (written second), which plain names would reverse.
-        names = sorted((n for n in os.listdir(store.path(layout.ESCALATIONS_DIR)) if n.endswith(".md")),
-                       key=lambda n: n.removesuffix(".md"))
-    except FileNotFoundError:
-        return []
+    # By stem: "<ts>-t1.md" before "<ts>-t1-2.md" (written second), which plain names would reverse.
+    names = sorted((n for n in store.list(layout.ESCALATIONS_DIR) if n.endswith(".md")),
+                   key=lambda n: n.removesuffix(".md"))
     rows = [read_header(store, f"{layout.ESCALATIONS_DIR}/{n}") for n in names]
     return [r for r in rows if r["open"] or not open_only]
 

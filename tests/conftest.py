@@ -52,7 +52,21 @@ def project(root: Path) -> Path:
 # CLI tests that look at files) keep the file-only `store`.
 
 
-@pytest.fixture(params=["file", "memory"])
+BACKENDS = ("file", "memory")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "files(reason): a test of a backend-run module that is about the files "
+                                       "(or drives the CLI, which works on a tree): it runs on the file backend only")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        files_only = metafunc.definition.get_closest_marker("files") is not None
+        metafunc.parametrize("backend", ["file"] if files_only else list(BACKENDS))
+
+
+@pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

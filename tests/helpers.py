@@ -110,6 +110,14 @@ def store_problems(store: Any) -> list[str]:
     return found
 
 
+def state_snapshot(store: Any) -> Any:
+    """Everything a store holds, to compare before and after (on the files: every file's bytes)."""
+    if isinstance(store, Store):
+        return snapshot_bytes(store.root)
+    return (dict(store._items), store.tasks().view([*QUEUE_STATES, "dead-letter", "abandoned"]),
+            store.tasks().dead_letter_doc())
+
+
 def tasks_in(store: Any, state: str) -> list[dict[str, Any]]:
     """The tasks in one queue state (entries for dead-letter and abandoned), on either backend."""
     tasks: list[dict[str, Any]] = store.tasks().view([state])[state]

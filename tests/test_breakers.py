@@ -19,7 +19,14 @@ from loki.breakers import RECOVERY_LOG, Breakers, State, check_name
 from loki.clock import ManualClock
 from loki.errors import InvalidInput, NotFound, StateFileError
 from loki.store import Store
-from tests.helpers import snapshot_bytes, tree_problems
+from tests.helpers import state_snapshot, store_problems, tree_problems
+
+
+@pytest.fixture
+def store(backend_store: Store) -> Store:
+    """Every test here runs on the files and on the memory store (tests/conftest.py: backend)."""
+    return backend_store
+
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = "2026-01-25T10:00:00Z"
@@ -38,9 +45,9 @@ def entry(store: Store, name: str = "api/claude") -> dict[str, Any]:
     return store.read(layout.BREAKERS)[name]  # type: ignore[no-any-return]
 
 
-def log_lines(root: Path) -> list[str]:
-    path = root / RECOVERY_LOG
-    return path.read_text().splitlines() if path.exists() else []
+def logged(breakers: Breakers) -> list[str]:
+    """The recovery log's lines (read through the store: either backend)."""
+    return (breakers.store.read_text(RECOVERY_LOG) or "").splitlines()
 
 
 def fail_times(breakers: Breakers, clock: ManualClock, times: int, name: str = "api/claude", step: float = 1) -> None:
@@ -59,13 +66,13 @@ def open_at_t0(breakers: Breakers, name: str = "api/claude") -> None:
 
 
 def test_a_breaker_never_used_is_closed_and_checking_it_writes_nothing(root: Path, breakers: Breakers) -> None:
-    before = snapshot_bytes(root)
+    before = state_snapshot(breakers.store)
     decision = breakers.check("api/claude")
     assert decision.allowed and decision.state is State.CLOSED and decision.retry_after == 0
     assert not decision.probe
     status = breakers.status("api/claude")
     assert status.state is State.CLOSED and not status.recorded
-    assert snapshot_bytes(root) == before
+    assert state_snapshot(breakers.store) == before
 
 
 def test_failures_below_the_threshold_keep_it_closed(store: Store, breakers: Breakers, clock: ManualClock) -> None:
@@ -90,7 +97,7 @@ def test_closed_to_open_at_three_failures_within_the_window(root: Path, store: S
     assert e["last_state_change"] == "2026-01-25T10:00:58Z"
     assert e["cooldown_until"] == "2026-01-25T10:05:58Z"  # now + 300 s
     assert e["failure_window_start"] == T0
-    assert log_lines(root) == [
+    assert logged(breakers) == [
         "2026-01-25T10:00:58Z Circuit opened: api/claude (3 failures within 60s; cooldown until 2026-01-25T10:05:58Z)"
     ]
 
@@ -163,7 +170,7 @@ def test_open_to_half_open_exactly_at_cooldown_until(root: Path, store: Store, b
     assert e["last_state_change"] == "2026-01-25T10:05:00Z"
     assert e["cooldown_until"] is None
     assert e["probe_until"] == "2026-01-25T10:05:10Z"
-    assert log_lines(root)[-1] == "2026-01-25T10:05:00Z Circuit half-open: api/claude (cooldown over; probing one " \
+    assert logged(breakers)[-1] == "2026-01-25T10:05:00Z Circuit half-open: api/claude (cooldown over; probing one " \
                                   "call at a time)"
 
 
@@ -191,7 +198,7 @@ def test_failures_while_open_are_counted_but_do_not_extend_the_cooldown(root: Pa
     assert e["cooldown_until"] == "2026-01-25T10:05:00Z"
     assert e["total_failures"] == 4 and e["last_error"] == "late"
     assert e["last_failure_time"] == "2026-01-25T10:01:40Z"
-    assert len(log_lines(root)) == 1
+    assert len(logged(breakers)) == 1
 
 
 def test_a_success_while_open_does_not_close_it(store: Store, breakers: Breakers, clock: ManualClock) -> None:
@@ -261,7 +268,7 @@ def test_half_open_to_closed_after_three_consecutive_successes(root: Path, store
     assert e["last_state_change"] == "2026-01-25T10:05:20Z"
     assert e["recovered_at"] == "2026-01-25T10:05:20Z"
     assert e["total_successes"] == 3 and e["total_failures"] == 3  # lifetime totals stay
-    assert log_lines(root)[-1] == "2026-01-25T10:05:20Z Circuit recovered: api/claude"
+    assert logged(breakers)[-1] == "2026-01-25T10:05:20Z Circuit recovered: api/claude"
     assert breakers.check("api/claude").allowed
 
 
@@ -279,7 +286,7 @@ def test_any_half_open_failure_reopens_with_a_new_cooldown(root: Path, store: St
     assert e["state"] == "OPEN"
     assert e["cooldown_until"] == "2026-01-25T10:10:20Z"  # now (10:05:20) + 300 s
     assert e["success_count"] == 0 and e["probe_until"] is None
-    assert log_lines(root)[-1] == ("2026-01-25T10:05:20Z Circuit reopened: api/claude (probe failed while HALF_OPEN; "
+    assert logged(breakers)[-1] == ("2026-01-25T10:05:20Z Circuit reopened: api/claude (probe failed while HALF_OPEN; "
                                    "cooldown until 2026-01-25T10:10:20Z)")
     refused = breakers.check("api/claude")
     assert not refused.allowed and refused.retry_after == 300
@@ -293,7 +300,7 @@ def test_trip_opens_by_hand_for_the_given_time_then_probes(root: Path, store: St
     change = breakers.trip("api/claude", for_seconds=60)
     assert change.breaker.state is State.OPEN
     assert entry(store)["cooldown_until"] == "2026-01-25T10:01:00Z"
-    assert log_lines(root) == ["2026-01-25T10:00:00Z Circuit tripped manually: api/claude (for 60s; cooldown until "
+    assert logged(breakers) == ["2026-01-25T10:00:00Z Circuit tripped manually: api/claude (for 60s; cooldown until "
                                "2026-01-25T10:01:00Z)"]
     clock.advance(60)
     assert breakers.check("api/claude").probe
@@ -308,10 +315,10 @@ def test_trip_defaults_to_the_cooldown_and_rounds_fractions_up(store: Store, bre
 
 @pytest.mark.parametrize("seconds", [-1, float("nan"), float("inf"), 10**10, True])
 def test_trip_refuses_a_bad_duration(root: Path, breakers: Breakers, seconds: Any) -> None:
-    before = snapshot_bytes(root)
+    before = state_snapshot(breakers.store)
     with pytest.raises(InvalidInput, match="invalid --for"):
         breakers.trip("api/claude", for_seconds=seconds)
-    assert snapshot_bytes(root) == before
+    assert state_snapshot(breakers.store) == before
 
 
 def test_reset_closes_and_clears_and_logs(root: Path, store: Store, breakers: Breakers) -> None:
@@ -322,15 +329,15 @@ def test_reset_closes_and_clears_and_logs(root: Path, store: Store, breakers: Br
     assert e["failure_count"] == 0 and e["cooldown_until"] is None and e["last_error"] is None
     assert e["recovered_at"] == T0  # a reset from OPEN starts the recovery ramp too
     assert e["total_failures"] == 3
-    assert log_lines(root)[-1] == "2026-01-25T10:00:00Z Circuit reset: api/claude (was OPEN; manual reset)"
+    assert logged(breakers)[-1] == "2026-01-25T10:00:00Z Circuit reset: api/claude (was OPEN; manual reset)"
 
 
 def test_reset_of_an_unknown_breaker_is_an_error_that_changes_nothing(root: Path, breakers: Breakers) -> None:
     breakers.record_failure("api/claude")
-    before = snapshot_bytes(root)
+    before = state_snapshot(breakers.store)
     with pytest.raises(NotFound, match="no breaker named 'api/claud' \\(known: api/claude\\)"):
         breakers.reset("api/claud")
-    assert snapshot_bytes(root) == before
+    assert state_snapshot(breakers.store) == before
 
 
 # -- configuration ---------------------------------------------------------------------------------
@@ -363,13 +370,14 @@ def test_config_overrides_per_breaker(root: Path, clock: ManualClock) -> None:
     assert breakers.status("api/flaky").state is State.CLOSED  # recovery_threshold 1
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_an_invalid_config_is_refused_naming_it(root: Path, store: Store, breakers: Breakers) -> None:
     (root / "config" / "loki.json").write_text('{"version": 1, "breakers": {"defaults": {"threshold": 0}}}')
-    before = snapshot_bytes(root)
+    before = state_snapshot(breakers.store)
     with pytest.raises(StateFileError) as info:
         breakers.record_failure("api/claude")
     assert info.value.path == "config/loki.json" and info.value.pointer == "/breakers/defaults/threshold"
-    assert snapshot_bytes(root) == before
+    assert state_snapshot(breakers.store) == before
 
 
 # -- gradual recovery ------------------------------------------------------------------------------
@@ -452,7 +460,7 @@ def test_every_transition_is_logged_once_in_order(root: Path, breakers: Breakers
         clock.advance(10)
     breakers.trip("api/claude", for_seconds=30)    # manual trip
     breakers.reset("api/claude")                   # manual reset
-    assert log_lines(root) == [
+    assert logged(breakers) == [
         "2026-01-25T10:00:00Z Circuit opened: api/claude (3 failures within 60s; cooldown until 2026-01-25T10:05:00Z)",
         "2026-01-25T10:05:00Z Circuit half-open: api/claude (cooldown over; probing one call at a time)",
         "2026-01-25T10:05:00Z Circuit reopened: api/claude (probe failed while HALF_OPEN; cooldown until "
@@ -462,7 +470,7 @@ def test_every_transition_is_logged_once_in_order(root: Path, breakers: Breakers
         "2026-01-25T10:10:30Z Circuit tripped manually: api/claude (for 30s; cooldown until 2026-01-25T10:11:00Z)",
         "2026-01-25T10:10:30Z Circuit reset: api/claude (was OPEN; manual reset)",
     ]
-    assert tree_problems(root) == []
+    assert store_problems(breakers.store) == []
 
 
 # -- names, errors and hand-written files ----------------------------------------------------------
@@ -478,14 +486,15 @@ def test_every_transition_is_logged_once_in_order(root: Path, breakers: Breakers
     ("a\udcffb", "'\\udcff'"),
 ])
 def test_bad_names_are_refused_clearly(root: Path, breakers: Breakers, name: str, problem: str) -> None:
-    before = snapshot_bytes(root)
+    before = state_snapshot(breakers.store)
     for call in (breakers.check, breakers.record_failure, breakers.record_success, breakers.trip, breakers.status):
         with pytest.raises(InvalidInput, match="invalid breaker name") as info:
             call(name)
         assert problem in info.value.message
-    assert snapshot_bytes(root) == before
+    assert state_snapshot(breakers.store) == before
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 @pytest.mark.parametrize("name", ["api/claude", "../../etc/passwd", "github api", "db:primary", "é/ü/日本", "x" * 200])
 def test_any_printable_name_is_a_key_not_a_path(tmp_path: Path, root: Path, store: Store, breakers: Breakers,
                                                 name: str) -> None:
@@ -495,7 +504,7 @@ def test_any_printable_name_is_a_key_not_a_path(tmp_path: Path, root: Path, stor
     assert entry(store, name)["failure_count"] == 1
     created = {p.relative_to(tmp_path) for p in tmp_path.rglob("*")} - before
     assert created == {Path(".loki/state/circuit-breakers.json.lock")}  # nothing named after the breaker
-    assert tree_problems(root) == []
+    assert store_problems(breakers.store) == []
 
 
 def test_the_error_text_is_kept_short_and_valid_utf8(store: Store, breakers: Breakers) -> None:
@@ -531,6 +540,7 @@ def test_an_open_entry_without_cooldown_until_stays_open_one_cooldown(root: Path
     assert breakers.check("api/x").probe
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 @pytest.mark.parametrize("content, pointer", [
     (b'{"api/claude": {"state": "CLOSED", ', ""),
     (b'{"api/claude": {"state": "SHUT", "failure_count": 0, "last_failure_time": null, '
@@ -539,7 +549,7 @@ def test_an_open_entry_without_cooldown_until_stays_open_one_cooldown(root: Path
 def test_a_broken_file_is_refused_and_never_written(root: Path, breakers: Breakers, content: bytes,
                                                     pointer: str) -> None:
     (root / layout.BREAKERS).write_bytes(content)
-    before = snapshot_bytes(root)
+    before = state_snapshot(breakers.store)
     calls = [lambda: breakers.check("api/claude"), lambda: breakers.record_failure("api/claude"),
              lambda: breakers.record_success("api/claude"), lambda: breakers.reset("api/claude"),
              lambda: breakers.trip("api/claude"), lambda: breakers.status(), lambda: breakers.capacity("api/claude", 2)]
@@ -547,7 +557,7 @@ def test_a_broken_file_is_refused_and_never_written(root: Path, breakers: Breake
         with pytest.raises(StateFileError) as info:
             call()
         assert info.value.path == layout.BREAKERS and info.value.pointer == pointer
-    assert snapshot_bytes(root) == before
+    assert state_snapshot(breakers.store) == before
 
 
 # -- many processes --------------------------------------------------------------------------------
@@ -592,5 +602,5 @@ def test_only_one_process_gets_the_probe(root: Path, stored: str) -> None:
     winners = [json.loads(out) for code, (out, _) in results if code == 0]
     assert winners[0]["probe"] is True and winners[0]["probe_until"] == "2026-01-25T10:05:10Z"
     assert Store(root).read(layout.BREAKERS)["api/claude"]["probe_until"] == "2026-01-25T10:05:10Z"
-    half_open_lines = [line for line in log_lines(root) if "half-open" in line]
+    half_open_lines = [line for line in (Store(root).read_text(RECOVERY_LOG) or "").splitlines() if "half-open" in line]
     assert len(half_open_lines) == (1 if stored == "open, cooldown over" else 0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,13 @@ from loki.errors import InvalidInput, NotFound
 from loki.escalations import escalate, list_escalations, render, resolve
 from loki.queue import Queue
 from loki.store import Store
-from tests.helpers import cli, loki_proc, snapshot_bytes, tree_problems
+from tests.helpers import cli, loki_proc, state_snapshot, store_problems, tasks_in, tree_problems
+
+
+@pytest.fixture
+def store(backend_store: Store) -> Store:
+    """Every test here runs on the files and on the memory store (tests/conftest.py: backend)."""
+    return backend_store
 
 
 def dead_letter(store: Store, clock: ManualClock, task_id: str, *, errors: list[str], approaches: list[str],
@@ -34,11 +40,11 @@ def dead_letter(store: Store, clock: ManualClock, task_id: str, *, errors: list[
 
 
 def entries(store: Store) -> list[str]:
-    return [e["task_id"] for e in store.read(layout.DEADLETTER)["tasks"]]
+    return [e["task_id"] for e in store.tasks().dead_letter_doc()["tasks"]]
 
 
 def abandoned(store: Store) -> dict[str, dict[str, Any]]:
-    return {e["task_id"]: e for e in store.read(layout.ABANDONED)["tasks"]}
+    return {e["task_id"]: e for e in tasks_in(store, "abandoned")}
 
 
 # -- cadence ------------------------------------------------------------------------------------
@@ -48,21 +54,20 @@ def test_second_review_within_24h_changes_nothing_and_force_reviews(store: Store
     dead_letter(store, clock, "t1", errors=["boom"], approaches=["a"])
     first = DeadLetter(store).review()
     assert first["skipped"] is False and first["entries"] == 1
-    before = snapshot_bytes(store.root)
+    before = state_snapshot(store)
     clock.advance(23 * 3600)
     second = DeadLetter(store).review()
     assert second["skipped"] is True and second["decisions"] == []
-    assert snapshot_bytes(store.root) == before
+    assert state_snapshot(store) == before
     forced = DeadLetter(store).review(force=True)
     assert forced["skipped"] is False
-    assert store.read(layout.DEADLETTER)["metadata"]["last_reviewed"] == forced["reviewed_at"]
+    assert store.tasks().dead_letter_doc()["metadata"]["last_reviewed"] == forced["reviewed_at"]
     clock.advance(24 * 3600)
     assert DeadLetter(store).review()["skipped"] is False
 
 
-def test_review_interval_is_configurable(store: Store, clock: ManualClock) -> None:
-    Path(store.path(layout.CONFIG)).write_text(json.dumps({"version": 1, "deadletter": {"review_interval_hours": 1}}))
-    fresh = Store(store.root, clock=clock)
+def test_review_interval_is_configurable(make_store: Callable[..., Store], clock: ManualClock) -> None:
+    fresh = make_store({"version": 1, "deadletter": {"review_interval_hours": 1}})
     DeadLetter(fresh).review()
     clock.advance(3601)
     assert DeadLetter(fresh).review()["skipped"] is False
@@ -91,7 +96,7 @@ def test_retry_when_a_dependency_completed_since_the_failure(store: Store, clock
     shown = queue.show("t1")
     assert shown["state"] == "pending" and shown["task"]["recovery_strategy"] == "dependency_resolved"
     assert len(shown["task"]["attempts"]) == 1  # nothing dropped
-    assert store.read(layout.DEADLETTER)["metadata"]["total_recovered"] == 1
+    assert store.tasks().dead_letter_doc()["metadata"]["total_recovered"] == 1
 
 
 def test_a_dependency_complete_all_along_is_not_a_reason_to_retry(store: Store, clock: ManualClock) -> None:
@@ -176,9 +181,9 @@ def test_abandon_keeps_everything_and_the_counts_match(store: Store, clock: Manu
     for key, value in entry.items():
         if key != "recovery_strategy":
             assert record[key] == value  # the whole entry, task_data and every attempt included
-    meta = store.read(layout.DEADLETTER)["metadata"]
+    meta = store.tasks().dead_letter_doc()["metadata"]
     assert meta["total_abandoned"] == len(abandoned(store)) == 1
-    assert tree_problems(store.root) == []
+    assert store_problems(store) == []
 
 
 # -- escalation -------------------------------------------------------------------------------------
@@ -190,8 +195,8 @@ def test_security_label_escalates_once(store: Store, clock: ManualClock) -> None
     assert first["decisions"][0]["action"] == "escalate"
     entry = DeadLetter(store).show("t1")
     assert entry["recovery_strategy"] == "requires_human_review" and entry["escalation"]
-    assert os.path.exists(store.path(f"escalations/{entry['escalation']}"))
-    signal = json.loads(Path(store.path("signals/HUMAN_REVIEW_NEEDED")).read_text())
+    assert store.exists(f"escalations/{entry['escalation']}")
+    signal = json.loads(store.read_text("signals/HUMAN_REVIEW_NEEDED"))
     assert signal["task_id"] == "t1" and signal["blocking"] is True and signal["reason"].startswith("security")
     again = DeadLetter(store).review(force=True)
     assert again["decisions"][0]["action"] == "leave" and "awaiting a human" in again["decisions"][0]["reason"]
@@ -208,11 +213,12 @@ def test_three_entries_with_one_root_cause_get_one_systemic_escalation(store: St
     assert actions == {"t0": "escalate", "t1": "escalate", "t2": "escalate", "other": "leave"}
     files = list_escalations(store)
     assert len(files) == 1 and files[0]["task_id"].startswith("systemic-")
-    text = Path(store.path(f"escalations/{files[0]['file']}")).read_text()
+    text = store.read_text(f"escalations/{files[0]['file']}")
     assert all(f"t{n}" in text for n in range(3))
-    assert len([n for n in os.listdir(store.path("signals")) if n.startswith("HUMAN_REVIEW_NEEDED")]) == 3
+    assert len([n for n in store.list("signals") if n.startswith("HUMAN_REVIEW_NEEDED")]) == 3
 
 
+@pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_review_table_explains_every_decision_through_the_cli(store: Store, clock: ManualClock) -> None:
     dead_letter(store, clock, "t1", errors=["e"] * 10, approaches=["a"] * 10)
     dead_letter(store, clock, "t2", errors=["e"], approaches=["a"], labels=["secrets"])
@@ -225,6 +231,7 @@ def test_review_table_explains_every_decision_through_the_cli(store: Store, cloc
     assert skipped.code == 0 and skipped.stdout.count("\n") == 1 and "not due" in skipped.stdout
 
 
+@pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_corrupt_dead_letter_file_is_refused_and_unchanged(store: Store) -> None:
     path = Path(store.path(layout.DEADLETTER))
     path.write_text('{"tasks": [{"task_id": "t1"}], "metadata": {"last_reviewed": null, '
@@ -241,6 +248,7 @@ def test_corrupt_dead_letter_file_is_refused_and_unchanged(store: Store) -> None
 # -- manual operations ------------------------------------------------------------------------------
 
 
+@pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_retry_abandon_and_split_through_the_cli(store: Store, clock: ManualClock) -> None:
     for task_id in ("r", "a", "s"):
         dead_letter(store, clock, task_id, errors=["e1", "e2"], approaches=["x", "y"], priority="high")
@@ -259,13 +267,14 @@ def test_retry_abandon_and_split_through_the_cli(store: Store, clock: ManualCloc
     created = split.json()["created"]
     assert [t["split_from"] for t in created] == ["s", "s"] and created[0]["priority"] == "high"
     assert abandoned(store)["s"]["abandon_reason"].startswith("split into simpler task(s): ")
-    meta = store.read(layout.DEADLETTER)["metadata"]
+    meta = store.tasks().dead_letter_doc()["metadata"]
     assert meta == {"last_reviewed": None, "total_abandoned": 2, "total_recovered": 1}
     listing = cli(["abandoned", "list", "--json"], root=store.root).json()
     assert {e["task_id"] for e in listing["entries"]} == {"a", "s"}
-    assert tree_problems(store.root) == []
+    assert store_problems(store) == []
 
 
+@pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_operations_on_a_task_not_in_dead_letter(store: Store) -> None:
     Queue(store).add("x", task_id="t1")
     for args in (["deadletter", "show", "t1"], ["deadletter", "retry", "t1"], ["deadletter", "abandon", "t1",
@@ -278,6 +287,7 @@ def test_operations_on_a_task_not_in_dead_letter(store: Store) -> None:
 # -- escalate / approve / escalations ---------------------------------------------------------------
 
 
+@pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_escalate_writes_the_reference_format_blocks_the_task_and_emits_the_signal(store: Store) -> None:
     Queue(store).add("Rotate production credentials", task_id="task-099")
     Queue(store).claim("eng-001-infra")
@@ -287,7 +297,7 @@ def test_escalate_writes_the_reference_format_blocks_the_task_and_emits_the_sign
     assert result.code == 0, result.stderr
     out = result.json()
     assert out["file"] == "escalations/20260125T130000Z-task-099.md" and out["state"] == "blocked"
-    text = Path(store.path(out["file"])).read_text()
+    text = store.read_text(out["file"])
     for heading in ("## Escalation: Rotate production credentials", "**Task ID:** task-099", "**Failure Count:** 0",
                     "**Trigger:** security_decision", "### Failure Summary", "### Attempts Log",
                     "### Agent Analysis\nneeds prod creds", "### Recommended Options\n1. A human rotates them",
@@ -296,11 +306,11 @@ def test_escalate_writes_the_reference_format_blocks_the_task_and_emits_the_sign
     task = Queue(store).show("task-099")
     assert task["state"] == "blocked" and task["task"]["claimed_by"] is None
     assert task["task"]["blocked"]["deadline"] == "2026-01-26T13:00:00Z"
-    signal = json.loads(Path(store.path("signals/HUMAN_REVIEW_NEEDED")).read_text())
+    signal = json.loads(store.read_text("signals/HUMAN_REVIEW_NEEDED"))
     assert {"timestamp", "reason", "task_id", "context", "severity", "agent", "blocking",
             "alternatives_considered"} <= set(signal)
     assert signal["alternatives_considered"] == ["A human rotates them (safe, slow)", "Grant a scoped role (fast)"]
-    assert tree_problems(store.root) == []
+    assert store_problems(store) == []
 
 
 def test_two_escalations_of_one_task_in_the_same_second_do_not_overwrite(store: Store) -> None:
@@ -308,8 +318,8 @@ def test_two_escalations_of_one_task_in_the_same_second_do_not_overwrite(store: 
     first = escalate(store, "t1", "first reason")
     second = escalate(store, "t1", "second reason")
     assert first["file"] != second["file"]
-    assert "first reason" in Path(store.path(first["file"])).read_text()
-    assert "second reason" in Path(store.path(second["file"])).read_text()
+    assert "first reason" in store.read_text(first["file"])
+    assert "second reason" in store.read_text(second["file"])
     assert second["file"].endswith("-t1-2.md")
 
 
@@ -319,9 +329,10 @@ def test_escalating_a_dead_letter_entry_keeps_it_there(store: Store, clock: Manu
     assert result["state"] == "dead-letter"
     entry = DeadLetter(store).show("t1")
     assert entry["recovery_strategy"] == "requires_human_review"
-    assert "**Failure Count:** 1" in Path(store.path(result["file"])).read_text()
+    assert "**Failure Count:** 1" in store.read_text(result["file"])
 
 
+@pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_approve_emits_human_approved_and_applies_it_when_no_watcher_runs(store: Store) -> None:
     Queue(store).add("x", task_id="t1")
     escalate(store, "t1", "why")
@@ -333,7 +344,7 @@ def test_approve_emits_human_approved_and_applies_it_when_no_watcher_runs(store:
     assert out["outcome"]["signal"] == {"timestamp": out["outcome"]["signal"]["timestamp"], "task_id": "t1",
                                         "decision": "approve", "approver": "alice", "note": "go ahead"}
     assert Queue(store).show("t1")["state"] == "pending"
-    assert not [n for n in os.listdir(store.path("signals")) if n.startswith("HUMAN_APPROVED")]
+    assert not [n for n in store.list("signals") if n.startswith("HUMAN_APPROVED")]
     bad = cli(["approve", "t1", "--decision", "maybe"], root=store.root)
     assert bad.code == 2 and "--decision must be one of approve, cancel, clarify" in bad.stderr
     strike = cli(["approve", "strike-0123abcd", "--decision", "approve"], root=store.root)
@@ -350,7 +361,7 @@ def test_resolve_a_blocked_task(store: Store, decision: str, state: str) -> None
     shown = Queue(store).show("t1")
     assert shown["state"] == state and "blocked" not in shown["task"]
     assert "because" in shown["task"]["notes"][-1]["text"]
-    assert f"{decision} by alice" in Path(store.path(file_rel)).read_text()
+    assert f"{decision} by alice" in store.read_text(file_rel)
     assert list_escalations(store, open_only=True) == []
     again = resolve(store, "t1", decision)
     assert again["applied"] is False  # applying twice is harmless
@@ -361,11 +372,12 @@ def test_resolve_a_dead_letter_entry(store: Store, clock: ManualClock) -> None:
     dead_letter(store, clock, "t2", errors=["e"], approaches=["a"])
     assert resolve(store, "t1", "approve")["outcome"] == "pending"
     assert resolve(store, "t2", "cancel", note="not worth it")["outcome"] == "abandoned"
-    meta = store.read(layout.DEADLETTER)["metadata"]
+    meta = store.tasks().dead_letter_doc()["metadata"]
     assert meta["total_recovered"] == 1 and meta["total_abandoned"] == 1
     assert abandoned(store)["t2"]["abandon_reason"] == "human explicitly abandoned: not worth it"
 
 
+@pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_escalations_list_open(store: Store) -> None:
     Queue(store).add("x", task_id="t1")
     Queue(store).add("y", task_id="t2")
@@ -380,23 +392,25 @@ def test_escalations_list_open(store: Store) -> None:
 # -- the template --------------------------------------------------------------------------------------
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_init_copies_the_template_and_the_tree_copy_wins(store: Store) -> None:
     own = Path(store.path(layout.ESCALATION_TEMPLATE))
     assert own.is_file()
     own.write_text("# {task_id} needs you: {trigger}\n")
     Queue(store).add("x", task_id="t1")
     result = escalate(store, "t1", "custom")
-    assert Path(store.path(result["file"])).read_text().endswith("# t1 needs you: custom\n")
+    assert store.read_text(result["file"]).endswith("# t1 needs you: custom\n")
 
 
+@pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_unknown_placeholder_is_an_error_naming_it(store: Store) -> None:
     Path(store.path(layout.ESCALATION_TEMPLATE)).write_text("## {task_title}\nowner: {owner}\n")
     Queue(store).add("x", task_id="t1")
-    before = snapshot_bytes(store.root)
+    before = state_snapshot(store)
     result = cli(["escalate", "t1", "--trigger", "why"], root=store.root)
     assert result.code == 1
     assert ".loki/templates/escalation.md line 2: unknown placeholder {owner}" in result.stderr
-    assert snapshot_bytes(store.root) == before
+    assert state_snapshot(store) == before
     with pytest.raises(InvalidInput, match=r"unknown placeholder \{x\}"):
         render("{x}", {}, "t.md")
 
@@ -406,14 +420,15 @@ def test_escalating_an_unknown_task(store: Store) -> None:
         escalate(store, "ghost", "why")
 
 
+@pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_escalating_a_completed_task_is_refused_and_writes_no_file(store: Store) -> None:
     queue = Queue(store)
     queue.add("x", task_id="t1")
     queue.complete(queue.claim("a")["id"], "a")
-    before = snapshot_bytes(store.root)
+    before = state_snapshot(store)
     result = cli(["escalate", "t1", "--trigger", "why"], root=store.root)
     assert result.code == 4 and "t1 is completed" in result.stderr
-    assert snapshot_bytes(store.root) == before and list_escalations(store) == []
+    assert state_snapshot(store) == before and list_escalations(store) == []
 
 
 def test_re_escalating_a_blocked_task_keeps_where_it_came_from(store: Store) -> None:
@@ -424,11 +439,12 @@ def test_re_escalating_a_blocked_task_keeps_where_it_came_from(store: Store) -> 
     assert Queue(store).show("t1")["task"]["blocked"]["previous_status"] == "in-progress"
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_entries_without_an_error_message_are_not_one_root_cause(store: Store, clock: ManualClock) -> None:
     # Older or hand-made entries may carry an empty message: that is no evidence of a shared cause.
     for n in range(3):
         dead_letter(store, clock, f"t{n}", errors=["boom"], approaches=["a"])
-    doc = store.read(layout.DEADLETTER)
+    doc = store.tasks().dead_letter_doc()
     for entry in doc["tasks"]:
         entry["attempts"][0]["error_message"] = ""
     Path(store.path(layout.DEADLETTER)).write_text(json.dumps(doc))
@@ -436,14 +452,15 @@ def test_entries_without_an_error_message_are_not_one_root_cause(store: Store, c
     assert actions == {"leave"} and list_escalations(store) == []
 
 
+@pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_approve_refuses_a_task_that_is_not_waiting_for_a_human(store: Store) -> None:
     Queue(store).add("x", task_id="t1")
-    before = snapshot_bytes(store.root)
+    before = state_snapshot(store)
     pending = cli(["approve", "t1", "--decision", "approve"], root=store.root)
     assert pending.code == 4 and "t1 is pending, not waiting for a human decision" in pending.stderr
     unknown = cli(["approve", "nope", "--decision", "cancel"], root=store.root)
     assert unknown.code == 1 and "no task 'nope'" in unknown.stderr
-    assert snapshot_bytes(store.root) == before  # no signal emitted
+    assert state_snapshot(store) == before  # no signal emitted
 
 
 # -- attempt budgets after a human decision or a reset ----------------------------------------------
@@ -506,6 +523,7 @@ def test_retry_reset_count_resets_the_count_and_says_so(root: Path) -> None:
 # -- closing escalations --------------------------------------------------------------------------------
 
 
+@pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_approve_resolves_every_open_escalation_of_the_task(store: Store) -> None:
     Queue(store).add("x", task_id="t1")
     Queue(store).add("y", task_id="t2")
@@ -514,10 +532,11 @@ def test_approve_resolves_every_open_escalation_of_the_task(store: Store) -> Non
     other = escalate(store, "t2", "unrelated")["file"]
     assert cli(["approve", "t1", "--decision", "approve", "--approver", "alice"], root=store.root).code == 0
     for rel in (older, newer):
-        assert "### Resolution\napprove by alice at " in Path(store.path(rel)).read_text()
+        assert "### Resolution\napprove by alice at " in store.read_text(rel)
     assert [e["file"] for e in list_escalations(store, open_only=True)] == [other.rsplit("/", 1)[-1]]
 
 
+@pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_an_older_escalation_can_be_closed_by_id_and_leaves_the_briefing(store: Store, project: Path) -> None:
     Queue(store).add("x", task_id="t1")
     older = escalate(store, "t1", "first reason")["file"]
@@ -530,7 +549,7 @@ def test_an_older_escalation_can_be_closed_by_id_and_leaves_the_briefing(store: 
                  root=store.root, env={"LOKI_NOW": "2026-01-25T11:00:00Z"})
     assert closed.code == 0, closed.stderr
     assert f"closed {escalation_id}" in closed.stdout and "t1 is still blocked" in closed.stdout
-    text = Path(store.path(older)).read_text()
+    text = store.read_text(older)
     assert text.endswith("### Resolution\nclosed by bob at 2026-01-25T11:00:00Z: superseded by the second one\n")
     row = next(e for e in cli(["escalations", "list", "--json"], root=store.root).json()["escalations"]
                if e["id"] == escalation_id)
@@ -545,17 +564,18 @@ def test_an_older_escalation_can_be_closed_by_id_and_leaves_the_briefing(store: 
     assert "1 open escalation " in context and f"{escalation_id}.md" not in context
     again = cli(["escalations", "close", escalation_id, "--note", "again"], root=store.root)
     assert again.code == 4 and "already resolved" in again.stderr
-    before = snapshot_bytes(store.root)
+    before = state_snapshot(store)
     unknown = cli(["escalations", "close", "20260101T000000Z-nope", "--note", "x"], root=store.root)
     assert unknown.code == 1 and "no escalation '20260101T000000Z-nope'" in unknown.stderr
     empty = cli(["escalations", "close", escalation_id, "--note", " "], root=store.root)
     assert empty.code == 1 and "--note" in empty.stderr
-    assert snapshot_bytes(store.root) == before
+    assert state_snapshot(store) == before
 
 
 # -- what approve reports ---------------------------------------------------------------------------------
 
 
+@pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_approve_says_when_applying_the_decision_failed(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     from loki import escalations
     from loki.errors import StateFileError
@@ -581,6 +601,7 @@ def test_approve_says_when_applying_the_decision_failed(store: Store, monkeypatc
     assert Queue(store).show("t1")["state"] == "pending"
 
 
+@pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_approve_with_a_watcher_running_says_which_applies_it(store: Store) -> None:
     from loki.consumer import ConsumerLock
 

@@ -13,7 +13,14 @@ from loki.clock import ManualClock
 from loki.escalations import escalate, list_escalations
 from loki.queue import Queue
 from loki.store import Store
-from tests.helpers import tree_problems
+from tests.helpers import store_problems, tree_problems
+
+
+@pytest.fixture
+def store(backend_store: Store) -> Store:
+    """Every test here runs on the files and on the memory store (tests/conftest.py: backend)."""
+    return backend_store
+
 
 NOW = "2026-01-25T10:00:00Z"
 
@@ -71,7 +78,7 @@ def test_review_needed_blocks_the_task_with_a_24h_deadline_from_the_signal_time(
                                "deadline": "2026-01-26T09:00:00Z", "signal": "HUMAN_REVIEW_NEEDED",
                                "previous_status": "in-progress"}
     assert signal.marker in task["notes"][-1]["text"] and "agent-1" in task["notes"][-1]["text"]
-    assert tree_problems(store.root) == []
+    assert store_problems(store) == []
 
 
 def test_review_needed_after_escalate_is_idempotent(store: Store, queue: Queue) -> None:
@@ -143,7 +150,7 @@ def test_tests_passed_completes_the_task_whoever_holds_it(store: Store, queue: Q
     state, done = where(store, task["id"])
     assert state == "completed" and done["claimed_by"] is None and done["completed_at"] == NOW
     assert done["result"] == {"signal": signal.id, "type": "TESTS_PASSED_auth", "summary": "42 passed", "passed": 42}
-    assert tree_problems(store.root) == []
+    assert store_problems(store) == []
 
 
 def test_tests_passed_for_a_pending_task_completes_it_and_other_states_are_skipped(store: Store,
@@ -193,9 +200,11 @@ def test_friction_goes_to_the_friction_map_and_is_never_unclassified(store: Stor
     [entry] = doc["frictions"]
     assert entry["classification"] == "intentional" and entry["reports"] == 3
     assert entry["agents"] == ["eng-001-healer", "other"] and len(entry["signals"]) == 3
-    assert tree_problems(store.root) == []
+    assert store_problems(store) == []
 
 
+@pytest.mark.files("looks at or edits the files themselves")
+@pytest.mark.files("looks at or edits the files themselves")
 def test_institutional_knowledge_is_appended_once(store: Store) -> None:
     signal = sig("INSTITUTIONAL_KNOWLEDGE_FOUND", knowledge="Invoices close at 23:00 UTC: the batch job relies on it",
                  location="src/billing/close.py:10", agent="archaeologist")
@@ -207,6 +216,8 @@ def test_institutional_knowledge_is_appended_once(store: Store) -> None:
     assert text.index("Invoices") < text.index(f"<!-- loki-signal {signal.id} -->") < text.index("Second fact")
 
 
+@pytest.mark.files("looks at or edits the files themselves")
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_knowledge_section_cut_by_a_crash_is_written_again_whole(store: Store) -> None:
     signal = sig("INSTITUTIONAL_KNOWLEDGE_FOUND", knowledge="the whole fact")
     path = Path(store.root) / layout.KNOWLEDGE
@@ -223,6 +234,7 @@ def test_behavior_change_risk_pauses_the_task(store: Store, queue: Queue) -> Non
     assert task["blocked"]["signal"] == "BEHAVIOR_CHANGE_RISK" and "rounding" in task["blocked"]["reason"]
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_legacy_risk_warns_unless_strict(store: Store, queue: Queue, root: Path) -> None:
     assert rules.apply(store, sig("LEGACY_COMPATIBILITY_RISK", task_id="t1"))["outcome"] == "logged"
     assert where(store, "t1")[0] == "pending"
@@ -254,6 +266,7 @@ def drift(offset: int, task_id: str = "t1", severity: str = "medium", **body: An
                          "detected_drift": f"drift at {offset}", **body})
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_first_drift_warns_second_escalates_third_consolidates(store: Store, queue: Queue, root: Path) -> None:
     state: dict[str, Any] = {}
     first = rules.apply_drift(store, drift(0), state)
@@ -274,6 +287,7 @@ def test_first_drift_warns_second_escalates_third_consolidates(store: Store, que
     assert tree_problems(root) == []
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_drift_applied_again_from_the_same_counters_changes_nothing(store: Store, queue: Queue,
                                                                        root: Path) -> None:
     state: dict[str, Any] = {"drift_counts": {"t1": 1}, "drift_total": 2,

@@ -12,6 +12,13 @@ from loki import signals, signaltypes
 from loki.errors import InvalidInput, NotFound, SchemaViolation
 from loki.store import Store
 
+
+@pytest.fixture
+def store(backend_store: Store) -> Store:
+    """Every test here runs on the files and on the memory store (tests/conftest.py: backend)."""
+    return backend_store
+
+
 EVERY_REFERENCE_SIGNAL = [
     ("DRIFT_DETECTED", None, {"task_id": "task-042", "severity": "medium", "detected_drift": "refactoring the db",
                               "planned_action": "auth", "original_goal": "login", "drift_distance": 2}),
@@ -34,6 +41,8 @@ EVERY_REFERENCE_SIGNAL = [
 ]
 
 
+@pytest.mark.files("looks at or edits the files themselves")
+@pytest.mark.files("looks at or edits the files themselves")
 @pytest.mark.parametrize(("signal_type", "subject", "fields"), EVERY_REFERENCE_SIGNAL)
 def test_every_reference_signal_is_emitted_valid(store: Store, signal_type: str, subject: str | None,
                                                  fields: dict[str, object]) -> None:
@@ -67,6 +76,8 @@ def test_a_signal_that_breaks_its_schema_is_refused_and_nothing_is_written(
     assert sorted(os.listdir(Path(store.root) / "signals")) == []
 
 
+@pytest.mark.files("looks at or edits the files themselves")
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_second_unconsumed_signal_of_the_same_name_never_overwrites_the_first(store: Store) -> None:
     names = [signals.emit(store, "HUMAN_REVIEW_NEEDED", {"reason": f"r{n}"})["name"] for n in range(3)]
     assert names == ["HUMAN_REVIEW_NEEDED", "HUMAN_REVIEW_NEEDED.2", "HUMAN_REVIEW_NEEDED.3"]
@@ -78,11 +89,15 @@ def test_a_second_unconsumed_signal_of_the_same_name_never_overwrites_the_first(
     assert signals.emit(store, "HUMAN_REVIEW_NEEDED", {"reason": "r3"})["name"] == "HUMAN_REVIEW_NEEDED"
 
 
+@pytest.mark.files("looks at or edits the files themselves")
+@pytest.mark.files("looks at or edits the files themselves")
 def test_emit_leaves_no_temp_file_behind(store: Store) -> None:
     signals.emit(store, "DOCS_NEEDED")
     assert os.listdir(Path(store.root) / "signals") == ["DOCS_NEEDED"]
 
 
+@pytest.mark.files("looks at or edits the files themselves")
+@pytest.mark.files("looks at or edits the files themselves")
 def test_drift_is_appended_as_one_line_per_signal_under_a_lock(store: Store) -> None:
     first = signals.emit(store, "DRIFT_DETECTED", {"detected_drift": "a"}, task_id="t1", severity="low")
     second = signals.emit(store, "DRIFT_DETECTED", {"detected_drift": "b"}, task_id="t1", severity="low")
@@ -130,6 +145,8 @@ def test_data_and_fields_merge_but_never_silently_override() -> None:
         signals.fields_from("{nope", [])
 
 
+@pytest.mark.files("looks at or edits the files themselves")
+@pytest.mark.files("looks at or edits the files themselves")
 def test_list_shows_waiting_processing_and_quarantined_oldest_first(store: Store) -> None:
     root = Path(store.root)
     signals.emit(store, "DOCS_NEEDED")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from loki import layout, signals
 from loki.breakers import Breakers
 from loki.clock import ManualClock
@@ -17,11 +19,18 @@ from loki.ticks import EVENTS_LOG, Tick
 from tests.helpers import snapshot_bytes, tree_problems
 
 
+@pytest.fixture
+def store(backend_store: Store) -> Store:
+    """Every test here runs on the files and on the memory store (tests/conftest.py: backend)."""
+    return backend_store
+
+
 def events_log(root: Path) -> list[dict[str, object]]:
     path = root / EVENTS_LOG
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_quiet_tick_changes_nothing(store: Store, root: Path) -> None:
     Queue(store).add("t", task_id="t1")
     before = snapshot_bytes(root)
@@ -29,6 +38,7 @@ def test_a_quiet_tick_changes_nothing(store: Store, root: Path) -> None:
     assert snapshot_bytes(root) == before
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_expired_leases_are_requeued(store: Store, clock: ManualClock, root: Path) -> None:
     queue = Queue(store)
     queue.add("t", task_id="t1")
@@ -44,6 +54,7 @@ def test_expired_leases_are_requeued(store: Store, clock: ManualClock, root: Pat
     assert events_log(root)[-1]["action"] == "lease_expired" and events_log(root)[-1]["source"] == "loki watch"
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_no_human_decision_by_the_deadline_moves_the_task_to_dead_letter(store: Store, clock: ManualClock,
                                                                           root: Path) -> None:
     Queue(store).add("deploy", task_id="t1", labels=["infra"])
@@ -65,6 +76,7 @@ def test_no_human_decision_by_the_deadline_moves_the_task_to_dead_letter(store: 
     assert tree_problems(root) == []
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_task_blocked_by_a_signal_alone_times_out_and_the_review_escalates_it(store: Store, clock: ManualClock,
                                                                                 root: Path) -> None:
     queue = Queue(store)
@@ -80,6 +92,8 @@ def test_a_task_blocked_by_a_signal_alone_times_out_and_the_review_escalates_it(
     assert entry["original_queue"] == "in-progress" and entry["escalation"].endswith("-t1.md")
 
 
+@pytest.mark.files("looks at or edits the files themselves")
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_breaker_whose_cooldown_ended_is_reported_once(store: Store, clock: ManualClock) -> None:
     breakers = Breakers(store)
     breakers.trip("api/claude")
