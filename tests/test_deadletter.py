@@ -12,7 +12,7 @@ import pytest
 from loki import layout
 from loki.clock import ManualClock
 from loki.deadletter import DeadLetter
-from loki.errors import InvalidInput, NotFound
+from loki.errors import InvalidInput, NotFound, StateFileError
 from loki.escalations import escalate, list_escalations, render, resolve
 from loki.queue import Queue
 from loki.store import Store
@@ -413,6 +413,26 @@ def test_unknown_placeholder_is_an_error_naming_it(store: Store) -> None:
     assert state_snapshot(store) == before
     with pytest.raises(InvalidInput, match=r"unknown placeholder \{x\}"):
         render("{x}", {}, "t.md")
+
+
+@pytest.mark.files("a symbolic link is a thing of the file tree")
+def test_a_symlinked_template_is_refused_as_validate_refuses_it(store: Store, tmp_path: Path) -> None:
+    # The tree's template is state like any other: read through the store, a link out of .loki/ is
+    # refused (exit 1, naming it), as `loki validate` reports it, and its target is never read.
+    outside = tmp_path / "outside.md"
+    outside.write_text("# {task_id}: SECRET OUTSIDE TEXT\n")
+    own = Path(store.path(layout.ESCALATION_TEMPLATE))
+    own.unlink()
+    own.symlink_to(outside)
+    Queue(store).add("x", task_id="t1")
+    before = state_snapshot(store)
+    with pytest.raises(StateFileError, match="symbolic link") as info:
+        escalate(store, "t1", "why")
+    assert info.value.path == layout.ESCALATION_TEMPLATE
+    result = cli(["escalate", "t1", "--trigger", "why"], root=store.root)
+    assert result.code == 1 and "templates/escalation.md" in result.stderr and "symbolic link" in result.stderr
+    assert state_snapshot(store) == before and list_escalations(store) == []
+    assert Queue(store).show("t1")["state"] == "pending"
 
 
 def test_escalating_an_unknown_task(store: Store) -> None:
