@@ -4,14 +4,13 @@ A snapshot: queue counts by state, the in-progress tasks with holder and lease l
 the breakers, the signals waiting, the last outcomes and the open escalations.
 
 It is taken every second while 10,000 tasks sit in the queue files, so it re-reads a
-file only when the file changed (``Store.stat_key``: every write is a rename or an
-append) and keeps from it only what the view shows. Escalation files are listed at most
-every ``escalations_every`` seconds.
+file only when the file changed (``Store.change_token``; on the files it is the inode, size,
+mtime and ctime: every write is a rename or an append) and keeps from it only what the view
+shows. Escalation files are listed at most every ``escalations_every`` seconds.
 """
 
 from __future__ import annotations
 
-import os
 import time
 
 from loki import layout, outcomes, signals
@@ -73,7 +72,7 @@ class Dashboard:
     # -- cached file summaries ---------------------------------------------------------------------
 
     def _summary(self, rel: str) -> dict[str, Any]:
-        key = self.store.stat_key(rel)
+        key = self.store.change_token(rel)
         cached = self._files.get(rel)
         if cached is not None and cached[0] == key and key is not None:
             summary: dict[str, Any] = cached[1]
@@ -101,10 +100,7 @@ class Dashboard:
     def _signal_counts(self) -> dict[str, Any]:
         counts: dict[str, Any] = {}
         for place, rel_dir in signals.PLACES.items():
-            try:
-                names = os.listdir(self.store.path(rel_dir))
-            except FileNotFoundError:
-                names = []
+            names = self.store.list(rel_dir)
             if place == "waiting":
                 counts[place] = sum(1 for n in names if signals.is_signal_entry(n))
             else:
@@ -113,7 +109,7 @@ class Dashboard:
         return counts
 
     def _recent(self) -> list[dict[str, Any]]:
-        key = self.store.stat_key(outcomes.LOG)
+        key = self.store.change_token(outcomes.LOG)
         cached = self._files.get(outcomes.LOG)
         if cached is not None and cached[0] == key:
             recent: list[dict[str, Any]] = cached[1]

@@ -209,7 +209,7 @@ def rebuild(store: Store, resolutions: Iterable[dict[str, Any]]) -> int:
             text = json.dumps(hint, ensure_ascii=False, sort_keys=True) + "\n"
             if store.read_text(rel) != text:
                 store.write_text(rel, text)
-        for name in os.listdir(store.path(layout.MEMORY_HINTS_DIR)):
+        for name in store.list(layout.MEMORY_HINTS_DIR):
             rel = f"{layout.MEMORY_HINTS_DIR}/{name}"
             if name.endswith(".json") and not name.startswith(".") and rel not in best:
                 store.remove(rel)

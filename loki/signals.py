@@ -21,8 +21,6 @@ Where signals live::
 
 from __future__ import annotations
 
-import os
-import stat
 import time
 
 from loki import jsonio, layout, signaltypes
@@ -194,26 +192,15 @@ def original_name(entry_id: str) -> str:
 
 def entries(store: Store, place: str = "waiting") -> list[dict[str, Any]]:
     """The files in one place (waiting, processing, quarantined, archived), oldest first."""
-    rel_dir = PLACES[place]
-    try:
-        scan = list(os.scandir(store.path(rel_dir)))
-    except FileNotFoundError:
-        return []
     rows = []
-    for entry in scan:
-        if place == "waiting" and not is_signal_entry(entry.name):
+    for item in store.scan(PLACES[place]):
+        if place == "waiting" and not is_signal_entry(item["name"]):
             continue
-        if place != "waiting" and entry.name.startswith("."):
+        if place != "waiting" and item["name"].startswith("."):
             continue
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except FileNotFoundError:  # consumed while we looked
-            continue
-        kind = "file" if stat.S_ISREG(st.st_mode) else "symlink" if stat.S_ISLNK(st.st_mode) else \
-            "directory" if stat.S_ISDIR(st.st_mode) else "other"
-        name = entry.name if place == "waiting" else original_name(entry.name)
-        rows.append({"id": entry.name, "name": name, "type": signaltypes.type_of_file(name), "place": place,
-                     "kind": kind, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns})
+        name = item["name"] if place == "waiting" else original_name(item["name"])
+        rows.append({"id": item["name"], "name": name, "type": signaltypes.type_of_file(name), "place": place,
+                     "kind": item["kind"], "bytes": item["bytes"], "mtime_ns": item["mtime_ns"]})
     rows.sort(key=lambda r: (r["mtime_ns"], r["id"]))
     return rows
 
@@ -243,12 +230,11 @@ def show(store: Store, name: str) -> dict[str, Any]:
     found: dict[str, Any] | None = None
     for place, rel_dir in PLACES.items():
         rel = f"{rel_dir}/{name}"
-        try:
-            st = os.lstat(store.path(rel))
-        except FileNotFoundError:
+        item = store.entry(rel)
+        if item is None:
             continue
         found = {"id": name, "name": name if place == "waiting" else original_name(name), "place": place, "file": rel}
-        if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_SIGNAL_BYTES:
+        if item["kind"] == "file" and item["bytes"] <= MAX_SIGNAL_BYTES:
             try:
                 found["signal"] = jsonio.loads_strict(store.read_bytes(rel) or b"")
             except jsonio.JsonError as exc:  # shown, not raised: this is an inspection
@@ -256,7 +242,7 @@ def show(store: Store, name: str) -> dict[str, Any]:
             except LokiError as exc:
                 found["error"] = exc.message
         else:
-            found["error"] = "not a regular file" if not stat.S_ISREG(st.st_mode) else "too large to show"
+            found["error"] = "not a regular file" if item["kind"] != "file" else "too large to show"
         break
     logged = [r for r in outcomes.tail(store) if name in (r.get("id"), r.get("name"))]
     if found is None and not logged:

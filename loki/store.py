@@ -514,7 +514,7 @@ class Store:
                        "applied to the files)")
         return docs
 
-    def stat_key(self, rel: str) -> tuple[int, int, int, int] | None:
+    def change_token(self, rel: str) -> tuple[int, int, int, int] | None:
         """(inode, size, mtime, ctime) of a state file, None if absent: equal keys, same content.
 
         Every write replaces the file (a new inode) or appends (a new size), so a reader that
@@ -782,6 +782,36 @@ class Store:
     def now_ts(self) -> str:
         return format_ts(self.clock.now())
 
+    def entry(self, rel: str) -> dict[str, Any] | None:
+        """What is at ``rel`` without following a link: ``{"name", "kind", "bytes", "mtime_ns"}`` (None: nothing).
+
+        ``kind`` is file, symlink, directory or other: an inspection shows what an agent left
+        there, and the readers refuse all but a regular file.
+        """
+        try:
+            st = os.lstat(self.path(rel))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _os_error(rel, exc, "inspect") from None
+        return _entry(rel.rsplit("/", 1)[-1], st)
+
+    def scan(self, rel_dir: str) -> list[dict[str, Any]]:
+        """:meth:`entry` for every name in a directory ([] when it does not exist); unsorted."""
+        try:
+            scan = list(os.scandir(self.path(rel_dir)))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as exc:
+            raise _os_error(rel_dir, exc, "list") from None
+        rows = []
+        for item in scan:
+            try:
+                rows.append(_entry(item.name, item.stat(follow_symlinks=False)))
+            except FileNotFoundError:  # removed while we looked (a signal consumed)
+                continue
+        return rows
+
     def list(self, rel_dir: str) -> list[str]:
         """The names in a directory of the tree, sorted ([] when it does not exist)."""
         path = self.path(rel_dir)
@@ -799,6 +829,12 @@ class Store:
 
             self._tasks = FileTasks(self)
         return self._tasks
+
+
+def _entry(name: str, st: os.stat_result) -> dict[str, Any]:
+    kind = "file" if stat.S_ISREG(st.st_mode) else "symlink" if stat.S_ISLNK(st.st_mode) else \
+        "directory" if stat.S_ISDIR(st.st_mode) else "other"
+    return {"name": name, "kind": kind, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
 def _record_pointer(kind: layout.FileKind, doc: Any, record: Any) -> str:

@@ -148,12 +148,7 @@ class Strikes:
     @staticmethod
     def branches(store: Store) -> list[dict[str, Any]]:
         """Every branch with a strike file: ``{"branch", "file", "strike_count", "keys"}``."""
-        import os
-
-        try:
-            names = sorted(os.listdir(store.path(layout.STRIKES_DIR)))
-        except FileNotFoundError:
-            return []
+        names = store.list(layout.STRIKES_DIR)
         rows = []
         for name in names:
             if not name.endswith(".json") or name.startswith("."):

@@ -50,6 +50,7 @@ class MemoryStore:
         self._lock = threading.RLock()
         self._items: dict[str, bytes] = {}
         self._versions: dict[str, int] = {}
+        self._mtimes: dict[str, int] = {}
         self._counter = 0
         self._config: dict[str, Any] | None = None
         self._tasks = MemoryTasks(self)
@@ -137,14 +138,28 @@ class MemoryStore:
     def remove(self, rel: str) -> bool:
         with self._lock:
             self._versions.pop(rel, None)
+            self._mtimes.pop(rel, None)
             return self._items.pop(rel, None) is not None
+
+    def entry(self, rel: str) -> dict[str, Any] | None:
+        if rel in self._items:
+            return {"name": rel.rsplit("/", 1)[-1], "kind": "file", "bytes": len(self._items[rel]),
+                    "mtime_ns": self._mtimes.get(rel, self._versions[rel])}
+        prefix = rel + "/"
+        if any(key.startswith(prefix) for key in self._items):
+            return {"name": rel.rsplit("/", 1)[-1], "kind": "directory", "bytes": 0, "mtime_ns": 0}
+        return None
+
+    def scan(self, rel_dir: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [row for name in self.list(rel_dir) if (row := self.entry(f"{rel_dir}/{name}")) is not None]
 
     def list(self, rel_dir: str) -> list[str]:
         prefix = rel_dir.rstrip("/") + "/"
         with self._lock:
             return sorted({rel[len(prefix):].split("/", 1)[0] for rel in self._items if rel.startswith(prefix)})
 
-    def stat_key(self, rel: str) -> int | None:
+    def change_token(self, rel: str) -> int | None:
         """The change token: the counter value of the last write (None: absent)."""
         return self._versions.get(rel)
 
@@ -191,6 +206,8 @@ class MemoryStore:
                 candidate = f"{rel_dir}/{numbered}{suffix}"
                 if candidate not in self._items:
                     self._put(candidate, data)
+                    if mtime_ns is not None:
+                        self._mtimes[candidate] = mtime_ns
                     return candidate
                 number += 1
 

@@ -60,7 +60,7 @@ class StateStore(Protocol):
         """Delete a derived item (a hint, an index); True if it existed."""
     def list(self, rel_dir: str) -> list[str]:
         """The names under ``rel_dir``, sorted ([] when there are none)."""
-    def stat_key(self, rel: str) -> Hashable | None:
+    def change_token(self, rel: str) -> Hashable | None:
         """A change token: equal tokens, the item has not changed in between (None: it does not exist)."""
 
     # -- logs ------------------------------------------------------------------------------------
