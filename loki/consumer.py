@@ -30,7 +30,6 @@ claim half done).
 from __future__ import annotations
 
 import os
-import stat
 import time
 from datetime import datetime, timezone
 
@@ -39,7 +38,7 @@ from loki.clock import format_ts
 from loki.config import setting
 from loki.errors import LockTimeout, LokiError
 from loki.redact import redact_obj
-from loki.store import crashpoint, fsync_dir
+from loki.store import crashpoint
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -75,12 +74,10 @@ class ConsumerLock:
         return self._lock is not None and self._lock.held
 
     def try_acquire(self) -> bool:
-        from loki.locks import FileLock
 
         if self.held:
             return True
-        self.store.ensure_dir("state")
-        lock = FileLock(self.store.path(CONSUMER_LOCK), 0.0, CONSUMER_LOCK)
+        lock = self.store.lock(CONSUMER_LOCK, 0.0)
         try:
             lock.acquire()
         except LockTimeout:
@@ -101,23 +98,7 @@ def consumer_status(store: Store) -> dict[str, Any] | None:
     consumer to a watcher starting at the same instant... except for the microseconds of the
     probe, which a display-only watcher survives: it tries to take over on every tick.
     """
-    import portalocker
-
-    from loki.locks import read_lock_record
-
-    path = store.path(CONSUMER_LOCK)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb", buffering=0) as handle:
-        try:
-            portalocker.lock(handle, portalocker.LockFlags.SHARED | portalocker.LockFlags.NON_BLOCKING)
-        except portalocker.exceptions.LockException:
-            holder = read_lock_record(path).get("holder")
-            return dict(holder) if isinstance(holder, dict) else {}
-        portalocker.unlock(handle)
-    return None
+    return store.lock_holder(CONSUMER_LOCK)
 
 
 def _text_signal(data: bytes, written: datetime, signal_type: str) -> dict[str, Any] | None:
@@ -206,25 +187,17 @@ class Consumer:
 
     def waiting(self) -> list[str]:
         """Names in ``signals/`` to claim, oldest first (emission order, as far as mtimes tell)."""
-        try:
-            scan = list(os.scandir(self.store.path(layout.SIGNALS_DIR)))
-        except FileNotFoundError:
-            return []
         found: list[tuple[int, str]] = []
         wall = self._wall()
-        for entry in scan:
-            if not signals.is_signal_entry(entry.name):
+        for entry in self.store.scan(layout.SIGNALS_DIR):
+            if not signals.is_signal_entry(entry["name"]):
                 continue
-            if signaltypes.left_for_others(entry.name, self.leave_for_others):
+            if signaltypes.left_for_others(entry["name"], self.leave_for_others):
                 continue  # another tool (Loki Mode's run.sh) waits for it: consuming it would steal it
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            if stat.S_ISREG(st.st_mode) and wall - st.st_mtime < self.settle_seconds and \
-                    not self._complete(entry.name, st.st_size):
+            if entry["kind"] == "file" and wall - entry["mtime_ns"] / 1e9 < self.settle_seconds and \
+                    not self._complete(entry["name"], entry["bytes"]):
                 continue  # being written by hand (`cat > signals/X`): look again once it settles
-            found.append((st.st_mtime_ns, entry.name))
+            found.append((entry["mtime_ns"], entry["name"]))
         return [name for _, name in sorted(found)]
 
     def _complete(self, name: str, size: int) -> bool:
@@ -238,56 +211,26 @@ class Consumer:
         return True
 
     def _processing(self) -> list[str]:
-        try:
-            return sorted(n for n in os.listdir(self.store.path(signals.PROCESSING_DIR)) if not n.startswith("."))
-        except FileNotFoundError:
-            return []
+        return [n for n in self.store.list(signals.PROCESSING_DIR) if not n.startswith(".")]
 
     # step 1: claim -------------------------------------------------------------------------------
 
     def claim(self, name: str) -> str | None:
         """Move ``signals/name`` into ``.processing/`` under a unique id; None if it is gone.
 
-        A hard link then an unlink, not a rename: watchdog holds every event back for 0.5 s
-        behind an unpaired IN_MOVED_FROM (it waits for the matching IN_MOVED_TO), so renaming
-        claimed files out of the watched directory would delay the wake-up for every signal
-        that follows. A crash between the two leaves the same inode under both names; the
-        next consumer's :meth:`recover` removes the waiting name before anything is scanned.
-        (Directories cannot be hard-linked: they are renamed, and quarantined anyway.)
+        The store makes the claim exclusive (:meth:`loki.store.Store.claim_into`: on files a hard
+        link then an unlink, durable before the waiting name goes).
         """
-        directory = self.store.ensure_dir(signals.PROCESSING_DIR)
         stamp = self.store.now_ts().replace("-", "").replace(":", "")
         entry = f"{name}.{stamp}-{os.urandom(4).hex()}"
-        source = self.store.path(f"{layout.SIGNALS_DIR}/{name}")
-        target = os.path.join(directory, entry)
-        try:
-            if stat.S_ISDIR(os.lstat(source).st_mode):
-                os.rename(source, target)
-            else:
-                os.link(source, target, follow_symlinks=False)
-                fsync_dir(directory)  # the claim is durable before the waiting name goes
-                crashpoint("signal-linked")
-                os.unlink(source)
-        except FileNotFoundError:
+        if not self.store.claim_into(f"{layout.SIGNALS_DIR}/{name}", signals.PROCESSING_DIR, entry):
             return None
-        fsync_dir(os.path.dirname(source))
-        fsync_dir(directory)
-        crashpoint("signal-claimed")
         return entry
 
     def _drop_waiting_twin(self, entry: str) -> None:
-        """After a crash between link and unlink: remove the waiting name of a claimed inode."""
-        try:
-            claimed = os.lstat(self.store.path(f"{signals.PROCESSING_DIR}/{entry}"))
-            if claimed.st_nlink < 2 or stat.S_ISDIR(claimed.st_mode):
-                return
-            waiting = self.store.path(f"{layout.SIGNALS_DIR}/{signals.original_name(entry)}")
-            twin = os.lstat(waiting)
-        except FileNotFoundError:
-            return
-        if (twin.st_dev, twin.st_ino) == (claimed.st_dev, claimed.st_ino):
-            os.unlink(waiting)
-            fsync_dir(os.path.dirname(waiting))
+        """After a crash between the claim's two steps: the waiting name of a claimed item goes."""
+        self.store.drop_twin(f"{signals.PROCESSING_DIR}/{entry}",
+                             f"{layout.SIGNALS_DIR}/{signals.original_name(entry)}")
 
     # steps 2-4: apply, log, finish ---------------------------------------------------------------------
 
@@ -348,15 +291,17 @@ class Consumer:
     def _read(self, entry: str, name: str) -> tuple[dict[str, Any] | None, str | None]:
         """``(signal, None)``, or ``(whatever parsed, reason)`` for a file to quarantine."""
         rel = f"{signals.PROCESSING_DIR}/{entry}"
-        st = os.lstat(self.store.path(rel))
-        if stat.S_ISLNK(st.st_mode):
+        item = self.store.entry(rel)
+        if item is None:
+            raise FileNotFoundError(rel)  # as before: the caller treats a vanished claim as gone
+        if item["kind"] == "symlink":
             return None, "a symbolic link (loki never follows links inside .loki/)"
-        if stat.S_ISDIR(st.st_mode):
+        if item["kind"] == "directory":
             return None, "a directory, not a signal file"
-        if not stat.S_ISREG(st.st_mode):
+        if item["kind"] != "file":
             return None, "not a regular file"
-        if st.st_size > signals.MAX_SIGNAL_BYTES:
-            return None, f"{st.st_size} bytes, over the {signals.MAX_SIGNAL_BYTES}-byte limit for a signal"
+        if item["bytes"] > signals.MAX_SIGNAL_BYTES:
+            return None, f"{item['bytes']} bytes, over the {signals.MAX_SIGNAL_BYTES}-byte limit for a signal"
         signal_type = signaltypes.type_of_file(name)
         if signal_type == signaltypes.DRIFT:
             return None, "DRIFT_DETECTED is an append-only log: append a line to signals/DRIFT_DETECTED instead"
@@ -368,7 +313,7 @@ class Consumer:
             body = jsonio.loads_strict(data)
         except jsonio.JsonError as exc:
             # Not a clock reading from the future (a test's LOKI_NOW): the file's time, or now if earlier.
-            written = min(datetime.fromtimestamp(st.st_mtime, timezone.utc), self.store.clock.now())
+            written = min(datetime.fromtimestamp(item["mtime_ns"] / 1e9, timezone.utc), self.store.clock.now())
             body = _text_signal(data, written, signal_type)
             if body is None:
                 return None, f"not valid JSON: {exc.reason.removeprefix('invalid JSON: ')}"
@@ -406,17 +351,10 @@ class Consumer:
 
     def _finish(self, entry: str, record: dict[str, Any]) -> None:
         """Step 4: delete the claimed file, or move it where its logged outcome says (``moved_to``)."""
-        path = self.store.path(f"{signals.PROCESSING_DIR}/{entry}")
         moved_to = str(record.get("moved_to") or "")
         target_dir = next((d for d in (signals.QUARANTINE_DIR, signals.ARCHIVE_DIR) if moved_to.startswith(d + "/")),
                           None)
-        try:
-            if target_dir is None:
-                os.unlink(path)
-            else:
-                os.rename(path, os.path.join(self.store.ensure_dir(target_dir), entry))
-        except FileNotFoundError:
-            pass
+        self.store.finish(f"{signals.PROCESSING_DIR}/{entry}", target_dir)
 
     def _defer(self, entry: str, exc: Exception) -> None:
         failures = self._failures.get(entry, 0) + 1

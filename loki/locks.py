@@ -201,6 +201,29 @@ def in_use(path: str) -> bool:
         return not _try_lock(portalocker, handle)
 
 
+def holder(path: str) -> dict[str, Any] | None:
+    """The record of whoever holds the lock at ``path`` right now, or None when nobody does.
+
+    Probes with a SHARED non-blocking lock on a read-only descriptor, dropped at once: asking
+    (``loki status``) never writes to the lock file nor looks like a holder for longer than the
+    probe. ``{}`` when it is held but its record cannot be read.
+    """
+    import portalocker
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb", buffering=0) as handle:
+        try:
+            portalocker.lock(handle, portalocker.LockFlags.SHARED | portalocker.LockFlags.NON_BLOCKING)
+        except portalocker.exceptions.LockException:
+            found = read_lock_record(path).get("holder")
+            return dict(found) if isinstance(found, dict) else {}
+        portalocker.unlock(handle)
+    return None
+
+
 class FileLock:
     """An exclusive lock on a permanent lock file, taken with a timeout.
 

@@ -822,6 +822,74 @@ class Store:
         except OSError as exc:
             raise _os_error(rel_dir, exc, "list") from None
 
+    # -- claiming published items (the signal consumer's protocol) ----------------------------------
+
+    def claim_into(self, rel: str, rel_dir: str, entry: str) -> bool:
+        """Move ``rel`` to ``rel_dir/entry`` so that exactly one claimer gets it; False if it is gone.
+
+        A hard link then an unlink, not a rename: watchdog holds every event back for 0.5 s
+        behind an unpaired IN_MOVED_FROM (it waits for the matching IN_MOVED_TO), so renaming
+        claimed files out of the watched directory would delay the wake-up for every signal
+        that follows. A crash between the two leaves the same inode under both names;
+        :meth:`drop_twin` removes the waiting name before anything is scanned again.
+        (Directories cannot be hard-linked: they are renamed, and quarantined anyway.)
+        """
+        directory = self.ensure_dir(rel_dir)
+        source = self.path(rel)
+        target = os.path.join(directory, entry)
+        try:
+            if stat.S_ISDIR(os.lstat(source).st_mode):
+                os.rename(source, target)
+            else:
+                os.link(source, target, follow_symlinks=False)
+                fsync_dir(directory)  # the claim is durable before the waiting name goes
+                crashpoint("signal-linked")
+                os.unlink(source)
+        except FileNotFoundError:
+            return False
+        fsync_dir(os.path.dirname(source))
+        fsync_dir(directory)
+        crashpoint("signal-claimed")
+        return True
+
+    def drop_twin(self, claimed_rel: str, waiting_rel: str) -> None:
+        """After a crash between link and unlink: remove the waiting name of a claimed inode."""
+        try:
+            claimed = os.lstat(self.path(claimed_rel))
+            if claimed.st_nlink < 2 or stat.S_ISDIR(claimed.st_mode):
+                return
+            waiting = self.path(waiting_rel)
+            twin = os.lstat(waiting)
+        except FileNotFoundError:
+            return
+        if (twin.st_dev, twin.st_ino) == (claimed.st_dev, claimed.st_ino):
+            os.unlink(waiting)
+            fsync_dir(os.path.dirname(waiting))
+
+    def finish(self, rel: str, target_dir: str | None) -> None:
+        """A claimed item is done: delete it, or move it into ``target_dir`` (quarantine, archive)."""
+        path = self.path(rel)
+        try:
+            if target_dir is None:
+                os.unlink(path)
+            else:
+                os.rename(path, os.path.join(self.ensure_dir(target_dir), rel.rsplit("/", 1)[-1]))
+        except FileNotFoundError:
+            pass
+
+    # -- locks held for a long time (the signal consumer) -----------------------------------------
+
+    def lock(self, rel: str, timeout: float) -> FileLock:
+        """A lock on ``rel`` (not yet taken) for a holder that keeps it while it runs."""
+        self.ensure_dir(rel.rsplit("/", 1)[0])
+        return FileLock(self.path(rel), timeout, rel)
+
+    def lock_holder(self, rel: str) -> dict[str, Any] | None:
+        """Who holds the lock ``rel`` now (its record), or None (:func:`loki.locks.holder`)."""
+        from loki.locks import holder
+
+        return holder(self.path(rel))
+
     def tasks(self) -> FileTasks:
         """The queue domain as tasks (:class:`loki.storage.tasks.TaskStore`), on this tree's files."""
         if self._tasks is None:

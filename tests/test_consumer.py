@@ -16,19 +16,26 @@ from loki.escalations import list_escalations
 from loki.locks import FileLock
 from loki.queue import Queue
 from loki.store import Store
-from tests.helpers import tree_problems
+from tests.helpers import store_problems
 
 
-def log(root: Path) -> list[dict[str, Any]]:
-    path = root / "logs" / "signals.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+@pytest.fixture
+def store(backend_store: Store) -> Store:
+    """Every test here runs on the files and on the memory store (tests/conftest.py: backend)."""
+    return backend_store
 
 
-def left(root: Path, place: str = "") -> list[str]:
-    directory = root / "signals" / place
-    if not directory.exists():
-        return []
-    return sorted(n for n in os.listdir(directory) if (signals.is_signal_entry(n) if not place else n[0] != "."))
+def log(where: Path | Store) -> list[dict[str, Any]]:
+    """The outcome log's records (a tree's directory, or a store of either backend)."""
+    store = Store(where) if isinstance(where, Path) else where
+    return [json.loads(line) for line in (store.read_text("logs/signals.jsonl") or "").splitlines()]
+
+
+def left(where: Path | Store, place: str = "") -> list[str]:
+    """The names in ``signals/`` (or ``signals/<place>``)."""
+    store = Store(where) if isinstance(where, Path) else where
+    names = store.list(f"signals/{place}" if place else "signals")
+    return sorted(n for n in names if (signals.is_signal_entry(n) if not place else n[0] != "."))
 
 
 class Timer:
@@ -53,16 +60,17 @@ def test_a_signal_is_claimed_applied_logged_and_deleted(store: Store, root: Path
     signals.emit(store, "TESTS_PASSED_auth", {"passed": 3}, task_id="t1", agent="qa")
     events: list[dict[str, Any]] = []
     done = Consumer(store, on_event=events.append).run_pass()
-    [record] = log(root)
+    [record] = log(store)
     assert done == [record] and events == [{"event": "signal", **record}]
     assert record["id"].startswith("TESTS_PASSED_auth.20260125T100000Z-") and record["name"] == "TESTS_PASSED_auth"
     assert record["type"] == "TESTS_PASSED_auth" and record["rule"] == "complete_task"
     assert record["outcome"] == "applied" and record["task_id"] == "t1" and record["signal"]["passed"] == 3
-    assert left(root) == [] and left(root, ".processing") == []
+    assert left(store) == [] and left(store, ".processing") == []
     assert Queue(store).show("t1")["state"] == "completed"
-    assert tree_problems(root) == []
+    assert store_problems(store) == []
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_signals_are_consumed_oldest_first_and_each_gets_a_unique_id(store: Store, root: Path) -> None:
     for n in range(3):
         signals.emit(store, "DOCS_NEEDED", {"message": f"m{n}"})
@@ -70,7 +78,7 @@ def test_signals_are_consumed_oldest_first_and_each_gets_a_unique_id(store: Stor
     Consumer(store).run_pass()
     signals.emit(store, "DOCS_NEEDED", {"message": "m3"})  # the plain name again, after consumption
     Consumer(store).run_pass()
-    records = log(root)
+    records = log(store)
     assert [r["signal"]["message"] for r in records] == ["m0", "m1", "m2", "m3"]
     assert len({r["id"] for r in records}) == 4
 
@@ -81,12 +89,13 @@ def test_a_claimed_but_unlogged_signal_is_applied_once_by_the_next_consumer(stor
     signals.emit(store, "TESTS_FAILED_api", {"error": "boom"}, task_id="t1")
     crashed = Consumer(store)
     entry = crashed.claim("TESTS_FAILED_api")  # ...and the process died here
-    assert entry is not None and left(root, ".processing") == [entry]
+    assert entry is not None and left(store, ".processing") == [entry]
     [record] = Consumer(store).recover()
     assert record["id"] == entry and record["recovered"] is True and record["outcome"] == "applied"
-    assert left(root, ".processing") == [] and len(Queue(store).show("t1")["task"]["attempts"]) == 1
+    assert left(store, ".processing") == [] and len(Queue(store).show("t1")["task"]["attempts"]) == 1
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_signal_applied_but_not_logged_is_logged_once_and_not_applied_again(store: Store, root: Path) -> None:
     Queue(store).add("flaky", task_id="t1")
     Queue(store).claim("eng-1")
@@ -101,7 +110,7 @@ def test_a_signal_applied_but_not_logged_is_logged_once_and_not_applied_again(st
     [record] = Consumer(store).recover()
     assert record["outcome"] == "already_applied"
     assert len(Queue(store).show("t1")["task"]["attempts"]) == 1
-    assert [r["id"] for r in log(root)] == [entry]
+    assert [r["id"] for r in log(store)] == [entry]
 
 
 def test_a_signal_logged_but_not_deleted_is_only_deleted(store: Store, root: Path) -> None:
@@ -112,18 +121,20 @@ def test_a_signal_logged_but_not_deleted_is_only_deleted(store: Store, root: Pat
                              "rule": "archive", "outcome": "archived", "detail": "archived",
                              "moved_to": f"signals/.archive/{entry}"}])
     assert Consumer(store).recover() == []
-    assert [r["id"] for r in log(root)] == [entry]
-    assert left(root, ".processing") == [] and left(root, ".archive") == [entry]
+    assert [r["id"] for r in log(store)] == [entry]
+    assert left(store, ".processing") == [] and left(store, ".archive") == [entry]
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_unknown_types_are_logged_and_archived_never_lost(store: Store, root: Path) -> None:
     signals.emit(store, "DEPLOY_FINISHED", {"env": "prod"})
     [record] = Consumer(store).run_pass()
     assert record["outcome"] == "archived" and record["signal"]["env"] == "prod"
-    [kept] = left(root, ".archive")
+    [kept] = left(store, ".archive")
     assert json.loads((root / "signals" / ".archive" / kept).read_text())["env"] == "prod"
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_big_signal_is_logged_without_its_content_and_kept(store: Store, root: Path) -> None:
     signals.emit(store, "DOCS_NEEDED", {"message": "x" * 20_000})
     [record] = Consumer(store).run_pass()
@@ -156,6 +167,7 @@ def make_bad(root: Path) -> dict[str, str]:
             "lower_case": "not a signal name", "HUGE": "over the", "DRIFT_DETECTED.old": "append-only log"}
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_malformed_files_are_quarantined_with_the_reason_and_the_rest_is_processed(store: Store,
                                                                                     root: Path) -> None:
     expected = make_bad(root)
@@ -168,19 +180,20 @@ def test_malformed_files_are_quarantined_with_the_reason_and_the_rest_is_process
         assert record["outcome"] == "quarantined" and word in record["reason"], record
         assert (root / record["moved_to"]).exists() or (root / record["moved_to"]).is_symlink()
     assert by_name["DOCS_NEEDED"]["outcome"] == "logged"
-    assert left(root) == [] and left(root, ".processing") == []
-    assert len(left(root, ".quarantine")) == len(expected)
+    assert left(store) == [] and left(store, ".processing") == []
+    assert len(left(store, ".quarantine")) == len(expected)
     assert Path("/etc/hostname").exists()  # the link was moved, never followed
-    assert tree_problems(root) == []  # quarantined files are known bad and do not fail `loki validate`
+    assert store_problems(store) == []  # quarantined files are known bad and do not fail `loki validate`
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_young_half_written_file_waits_and_is_quarantined_only_once_settled(store: Store, root: Path) -> None:
     wall = [1_000_000_000.0]
     path = root / "signals" / "HUMAN_REVIEW_NEEDED"
     path.write_text('{"timestamp": "2026-01-25T10:00:00Z", ')  # `cat > ...` still writing
     os.utime(path, (wall[0], wall[0]))
     consumer = Consumer(store, wall=lambda: wall[0])
-    assert consumer.run_pass() == [] and left(root) == ["HUMAN_REVIEW_NEEDED"]
+    assert consumer.run_pass() == [] and left(store) == ["HUMAN_REVIEW_NEEDED"]
     path.write_text('{"timestamp": "2026-01-25T10:00:00Z", "reason": "r"}')  # the writer finished
     os.utime(path, (wall[0], wall[0]))
     assert [r["outcome"] for r in consumer.run_pass()] == ["logged"]
@@ -194,6 +207,7 @@ def test_a_young_half_written_file_waits_and_is_quarantined_only_once_settled(st
 # -- trouble applying: kept and retried -------------------------------------------------------------------
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_signal_whose_rule_cannot_run_now_is_kept_and_retried(store: Store, root: Path) -> None:
     Queue(store).add("t", task_id="t1")
     signals.emit(store, "HUMAN_REVIEW_NEEDED", {"reason": "r"}, task_id="t1")
@@ -203,7 +217,7 @@ def test_a_signal_whose_rule_cannot_run_now_is_kept_and_retried(store: Store, ro
     with FileLock(str(root / "queue" / ".lock"), timeout=1):  # an agent holds the queue lock too long
         assert consumer.run_pass() == []
     assert [e["event"] for e in events] == ["error"] and "retry in 1s" in events[0]["detail"]
-    assert len(left(root, ".processing")) == 1 and log(root) == [] and consumer.deferred == 1
+    assert len(left(store, ".processing")) == 1 and log(store) == [] and consumer.deferred == 1
     assert consumer.run_pass() == []  # not due yet
     timer.now += 1
     [record] = consumer.run_pass()
@@ -219,6 +233,7 @@ def drift_line(task_id: str, text: str, severity: str = "low") -> bytes:
                        "detected_drift": text}).encode() + b"\n"
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_drift_lines_are_applied_once_each_and_a_torn_line_waits(store: Store, root: Path) -> None:
     drift = root / "signals" / "DRIFT_DETECTED"
     drift.write_bytes(drift_line("t1", "a") + drift_line("t2", "b"))
@@ -238,9 +253,10 @@ def test_drift_lines_are_applied_once_each_and_a_torn_line_waits(store: Store, r
     state = store.read(layout.WATCH_STATE)
     assert state["drift_offset"] == drift.stat().st_size and state["drift_total"] == 3
     size = len(drift_line("t1", "a"))
-    assert [r["id"] for r in log(root)] == ["DRIFT_DETECTED@0", f"DRIFT_DETECTED@{size}", f"DRIFT_DETECTED@{2 * size}"]
+    assert [r["id"] for r in log(store)] == ["DRIFT_DETECTED@0", f"DRIFT_DETECTED@{size}", f"DRIFT_DETECTED@{2 * size}"]
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_malformed_drift_line_is_rejected_and_the_next_one_applied(store: Store, root: Path) -> None:
     drift = root / "signals" / "DRIFT_DETECTED"
     drift.write_bytes(b'{"task_id": "t1"\n' + b'{"timestamp": "x"}\n' + drift_line("t1", "ok"))
@@ -251,6 +267,7 @@ def test_a_malformed_drift_line_is_rejected_and_the_next_one_applied(store: Stor
     assert drift.read_bytes().startswith(b'{"task_id": "t1"\n')  # the log itself is never rewritten
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_drift_lines_replayed_after_a_crash_are_neither_applied_nor_logged_twice(store: Store, root: Path,
                                                                                  clock: ManualClock) -> None:
     Queue(store).add("t", task_id="t1")
@@ -268,7 +285,7 @@ def test_drift_lines_replayed_after_a_crash_are_neither_applied_nor_logged_twice
     again = Consumer(store)
     replayed = again.recover() + again.run_pass()
     assert [r["name"] for r in replayed] == ["HUMAN_REVIEW_NEEDED"]  # emitted by the escalation; not a replay
-    assert [r["id"] for r in log(root) if r["name"] == "DRIFT_DETECTED"] == [r["id"] for r in first]
+    assert [r["id"] for r in log(store) if r["name"] == "DRIFT_DETECTED"] == [r["id"] for r in first]
     assert {p.name: p.read_bytes() for p in (root / "escalations").iterdir()} == after
     assert len(list_escalations(store)) == 1
     assert (root / "CONTINUITY.md").read_text().count("## Drift consolidation") == 1
@@ -278,6 +295,7 @@ def test_drift_lines_replayed_after_a_crash_are_neither_applied_nor_logged_twice
 # -- one consumer at a time ----------------------------------------------------------------------------------
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_only_one_consumer_holds_the_lock_and_status_says_who(store: Store, root: Path) -> None:
     assert consumer_status(store) is None
     first = ConsumerLock(store)
@@ -289,7 +307,7 @@ def test_only_one_consumer_holds_the_lock_and_status_says_who(store: Store, root
     signals.emit(store, "DOCS_NEEDED")
     result = consume_pending(store)
     assert result["consumed"] is False and result["consumer"]["pid"] == os.getpid()
-    assert left(root) == ["DOCS_NEEDED"]
+    assert left(store) == ["DOCS_NEEDED"]
     first.release()
     assert consumer_status(store) is None
     result = consume_pending(store)
@@ -310,6 +328,7 @@ def test_consume_pending_applies_a_human_decision_at_once(store: Store, root: Pa
     assert store.read(layout.WATCH_STATE)["signals_processed"] == 2
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 @pytest.mark.parametrize("place", [".processing", ".quarantine", ".archive"])
 def test_loki_directories_inside_signals_are_never_consumed(store: Store, root: Path, place: str) -> None:
     (root / "signals" / place).mkdir()

@@ -16,11 +16,12 @@ the log's buffer; change tokens are a counter bumped on every write.
 from __future__ import annotations
 
 import copy
+import os
 import threading
 
 from loki import jsonio, layout
 from loki.clock import default_clock, format_ts
-from loki.errors import InvalidInput
+from loki.errors import InvalidInput, LockTimeout
 from loki.schema import registry
 from loki.storage.filetasks import HOT_STATES, DependencyIndex, rotation, select_ready
 
@@ -51,6 +52,7 @@ class MemoryStore:
         self._items: dict[str, bytes] = {}
         self._versions: dict[str, int] = {}
         self._mtimes: dict[str, int] = {}
+        self._holders: dict[str, dict[str, Any]] = {}
         self._counter = 0
         self._config: dict[str, Any] | None = None
         self._tasks = MemoryTasks(self)
@@ -211,10 +213,67 @@ class MemoryStore:
                     return candidate
                 number += 1
 
+    # -- claiming published items, long-held locks --------------------------------------------------
+
+    def claim_into(self, rel: str, rel_dir: str, entry: str) -> bool:
+        with self._lock:
+            if rel not in self._items:
+                return False
+            target = f"{rel_dir}/{entry}"
+            self._items[target] = self._items.pop(rel)
+            self._versions[target] = self._versions.pop(rel)
+            if rel in self._mtimes:
+                self._mtimes[target] = self._mtimes.pop(rel)
+            return True
+
+    def drop_twin(self, claimed_rel: str, waiting_rel: str) -> None:
+        """Nothing to do: a claim in memory is one step, so no crash leaves an item under two names."""
+
+    def finish(self, rel: str, target_dir: str | None) -> None:
+        with self._lock:
+            data = self._items.pop(rel, None)
+            self._versions.pop(rel, None)
+            mtime = self._mtimes.pop(rel, None)
+            if data is not None and target_dir is not None:
+                target = f"{target_dir}/{rel.rsplit('/', 1)[-1]}"
+                self._put(target, data)
+                if mtime is not None:
+                    self._mtimes[target] = mtime
+
+    def lock(self, rel: str, timeout: float) -> MemoryLock:
+        return MemoryLock(self, rel)
+
+    def lock_holder(self, rel: str) -> dict[str, Any] | None:
+        return dict(self._holders[rel]) if rel in self._holders else None
+
     # -- the queue ---------------------------------------------------------------------------------
 
     def tasks(self) -> MemoryTasks:
         return self._tasks
+
+
+class MemoryLock:
+    """A lock held for as long as its holder runs (the signal consumer's); never waits."""
+
+    def __init__(self, store: MemoryStore, rel: str) -> None:
+        self.store = store
+        self.rel = rel
+        self.held = False
+        self.record: dict[str, Any] = {}
+
+    def acquire(self) -> None:
+        with self.store._lock:
+            if self.rel in self.store._holders:
+                raise LockTimeout(f"{self.rel} is held", lock=self.rel)
+            self.record = {"holder": {"pid": os.getpid(), "since": self.store.now_ts()}}
+            self.store._holders[self.rel] = self.record["holder"]
+            self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            with self.store._lock:
+                self.store._holders.pop(self.rel, None)
+            self.held = False
 
 
 class MemoryTxn:
