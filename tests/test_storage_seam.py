@@ -1,0 +1,111 @@
+"""The storage seam is a rule a test checks, not a promise (docs/storage.md, "The two interfaces").
+
+Every module of ``loki/`` is parsed; outside the storage layer none may open files, list, link,
+rename, replace or unlink them, take portalocker locks, connect to SQLite or ask the store for a
+path. The few exceptions are listed by name, each with its reason; a new one must be added here,
+on purpose, with its own.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+LOKI = Path(os.environ.get("LOKI_SEAM_TREE") or Path(__file__).resolve().parent.parent / "loki")
+
+STORAGE_LAYER = {
+    "store.py", "locks.py", "jsonio.py", "layout.py", "paths.py", "schema.py",
+    "storage/__init__.py", "storage/state.py", "storage/tasks.py", "storage/filetasks.py", "storage/memory.py",
+}
+"""The layer itself: the file store, its locks, strict JSON, the file kinds, the schemas it validates
+with (schema.py reads the shipped schemas), and both implementations of the two interfaces."""
+
+EXCEPTIONS = {
+    ("strikeview.py", "os.listdir"): "the PreToolUse hot path reads strike and hint files itself, read only "
+                                     "(docs/storage.md, 'The one reader outside the store')",
+    ("memoryhints.py", "os.listdir"): "the same hot-path reader: any_hints() looks for a hint before the store "
+                                      "is imported (docs/storage.md)",
+    ("memoryindex.py", "store.path"): "error memory's SQLite index is a cache beside the log, not state "
+                                      "(docs/storage.md, 'Error memory's search index is a cache')",
+    ("memoryindex.py", "sqlite3.connect"): "the same cache",
+    ("claudesettings.py", "os.replace"): ".claude/settings.json is outside .loki/ (the hooks' install)",
+    ("claudesettings.py", "os.unlink"): "the same file's temp copy",
+    ("escalations.py", "open"): "the shipped escalation template, in the package (the tree's copy goes "
+                                "through the store)",
+    ("tree.py", "store.path"): "init, validate and doctor administer the file tree itself: they are the file "
+                               "backend's administration (not yet moved into loki/storage/)",
+    ("tree.py", "os.link"): "init: the same administration",
+    ("tree.py", "os.unlink"): "doctor --repair: the same administration",
+    ("tree.py", "os.replace"): "doctor --repair: the same administration",
+    ("tree.py", "os.listdir"): "doctor: the same administration",
+}
+
+FORBIDDEN_OS = {"listdir", "scandir", "link", "rename", "replace", "unlink"}
+
+
+def file_calls(source: str) -> list[tuple[str, int]]:
+    """(what, line) for every filesystem call of the kinds the seam forbids."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id == "open":
+                found.append(("open", node.lineno))
+            elif isinstance(func, ast.Attribute):
+                owner = func.value
+                owner_name = owner.id if isinstance(owner, ast.Name) else \
+                    owner.attr if isinstance(owner, ast.Attribute) else ""
+                if owner_name == "os" and func.attr in FORBIDDEN_OS:
+                    found.append((f"os.{func.attr}", node.lineno))
+                elif owner_name == "sqlite3" and func.attr == "connect":
+                    found.append(("sqlite3.connect", node.lineno))
+                elif func.attr == "path" and owner_name.endswith("store"):
+                    found.append(("store.path", node.lineno))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(name.split(".")[0] == "portalocker" for name in names):
+                found.append(("portalocker", node.lineno))
+    return found
+
+
+def test_no_module_outside_the_storage_layer_touches_the_files() -> None:
+    offences = []
+    for path in sorted(LOKI.rglob("*.py")):
+        rel = path.relative_to(LOKI).as_posix()
+        if rel in STORAGE_LAYER:
+            continue
+        for what, line in file_calls(path.read_text(encoding="utf-8")):
+            if (rel, what) not in EXCEPTIONS:
+                offences.append(f"loki/{rel}:{line}: {what}")
+    assert offences == [], "state I/O outside the storage layer (go through the store, or add a documented " \
+                           "exception here):\n" + "\n".join(offences)
+
+
+def test_the_checker_sees_each_kind_of_call() -> None:
+    source = ("import os, sqlite3\nimport portalocker\nopen('x')\nos.listdir('.')\nos.rename('a', 'b')\n"
+              "sqlite3.connect('d')\nself.store.path('q')\nstore.path('q')\n")
+    assert sorted(what for what, _ in file_calls(source)) == [
+        "open", "os.listdir", "os.rename", "portalocker", "sqlite3.connect", "store.path", "store.path"]
+
+
+def test_every_exception_is_still_needed() -> None:
+    """An exception whose call is gone is removed, so the list stays the true list."""
+    used = set()
+    for path in sorted(LOKI.rglob("*.py")):
+        rel = path.relative_to(LOKI).as_posix()
+        used.update((rel, what) for what, _ in file_calls(path.read_text(encoding="utf-8")))
+    assert sorted(set(EXCEPTIONS) - used) == []
+
+
+def test_the_interfaces_cost_the_hot_paths_nothing() -> None:
+    """The protocols import typing; the modules a claim, an emit or a hook loads must not import them."""
+    code = ("import sys\nfrom loki.store import Store\nfrom loki import queue, signals, strikes, breakers, hooks\n"
+            "from loki.storage import filetasks\n"
+            "print(','.join(m for m in ('loki.storage.state', 'loki.storage.tasks', 'loki.storage.memory', "
+            "'typing') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=LOKI.parent).stdout.strip()
+    assert out == ""
