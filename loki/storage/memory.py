@@ -509,3 +509,16 @@ class MemoryTaskTxn:
             self._archived.extend((state, task) for _, moved in by_month for task in moved)
             self._states[state] = kept
             self._changed.add(state)
+
+
+if TYPE_CHECKING:
+    from loki.storage.state import StateStore
+    from loki.storage.tasks import TaskStore, TaskTxn
+    from loki.store import Store
+
+    def _both_implement_both_interfaces(memory: MemoryStore, files: Store) -> None:
+        """Never called: mypy (``make lint``) checks here that each store satisfies each protocol."""
+        states: list[StateStore] = [memory, files]
+        tasks: list[TaskStore] = [memory.tasks(), files.tasks()]
+        units: list[TaskTxn] = [memory.tasks().transaction(), files.tasks().transaction()]
+        del states, tasks, units
