@@ -17,6 +17,13 @@ from loki.strikes import Strikes
 from loki.tiers import PRESETS, Tiers
 from tests.helpers import snapshot_bytes, tree_problems
 
+
+@pytest.fixture
+def store(backend_store: Store) -> Store:
+    """Every test here runs on the files and on the memory store (tests/conftest.py: backend)."""
+    return backend_store
+
+
 CARGO = {"command": "cargo build", "description": "Build"}
 NOT_FOUND = "Exit code 127\n/bin/bash: line 1: cargo: command not found"
 
@@ -33,6 +40,7 @@ def set_config(root: Path, strikes: dict[str, object]) -> None:
     (root / layout.CONFIG).write_text(json.dumps({"version": 1, "strikes": strikes}))
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_the_three_tiers(store: Store, root: Path) -> None:
     strikes = Strikes(store, branch="main")
     first = strikes.record_failure("Bash", CARGO, NOT_FOUND, session="s1")
@@ -61,6 +69,7 @@ def test_the_three_tiers(store: Store, root: Path) -> None:
     assert tree_problems(root) == []
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_the_escalation_happens_once_per_streak(store: Store, root: Path) -> None:
     strikes = Strikes(store, branch="main")
     for _ in range(5):
@@ -101,6 +110,7 @@ def test_a_different_input_has_its_own_count(store: Store) -> None:
     assert same_input_other_tool.strike_count == 1
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_two_sessions_on_one_branch_share_the_count(store: Store, root: Path, clock: ManualClock) -> None:
     one = Strikes(Store(root, clock=clock), branch="main")
     two = Strikes(Store(root, clock=clock), branch="main")
@@ -112,6 +122,7 @@ def test_two_sessions_on_one_branch_share_the_count(store: Store, root: Path, cl
     assert "from 2 session(s)" in (root / layout.ESCALATIONS_DIR / third.escalation).read_text()
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_branches_are_kept_apart(store: Store, root: Path) -> None:
     Strikes(store, branch="main").record_failure("Bash", CARGO, NOT_FOUND)
     Strikes(store, branch="feature/login").record_failure("Bash", CARGO, NOT_FOUND)
@@ -131,6 +142,7 @@ def test_the_branch_comes_from_the_working_directory(store: Store, tmp_path: Pat
     assert Strikes(store, cwd=str(tmp_path)).branch == "no-git"
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_the_file_holds_the_adr_content(store: Store, root: Path, clock: ManualClock) -> None:
     strikes = Strikes(store, branch="main")
     strikes.record_failure("Bash", CARGO, NOT_FOUND, session="s1")
@@ -176,6 +188,7 @@ def test_an_ambiguous_prefix_is_refused(store: Store) -> None:
         strikes.find_key("Bash:")
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_the_soft_hard_preset_is_one_config_change(store: Store, root: Path) -> None:
     set_config(root, {"preset": "soft-hard"})
     strikes = Strikes(Store(root), branch="main")
@@ -201,6 +214,7 @@ def test_an_invalid_strike_setting_is_refused(root: Path) -> None:
         Strikes(Store(root), branch="main").record_failure("Bash", CARGO, NOT_FOUND)
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_history_and_keys_are_bounded(store: Store, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     set_config(root, {"history": 5})
     monkeypatch.setattr(strikes_module, "MAX_KEYS", 3)
@@ -213,6 +227,7 @@ def test_history_and_keys_are_bounded(store: Store, root: Path, monkeypatch: pyt
         '{"command":"step 5"}', '{"command":"step 6"}', '{"command":"step 7"}']
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_corrupt_strike_file_is_never_overwritten(store: Store, root: Path) -> None:
     Strikes(store, branch="main").record_failure("Bash", CARGO, NOT_FOUND)
     path = root / layout.STRIKES_DIR / "main.json"
@@ -223,6 +238,7 @@ def test_a_corrupt_strike_file_is_never_overwritten(store: Store, root: Path) ->
     assert snapshot_bytes(root) == before
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_secrets_never_reach_the_disk(store: Store, root: Path) -> None:
     secrets = ["sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm" * 3, "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
                "hunter2hunter2", "AKIAIOSFODNN7EXAMPLE"]
@@ -238,6 +254,7 @@ def test_secrets_never_reach_the_disk(store: Store, root: Path) -> None:
         assert secret.encode() not in everything, secret
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_secret_across_the_message_cut_is_redacted_whole(store: Store, root: Path) -> None:
     token = "ghp_" + "Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8"
     error = "remote: " + "x" * 280 + " " + token + " rejected"  # the token straddles the 300-character cut
@@ -246,6 +263,7 @@ def test_a_secret_across_the_message_cut_is_redacted_whole(store: Store, root: P
     assert token[:8].encode() not in everything
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_clearing_a_streak_resolves_its_escalation(store: Store, root: Path, clock: ManualClock) -> None:
     from loki.escalations import list_escalations
 
@@ -275,6 +293,7 @@ def memory_streak(strikes: Strikes, ids: list[str], *, command: str = "cargo bui
                                call_number=first_call + n)
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_streak_remembers_its_prefix_memory_records_and_last_call(store: Store, root: Path) -> None:
     strikes = Strikes(store, branch="main")
     memory_streak(strikes, [f"e{n:016x}" for n in range(25)], command="cargo build --release", first_call=7)
