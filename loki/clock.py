@@ -101,3 +101,17 @@ def seconds_between(later: datetime, earlier: datetime) -> float:
 
 def add_seconds(when: datetime, seconds: float) -> datetime:
     return when + timedelta(seconds=seconds)
+
+
+def ts_before(a: str, b: str) -> bool:
+    """a < b for two timestamps (see ts_before_or_at)."""
+    if len(a) == 20 and len(b) == 20:
+        return a < b
+    return parse_ts(a) < parse_ts(b)
+
+
+def ts_before_or_at(a: str, b: str) -> bool:
+    """a <= b for two timestamps; canonical ones compare as strings, anything else is parsed."""
+    if len(a) == 20 and len(b) == 20:
+        return a <= b
+    return parse_ts(a) <= parse_ts(b)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from loki import jsonio, layout
-from loki.clock import add_seconds, format_ts, parse_ts
+from loki.clock import add_seconds, format_ts, parse_ts, ts_before, ts_before_or_at
 from loki.compat import RUNTIME_HOLDER
 from loki.config import setting
 from loki.deadentry import make_entry
@@ -63,20 +63,6 @@ HOT_STATES = tuple(s.value for s in TASK_STATES)
 ACTIVE_STATES = (PENDING, IN_PROGRESS, BLOCKED)
 MAX_LEASE_SECONDS = 366 * 24 * 3600
 """States whose tasks may still run; a dependency on a task in any other state is settled."""
-
-
-def ts_before(a: str, b: str) -> bool:
-    """a < b for two timestamps (see ts_before_or_at)."""
-    if len(a) == 20 and len(b) == 20:
-        return a < b
-    return parse_ts(a) < parse_ts(b)
-
-
-def ts_before_or_at(a: str, b: str) -> bool:
-    """a <= b for two timestamps; canonical ones compare as strings, anything else is parsed."""
-    if len(a) == 20 and len(b) == 20:
-        return a <= b
-    return parse_ts(a) <= parse_ts(b)
 
 
 class Queue:

@@ -16,7 +16,7 @@ appended to ``logs/events.jsonl``. ``now`` is the store's clock: tests move it b
 from __future__ import annotations
 
 from loki import deadletter, layout
-from loki.clock import format_ts, parse_ts
+from loki.clock import format_ts, parse_ts, ts_before
 from loki.config import setting
 from loki.deadentry import make_entry
 from loki.tasks import add_note
@@ -57,7 +57,7 @@ class Tick:
         return events
 
     def requeue_expired(self, now: datetime) -> list[dict[str, Any]]:
-        from loki.queue import Queue, ts_before
+        from loki.queue import Queue
 
         stamp = format_ts(now)
         tasks = self.store.tasks().tasks_in("in-progress")

@@ -20,7 +20,8 @@ dropped; ``loki queue show`` still finds an archived task.
 from __future__ import annotations
 
 from loki import jsonio, layout
-from loki.clock import parse_ts
+from loki.clock import ts_before_or_at
+from loki.tasks import PRIORITY_RANK, TASK_STATES
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -30,17 +31,9 @@ if TYPE_CHECKING:
     from loki.storage.tasks import TaskTxn
     from loki.store import Store, Transaction
 
-HOT_STATES = ("pending", "in-progress", "blocked", "completed", "failed", "cancelled")
+HOT_STATES = tuple(s.value for s in TASK_STATES)
 ROTATED_STATES = ("completed", "cancelled")
-PRIORITY_RANK = {"high": 0, "medium": 1, "low": 2}
 DEAD_LETTER, ABANDONED = "dead-letter", "abandoned"
-
-
-def ts_before_or_at(a: str, b: str) -> bool:
-    """a <= b for two timestamps; canonical ones compare as strings, anything else is parsed."""
-    if len(a) == 20 and len(b) == 20:
-        return a <= b
-    return parse_ts(a) <= parse_ts(b)
 
 
 class Census:
