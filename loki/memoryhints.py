@@ -172,15 +172,17 @@ def offer(store: Store, record: dict[str, Any]) -> bool:
     """Make a resolution its prefix's hint if it is better than the current one (caller holds the log lock)."""
     import json
 
-    from loki import strikeview
+    from loki import jsonio
+    from loki.errors import LokiError
 
     hint = from_resolution(record)
     if hint is None:
         return False
     rel = hint_file(hint["tool"], hint["prefix"])
     try:
-        current = strikeview.read_json(store.root, rel)
-    except strikeview.Unreadable:
+        text = store.read_text(rel)
+        current = jsonio.loads_strict(text) if text is not None else None
+    except (LokiError, jsonio.JsonError):
         current = None  # a broken hint is replaced
     if not better(hint, current):
         return False

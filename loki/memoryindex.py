@@ -27,14 +27,12 @@ Resolutions attach to the patterns of the errors they name; a pattern shows its 
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
-import stat
 
 from loki import jsonio, layout
 from loki.errors import InvalidArgument, LockTimeout, StateFileError
-from loki.store import digest, hard_link_reason
+from loki.store import digest
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -196,18 +194,7 @@ class MemoryIndex:
     def _connect(self) -> sqlite3.Connection:
         if self._db is not None:
             return self._db
-        self.store.ensure_dir(layout.MEMORY_DIR)
-        path = self.store.path(layout.MEMORY_INDEX)
-        for suffix in ("", *SIDE_FILES):
-            try:
-                st = os.lstat(path + suffix)
-            except OSError:  # absent (SQLite creates it), or unreadable (connect says why)
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                raise StateFileError(layout.MEMORY_INDEX + suffix,
-                                     "is a symbolic link; loki refuses to follow links out of .loki/")
-            if st.st_nlink > 1:  # SQLite writes it in place
-                raise StateFileError(layout.MEMORY_INDEX + suffix, hard_link_reason(st.st_nlink))
+        path = self.store.index_database(layout.MEMORY_INDEX, SIDE_FILES)
         db = sqlite3.connect(path, timeout=self.store.lock_timeout, isolation_level=None)
         try:
             db.execute("PRAGMA journal_mode=WAL")  # searchers read while one catches up

@@ -890,6 +890,25 @@ class Store:
 
         return holder(self.path(rel))
 
+    def index_database(self, rel: str, side_files: Iterable[str] = ()) -> str:
+        """Where SQLite keeps a cache ``rel`` (error memory's search index), checked like state.
+
+        SQLite writes the file (and ``side_files``: its WAL and shared memory) in place, so a symbolic
+        link or another hard link there is refused, as for any file loki writes through.
+        """
+        self.ensure_dir(rel.rsplit("/", 1)[0])
+        path = self.path(rel)
+        for suffix in ("", *side_files):
+            try:
+                st = os.lstat(path + suffix)
+            except OSError:  # absent (SQLite creates it), or unreadable (connect says why)
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                raise StateFileError(rel + suffix, "is a symbolic link; loki refuses to follow links out of .loki/")
+            if st.st_nlink > 1:  # SQLite writes it in place
+                raise StateFileError(rel + suffix, hard_link_reason(st.st_nlink))
+        return path
+
     def tasks(self) -> FileTasks:
         """The queue domain as tasks (:class:`loki.storage.tasks.TaskStore`), on this tree's files."""
         if self._tasks is None:

@@ -18,6 +18,13 @@ from loki.memory import ErrorMemory, confidence, content_hash, error_record
 from loki.store import Store
 from tests.helpers import tree_problems
 
+
+@pytest.fixture
+def store(backend_store: Store) -> Store:
+    """Every test here runs on the files and on the memory store (tests/conftest.py: backend)."""
+    return backend_store
+
+
 CORPUS = Path(__file__).parent / "corpus"
 LOG = layout.MEMORY_LOG
 
@@ -35,8 +42,10 @@ def capture_case(memory: ErrorMemory, name: str, *, branch: str = "main", sessio
                           result=result, branch=branch, cwd="/home/dev/shop", session_id=session)
 
 
-def log_lines(root: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (root / LOG).read_text().splitlines() if line.strip()]
+def log_lines(where: Path | Store) -> list[dict[str, Any]]:
+    """The error log's records (a tree's directory, or a store of either backend)."""
+    store = Store(where) if isinstance(where, Path) else where
+    return [json.loads(line) for line in (store.read_text(LOG) or "").splitlines() if line.strip()]
 
 
 def resolve(memory: ErrorMemory, errors: list[dict[str, Any]], fix: str, calls_between: int = 0,
@@ -59,9 +68,10 @@ def memory(store: Store) -> ErrorMemory:
 # -- capture ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_record_has_the_reference_fields_and_more(memory: ErrorMemory, root: Path, clock: ManualClock) -> None:
     record = capture_case(memory, "py_zero_division")
-    assert log_lines(root) == [record]
+    assert log_lines(memory.store) == [record]
     assert record["kind"] == "error" and record["timestamp"] == "2026-01-25T10:00:00Z"
     # The reference's fields: command, exit code, concise message, first 1000 characters of output,
     # file:line references, stack trace, working directory, session.
@@ -92,6 +102,7 @@ def test_a_failure_errorscan_cannot_read_still_has_its_first_line(memory: ErrorM
     assert record["command"] == '{"sql":"select * from userz"}' and record["prefix"] == ""
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_secrets_are_redacted_before_the_line_is_written(memory: ErrorMemory, root: Path) -> None:
     secret = "ghp_" + "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0Pp9Oo"
     memory.capture("Bash", {"command": f"git clone https://{secret}@github.com/acme/shop"},
@@ -104,7 +115,7 @@ def test_repeats_share_a_content_hash_and_the_log_keeps_every_event(memory: Erro
     first = capture_case(memory, "bash_command_not_found")
     second = capture_case(memory, "bash_command_not_found", session="s2")
     assert first["id"] != second["id"] and first["content_hash"] == second["content_hash"]
-    assert len(log_lines(root)) == 2
+    assert len(log_lines(memory.store)) == 2
     (hit,) = memory.search("command not found")
     assert hit["occurrences"] == 2 and hit["session_id"] == "s2"  # the latest occurrence is shown
     assert (hit["first_seen"], hit["last_seen"]) == ("2026-01-25T10:00:00Z", "2026-01-25T10:00:00Z")
@@ -175,6 +186,7 @@ def test_a_query_cannot_inject_fts_syntax(memory: ErrorMemory) -> None:
 # -- the index is a cache ----------------------------------------------------------------------------
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_the_index_catches_up_from_its_offset(memory: ErrorMemory, root: Path) -> None:
     capture_case(memory, "py_zero_division")
     assert memory.sync()["added"] == 1
@@ -185,6 +197,7 @@ def test_the_index_catches_up_from_its_offset(memory: ErrorMemory, root: Path) -
     assert report["offset"] == (root / LOG).stat().st_size
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_line_being_written_waits_for_the_next_search(memory: ErrorMemory, root: Path) -> None:
     first = capture_case(memory, "py_zero_division")
     line = json.dumps(dict(first, id="e0000000000000002")).encode() + b"\n"
@@ -196,6 +209,7 @@ def test_a_line_being_written_waits_for_the_next_search(memory: ErrorMemory, roo
     assert memory.sync()["added"] == 1 and memory.stats()["errors"] == 2
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_deleting_the_index_loses_nothing(memory: ErrorMemory, root: Path) -> None:
     errors = [capture_case(memory, name) for name in ("pytest_fail_verbose", "pytest_fail_verbose", "tsc_errors")]
     resolve(memory, errors[:2], "pytest -p no:randomly tests/test_calc.py", calls_between=2)
@@ -213,6 +227,7 @@ def test_deleting_the_index_loses_nothing(memory: ErrorMemory, root: Path) -> No
     assert before["test_calc"][0]["resolution"]["resolution"] == "pytest -p no:randomly tests/test_calc.py"
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_rewritten_log_makes_the_index_rebuild(memory: ErrorMemory, root: Path) -> None:
     capture_case(memory, "py_zero_division")
     capture_case(memory, "bash_command_not_found")
@@ -224,6 +239,7 @@ def test_a_rewritten_log_makes_the_index_rebuild(memory: ErrorMemory, root: Path
     assert memory.stats()["errors"] == 2
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_truncated_log_makes_the_index_rebuild(memory: ErrorMemory, root: Path) -> None:
     capture_case(memory, "py_zero_division")
     capture_case(memory, "bash_command_not_found")
@@ -235,6 +251,7 @@ def test_a_truncated_log_makes_the_index_rebuild(memory: ErrorMemory, root: Path
     assert memory.search("terraformx") == []
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 @pytest.mark.parametrize("damage", ["garbage", "empty", "dropped-table"])
 def test_a_corrupt_index_is_rebuilt(memory: ErrorMemory, root: Path, damage: str) -> None:
     capture_case(memory, "py_zero_division")
@@ -253,6 +270,7 @@ def test_a_corrupt_index_is_rebuilt(memory: ErrorMemory, root: Path, damage: str
     assert memory.search("division") == expected
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_symlinked_index_is_refused(memory: ErrorMemory, root: Path, tmp_path: Path) -> None:
     (root / layout.MEMORY_DIR).mkdir(exist_ok=True)
     os.symlink(tmp_path / "elsewhere.db", root / layout.MEMORY_INDEX)
@@ -260,6 +278,7 @@ def test_a_symlinked_index_is_refused(memory: ErrorMemory, root: Path, tmp_path:
         memory.search("x")
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_corrupt_line_is_skipped_with_its_line_number(memory: ErrorMemory, root: Path) -> None:
     capture_case(memory, "py_zero_division")
     with (root / LOG).open("a") as log:
@@ -277,6 +296,7 @@ def test_a_corrupt_line_is_skipped_with_its_line_number(memory: ErrorMemory, roo
 # -- resolutions ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_a_resolution_attaches_to_the_pattern_of_its_errors(memory: ErrorMemory, root: Path) -> None:
     errors = [capture_case(memory, "bash_command_not_found") for _ in range(3)]
     record = resolve(memory, errors, "~/.tfenv/bin/terraformx plan", calls_between=1)
@@ -301,6 +321,7 @@ def test_the_best_resolution_is_shown(memory: ErrorMemory) -> None:
     assert (stats["resolutions"], stats["resolved_patterns"], stats["resolved_share"]) == (3, 1, 1.0)
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_the_half_life_is_configurable(memory: ErrorMemory, root: Path) -> None:
     (root / layout.CONFIG).write_text(json.dumps({"version": 1, "memory": {"resolution_half_life": 1}}))
     memory.store._config = None
@@ -332,6 +353,7 @@ def test_error_record_builds_without_a_store() -> None:
 # -- the tree: validate and doctor --------------------------------------------------------------------
 
 
+@pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_validate_names_a_bad_memory_line_and_doctor_sets_only_that_line_aside(memory: ErrorMemory,
                                                                                 root: Path) -> None:
     from tests.helpers import cli
@@ -350,6 +372,7 @@ def test_validate_names_a_bad_memory_line_and_doctor_sets_only_that_line_aside(m
     assert repaired["problems"] == []
 
 
+@pytest.mark.files("looks at or edits the files themselves")
 def test_validate_checks_the_hint_files(memory: ErrorMemory, root: Path) -> None:
     error = memory.capture("Bash", {"command": "cargo build"}, "Exit code 127\ncargo: command not found",
                            branch="main")
@@ -370,6 +393,8 @@ def test_error_memory_is_exported() -> None:
     assert loki.ErrorMemory is ErrorMemory and "ErrorMemory" in loki.__all__
 
 
+@pytest.mark.files("looks at or edits the files themselves")
+@pytest.mark.files("looks at or edits the files themselves")
 def test_two_searchers_never_index_a_line_twice(store: Store, root: Path) -> None:
     with ErrorMemory(store) as first, ErrorMemory(Store(root)) as second:
         capture_case(first, "bash_command_not_found")

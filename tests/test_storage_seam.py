@@ -28,9 +28,9 @@ EXCEPTIONS = {
                                      "(docs/storage.md, 'The one reader outside the store')",
     ("memoryhints.py", "os.listdir"): "the same hot-path reader: any_hints() looks for a hint before the store "
                                       "is imported (docs/storage.md)",
-    ("memoryindex.py", "store.path"): "error memory's SQLite index is a cache beside the log, not state "
-                                      "(docs/storage.md, 'Error memory's search index is a cache')",
-    ("memoryindex.py", "sqlite3.connect"): "the same cache",
+    ("memoryindex.py", "sqlite3.connect"): "error memory's SQLite index is a cache beside the log, not state "
+                                           "(docs/storage.md, 'Error memory's search index is a cache'); the "
+                                           "store says where it lives (Store.index_database)",
     ("claudesettings.py", "os.replace"): ".claude/settings.json is outside .loki/ (the hooks' install)",
     ("claudesettings.py", "os.unlink"): "the same file's temp copy",
     ("escalations.py", "open"): "the shipped escalation template, in the package (the tree's copy goes "

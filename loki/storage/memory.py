@@ -246,6 +246,14 @@ class MemoryStore:
     def lock_holder(self, rel: str) -> dict[str, Any] | None:
         return dict(self._holders[rel]) if rel in self._holders else None
 
+    def ensure_dir(self, rel_dir: str) -> str:
+        """Nothing to make: keys need no directories."""
+        return rel_dir
+
+    def index_database(self, rel: str, side_files: Iterable[str] = ()) -> str:
+        """An in-memory SQLite database: the index is a cache, rebuilt from the log when it is missing."""
+        return ":memory:"
+
     # -- the queue ---------------------------------------------------------------------------------
 
     def tasks(self) -> MemoryTasks:

@@ -75,5 +75,10 @@ class StateStore(Protocol):
                       separator: str = ..., mtime_ns: int | None = ...) -> str:
         """Publish if absent: ``name``, else ``name-2``, ``name-3`` ...; returns the key it got."""
 
+    def ensure_dir(self, rel_dir: str) -> str:
+        """Make room for items under ``rel_dir`` (files: the directory, refusing links; memory: nothing)."""
+    def index_database(self, rel: str, side_files: Iterable[str] = ...) -> str:
+        """What ``sqlite3.connect`` opens for a cache ``rel`` (a checked path; ``:memory:`` in memory)."""
+
     # -- the queue -------------------------------------------------------------------------------
     def tasks(self) -> TaskStore: ...
