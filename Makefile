@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP_BASE := $(VENV)/.installed-base
 STAMP_DEV  := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench torture clean
+.PHONY: demo test test-fast lint bench torture clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ demo: $(STAMP_BASE)
 
 test: $(STAMP_DEV)
 	$(PY) -m pytest -q
+
+# The inner loop: everything but the tests marked slow (crash, torture, fuzz, model, process races).
+test-fast: $(STAMP_DEV)
+	$(PY) -m pytest -q -m "not slow"
 
 lint: $(STAMP_DEV)
 	$(VENV)/bin/ruff check loki tests bench

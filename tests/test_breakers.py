@@ -568,6 +568,7 @@ def _spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Pop
                             env={**os.environ, **(env or {})})
 
 
+@pytest.mark.slow  # eight processes racing
 def test_eight_processes_recording_at_once_lose_no_update(root: Path) -> None:
     write_config(root, {"defaults": {"threshold": 1_000_000, "window": 3600}})
     workers, failures, successes = 8, 30, 20
@@ -585,6 +586,7 @@ def test_eight_processes_recording_at_once_lose_no_update(root: Path) -> None:
     assert tree_problems(root) == []
 
 
+@pytest.mark.slow  # eight processes racing
 @pytest.mark.parametrize("stored", ["open, cooldown over", "half-open, slot free"])
 def test_only_one_process_gets_the_probe(root: Path, stored: str) -> None:
     now = "2026-01-25T10:05:00Z"

@@ -16,6 +16,8 @@ from loki import layout
 from loki.store import Store
 from tests.helpers import put_tasks, task, tree_problems
 
+pytestmark = pytest.mark.slow  # real processes and real SIGKILL: ~10 s (make test-fast skips it)
+
 REPO = Path(__file__).resolve().parent.parent
 TASK_FILES = [layout.queue_file(s) for s in layout.QUEUE_STATES]
 

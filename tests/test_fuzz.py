@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +26,8 @@ from loki.hookio import run as run_hook
 from loki.store import Store
 from loki.tree import init_tree
 from tests.helpers import cli, task
+
+pytestmark = pytest.mark.slow  # hypothesis over every parser: ~20 s (make test-fast skips it)
 
 FUZZ = settings(max_examples=int(os.environ.get("LOKI_FUZZ_EXAMPLES", "150")), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

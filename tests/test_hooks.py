@@ -145,6 +145,7 @@ def test_two_sessions_on_one_branch_share_the_count(project: Path) -> None:
     assert denied.json()["hookSpecificOutput"]["permissionDecision"] == "deny"
 
 
+@pytest.mark.slow  # six hook processes racing
 def test_concurrent_sessions_count_every_failure_and_escalate_once(project: Path) -> None:
     """Six agents fail the same call at the same moment: six strikes, one escalation, one signal."""
     args = [sys.executable, "-m", "loki", "hook", "post-tool-use-failure"]

@@ -27,6 +27,8 @@ from loki.queue import Queue
 from loki.store import Store
 from loki.tree import init_tree, validate_tree
 
+pytestmark = pytest.mark.slow  # a hypothesis state machine against a model: ~6 s (make test-fast skips it)
+
 AGENTS = ("a1", "a2", "a3")
 PRIORITIES = ("high", "medium", "low")
 RANK = {p: n for n, p in enumerate(PRIORITIES)}

@@ -10,10 +10,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from loki import layout
 from loki.queue import Queue
 from loki.store import Store
 from tests.helpers import loki_proc, tree_problems
+
+pytestmark = pytest.mark.slow  # eight claiming processes and SIGKILL: ~8 s (make test-fast skips it)
 
 REPO = Path(__file__).resolve().parent.parent
 TASK_FILES = [layout.queue_file(s) for s in layout.QUEUE_STATES]

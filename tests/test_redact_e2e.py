@@ -196,6 +196,7 @@ def secret_texts(draw: st.DrawFn) -> tuple[str, list[str]]:
     return "\n".join(parts), secrets
 
 
+@pytest.mark.slow  # fuzz: hypothesis-generated secrets
 @settings(max_examples=int(os.environ.get("LOKI_FUZZ_EXAMPLES", "150")), deadline=None)
 @given(secret_texts())
 def test_fuzz_no_generated_secret_survives_redaction(case: tuple[str, list[str]]) -> None:
@@ -205,6 +206,7 @@ def test_fuzz_no_generated_secret_survives_redaction(case: tuple[str, list[str]]
     assert redact(out) == out
 
 
+@pytest.mark.slow  # fuzz: hypothesis-generated secrets
 @settings(max_examples=max(5, int(os.environ.get("LOKI_FUZZ_EXAMPLES", "150")) // 10), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=secret_texts())

@@ -86,12 +86,14 @@ def mutated_tasks(draw: st.DrawFn) -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.slow  # fuzz: the compiled validator against jsonschema on generated documents
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(mutated_tasks())
 def test_task_verdicts_agree(doc: dict[str, Any]) -> None:
     assert (registry().problems("task.json", doc) == []) == reference_ok("task.json", doc)
 
 
+@pytest.mark.slow  # fuzz: the compiled validator against jsonschema on generated documents
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(json_values, st.lists(mutated_tasks(), max_size=2),
                  st.builds(lambda ts: {"version": 1, "tasks": ts}, st.lists(mutated_tasks(), max_size=2))))
@@ -109,6 +111,7 @@ breaker_entries = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow  # fuzz: the compiled validator against jsonschema on generated documents
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.sampled_from(["api/claude", "", "x" * 201]), breaker_entries, max_size=3))
 def test_breaker_file_verdicts_agree(doc: dict[str, Any]) -> None:
@@ -116,6 +119,7 @@ def test_breaker_file_verdicts_agree(doc: dict[str, Any]) -> None:
     assert ok == reference_ok("circuit-breakers-file.json", doc)
 
 
+@pytest.mark.slow  # fuzz: the compiled validator against jsonschema on generated documents
 @settings(max_examples=300, deadline=None)
 @given(json_values)
 def test_verdicts_agree_on_arbitrary_json_for_every_schema(doc: Any) -> None:

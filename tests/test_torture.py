@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.torture.harness import run
+
+pytestmark = pytest.mark.slow  # a crash-harness round: ~10 s of workers killed at random (make test-fast skips it)
 
 
 def test_crash_harness_finds_no_violation(tmp_path: Path) -> None:
