@@ -3,7 +3,7 @@
 ``loki breaker check NAME`` sits in front of every API call of a shell loop, so its cold start
 is measured against ``python -c pass`` in the same run (target: at most 8x), for the common
 answers: CLOSED (exit 0) and OPEN before the cooldown ends (exit 75). Both come from a lock-free
-read in the fast lane (loki/cli_fast.py). For scale, the same question through the typer app
+read in the fast lane (loki/cli/fast.py). For scale, the same question through the typer app
 (``loki breaker status NAME --json``) and an in-process locked record are measured too.
 
 The commands run with bytecode caching allowed (``PYTHONDONTWRITEBYTECODE`` cleared), as on any

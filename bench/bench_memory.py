@@ -42,7 +42,8 @@ from bench.common import (
 from bench.hookbench import FAILURE_ERROR, payload, project, time_failures
 from loki import layout
 from loki.errorscan import scan
-from loki.memory import ErrorMemory, content_hash, error_record, new_id
+from loki.memory import ErrorMemory, error_record, new_id
+from loki.memoryrecord import content_hash
 from loki.store import Store
 
 RECORDS = 20_000 if QUICK else 100_000

@@ -41,7 +41,7 @@ Every transition is appended to ``logs/circuit-recovery.log`` as one line in the
 style (``2025-01-20T10:35:42Z Circuit recovered: api/claude``), while the file's lock is held,
 so the log's order is the order of the transitions.
 
-This module is on the hot path of ``loki breaker check`` (loki/cli_fast.py): it imports
+This module is on the hot path of ``loki breaker check`` (loki/cli/fast.py): it imports
 neither typing nor dataclasses at run time, and takes the lock (importing portalocker) only
 when a check has a transition to write or a probe slot to claim.
 """

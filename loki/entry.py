@@ -1,6 +1,6 @@
 """The ``loki`` executable.
 
-Most commands go through the typer app in :mod:`loki.cli`. A few run on every tool
+Most commands go through the typer app in :mod:`loki.cli.app`. A few run on every tool
 call of every agent and must start in a few tens of milliseconds, so they are
 dispatched here first, before typer (~60 ms of imports) is loaded. Anything
 unusual (``--help``, unknown options) falls through to typer, which owns help
@@ -21,9 +21,9 @@ def _fast_lane(args: list[str]) -> int | None:
     # (a word the command line must contain, the lane that may take it); a lane answers None
     # for anything that is not exactly its command (a task titled "breaker", --help ...).
     lanes = (
-        ("breaker", "loki.cli_fast", "breaker_check"),  # in front of every API call of a shell loop
-        ("emit", "loki.cli_fast", "signal_emit"),  # agents emit signals constantly
-        ("claim", "loki.cli_fast", "queue_claim"),  # agents claim in a loop
+        ("breaker", "loki.cli.fast", "breaker_check"),  # in front of every API call of a shell loop
+        ("emit", "loki.cli.fast", "signal_emit"),  # agents emit signals constantly
+        ("claim", "loki.cli.fast", "queue_claim"),  # agents claim in a loop
         ("hook", "loki.hookio", "main"),  # Claude Code's hooks: every tool call of every agent
     )
     for word, module, function in lanes:
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     code = _fast_lane(args)
     if code is None:
-        from loki.cli import run
+        from loki.cli.app import run
 
         code = run(args)
     sys.exit(code)

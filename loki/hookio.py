@@ -23,6 +23,8 @@ import json
 import os
 import sys
 
+from loki.hookpayload import HookError, work_dir
+
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from typing import Any, BinaryIO, TextIO
@@ -43,13 +45,9 @@ _DRAIN_LIMIT = 256 * 1024 * 1024
 _HELP_FLAGS = frozenset({"--help", "-h"})
 
 
-class HookError(Exception):
-    """Anything that ends a hook with its one-line message and exit 1."""
-
-
 def parse_args(args: list[str]) -> tuple[str | None, str] | None:
     """``(root, event)`` for ``[--root R] hook EVENT``; None when typer should handle it (help)."""
-    from loki.cli_fast import split_root
+    from loki.cli.output import split_root
 
     split = split_root(args)
     if split is None:
@@ -120,14 +118,6 @@ def parse_payload(data: bytes, event_name: str) -> dict[str, Any]:
         if field in payload and payload[field] is not None and not isinstance(payload[field], str):
             raise HookError(f"stdin's {field} is not a string")
     return payload
-
-
-def work_dir(payload: dict[str, Any]) -> str:
-    """Where the agent is working: the payload's ``cwd`` if it is a directory, else ours."""
-    cwd = payload.get("cwd")
-    if isinstance(cwd, str) and cwd and os.path.isdir(cwd):
-        return cwd
-    return os.getcwd()
 
 
 def locate_root(root_option: str | None, start: str) -> str | None:

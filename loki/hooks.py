@@ -27,7 +27,7 @@ inside the functions that write.
 from __future__ import annotations
 
 from loki import callcount, gitbranch, memoryhints, strikekey, strikeview
-from loki.hookio import HookError, work_dir
+from loki.hookpayload import HookError, work_dir
 from loki.tiers import STOP, WARN, Tiers, deny_reason, hash_chars, stop_text, warn_text
 from loki.wording import plural
 

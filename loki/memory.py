@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 
 from loki import cmdprefix, layout, strikekey
+from loki.memoryrecord import RECORD_SCHEMA, content_hash
 from loki.redact import redact
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from loki.memoryindex import MemoryIndex
     from loki.store import Store
 
-RECORD_SCHEMA = "memory-record.json"
 OUTPUT_CHARS = 1000
 """The reference keeps the first 1000 characters of a failed command's output."""
 COMMAND_CHARS = 1000
@@ -109,13 +109,6 @@ def confidence(calls_between: int, half_life: float) -> float:
 def new_id(kind: str) -> str:
     """``e`` (error) or ``r`` (resolution) and 16 random hex digits."""
     return kind[0] + os.urandom(8).hex()
-
-
-def content_hash(tool: str, prefix: str, message: str) -> str:
-    """What makes two failures "the same": tool, command prefix and the normalised message."""
-    from loki.errorscan import normalise_error
-
-    return strikekey.text_hash(f"{tool}\n{prefix}\n{normalise_error(message)}")
 
 
 def call_text(tool: str, tool_input: Any, limit: int = COMMAND_CHARS) -> str:

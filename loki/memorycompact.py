@@ -63,7 +63,7 @@ def live_memory_ids(store: Store) -> set[str]:
 def compact(store: Store, *, max_records: int) -> dict[str, Any]:
     """Rewrite the log by the rules above; return what was done."""
     from loki.clock import format_ts
-    from loki.memory import RECORD_SCHEMA
+    from loki.memoryrecord import RECORD_SCHEMA
 
     with store.transaction(layout.MEMORY_LOG):
         groups: dict[str, _Group] = {}

@@ -339,7 +339,7 @@ class MemoryIndex:
 
     def _index_line(self, db: sqlite3.Connection, raw: bytes, line: int) -> str | None:
         """Index one line; the reason it was skipped, or None."""
-        from loki.memory import RECORD_SCHEMA
+        from loki.memoryrecord import RECORD_SCHEMA
 
         try:
             record = jsonio.loads_strict(raw)

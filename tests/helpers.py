@@ -43,7 +43,7 @@ def _env(extra: dict[str, str] | None):
 
 def cli(args: list[str], *, root: Path | str | None = None, env: dict[str, str] | None = None) -> Result:
     """Run ``loki ARGS`` in this process (through the same entry as the console script)."""
-    from loki.cli import run
+    from loki.cli.app import run
 
     full = (["--root", str(root)] if root is not None else []) + list(args)
     out, err = io.StringIO(), io.StringIO()

@@ -15,7 +15,7 @@ import pytest
 
 from loki import layout
 from loki.breakers import RECOVERY_LOG
-from loki.cli_fast import parse_breaker_check
+from loki.cli.fast import parse_breaker_check
 from loki.store import Store
 from tests.helpers import Result, cli, loki_proc, snapshot_bytes
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loki.cli_fast import parse_signal_emit, signal_emit
+from loki.cli.fast import parse_signal_emit, signal_emit
 from loki.clock import format_ts, parse_ts
 from loki.consumer import ConsumerLock
 from loki.store import Store

@@ -14,7 +14,8 @@ from loki import layout
 from loki.clock import ManualClock
 from loki.errors import InvalidInput, StateFileError
 from loki.errorscan import scan
-from loki.memory import ErrorMemory, confidence, content_hash, error_record
+from loki.memory import ErrorMemory, confidence, error_record
+from loki.memoryrecord import content_hash
 from loki.store import Store
 from tests.helpers import tree_problems
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loki.cli import build_app
+from loki.cli.app import build_app
 from tests.helpers import cli
 
 REPO = Path(__file__).resolve().parent.parent

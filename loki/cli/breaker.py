@@ -1,7 +1,7 @@
 """``loki breaker status|check|success|failure|reset|trip|capacity``: the shared circuit breakers.
 
 A thin layer over :class:`loki.breakers.Breakers`. ``loki breaker check NAME`` is normally
-answered by the fast lane (loki/cli_fast.py) before typer loads; this command is the same
+answered by the fast lane (loki/cli/fast.py) before typer loads; this command is the same
 code path for every other spelling (``--help``, ``--``) and prints the same thing.
 """
 
@@ -120,7 +120,7 @@ def check(
     In HALF_OPEN a go-ahead claims the single probe slot for the probe interval: report the
     result with `loki breaker success|failure NAME`.
     """
-    from loki.cli_fast import emit_check
+    from loki.cli.output import emit_check
 
     decision = _breakers(ctx).check(name)
     emit_check(decision, json_output)

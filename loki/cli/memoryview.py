@@ -1,6 +1,6 @@
 """How error memory looks in a terminal: search hits, stats, reindex and compaction reports.
 
-Rendering only: the commands in :mod:`loki.cli.errors` call the library and pass its values here.
+Rendering only: the commands in :mod:`loki.cli.errormemory` call the library and pass its values here.
 """
 
 from __future__ import annotations

@@ -148,9 +148,9 @@ def claim(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Take the best ready task. Exit 3, with the reason, when nothing is ready."""
-    from loki.cli_fast import claim_lines
+    from loki.cli.output import claim_lines
 
-    # `loki queue claim` usually runs through the fast lane (loki/cli_fast.py); both print the same.
+    # `loki queue claim` usually runs through the fast lane (loki/cli/fast.py); both print the same.
     task = _queue(ctx).claim(agent, types=type_ or [], lease_seconds=lease)
     if json_output:
         print_json({"task": task})

@@ -1,7 +1,7 @@
 """``loki run [OPTIONS] -- CMD [ARGS]...``: a flaky command behind a breaker, with retries.
 
-(Named ``run_command`` rather than ``run``: a submodule ``loki.cli.run`` would collide with
-the function :func:`loki.cli.run` that the console script calls.)
+(Named ``run_command`` rather than ``run``: "run" already names :func:`loki.cli.app.run`, the
+function the console script calls.)
 
 Everything after ``--`` -- or after the first word that is not one of loki's options -- is
 the command, its own options included (``CONTEXT`` below). stdout belongs to the command;

@@ -1,6 +1,6 @@
 """``loki signal emit|list|show|log|rules``: a thin layer over :mod:`loki.signals` and :mod:`loki.rules`.
 
-``loki signal emit`` is normally answered by the fast lane (loki/cli_fast.py) before typer
+``loki signal emit`` is normally answered by the fast lane (loki/cli/fast.py) before typer
 loads -- agents run it constantly; this command is the same code for every other spelling
 (``--help``, ``--``) and prints the same thing.
 """
@@ -36,7 +36,7 @@ def emit(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Validate a signal against its type's schema and publish it (never overwriting an unconsumed one)."""
-    from loki.cli_fast import print_emitted
+    from loki.cli.output import print_emitted
     from loki.signals import emit as emit_signal
     from loki.signals import fields_from
 

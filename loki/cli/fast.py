@@ -8,49 +8,20 @@ the arguments here before typer (~60 ms), rich (~50 ms) or jsonschema (~90 ms) i
 Only the exact shape ``[--root R] breaker check NAME [--json]`` (``--root`` anywhere, as the
 typer app accepts it) is handled here; anything else -- ``--help``, a ``--`` separator, an
 unknown option -- returns None and typer handles it. Output and exit codes are the typer
-command's (:mod:`loki.cli.breaker` calls :func:`emit_check` too, and tests compare both).
+command's: both print through :mod:`loki.cli.output` (:mod:`loki.cli.breaker` calls
+:func:`~loki.cli.output.emit_check` too), and tests compare both.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
+
+from loki.cli.output import claim_lines, emit_check, guarded, print_emitted, split_root, write_error
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import Any
-
-    from loki.breakers import Decision
-    from loki.errors import LokiError
-
-
-def split_root(args: list[str]) -> tuple[str | None, list[str]] | None:
-    """``(root, the other arguments)`` with the global ``--root R`` / ``--root=R`` taken out wherever
-    it stands; None for what a fast lane leaves to typer: a ``--`` separator, ``--root`` without a value.
-
-    The typer app accepts ``--root`` anywhere too (:func:`loki.cli.hoist_root`), so both agree.
-    """
-    root: str | None = None
-    rest: list[str] = []
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        if arg == "--":
-            return None
-        if arg == "--root":
-            if index + 1 >= len(args):
-                return None
-            root = args[index + 1]
-            index += 2
-            continue
-        if arg.startswith("--root="):
-            root = arg[len("--root="):]
-        else:
-            rest.append(arg)
-        index += 1
-    return root, rest
 
 
 def parse_breaker_check(args: list[str]) -> tuple[str | None, str, bool] | None:
@@ -66,44 +37,6 @@ def parse_breaker_check(args: list[str]) -> tuple[str | None, str, bool] | None:
     if len(names) != 1 or names[0].startswith("-"):
         return None
     return root, names[0], "--json" in tail
-
-
-def emit_check(decision: Decision, json_output: bool) -> int:
-    """Print a check's answer on stdout; return its exit code (0 go ahead, 75 wait).
-
-    A refusal's message goes to stderr as the error it is: the typer command raises
-    ``decision.error()``, the fast lane writes it with :func:`write_error`.
-    """
-    from loki.textsafe import for_terminal, json_for_terminal
-
-    if json_output:
-        sys.stdout.write(json_for_terminal(json.dumps(decision.to_json(), ensure_ascii=False, default=str)) + "\n")
-    elif decision.allowed:
-        sys.stdout.write(f"go: {for_terminal(decision.reason)}\n")
-    return 0 if decision.allowed else decision.error().exit_code
-
-
-def write_error(exc: LokiError, json_output: bool) -> int:
-    """Print a LokiError on stderr (one JSON document with ``--json``); return its exit code.
-
-    The one place that formats errors, for the typer app (:func:`loki.cli.run`) and the fast lanes.
-    """
-    from loki.errors import ExitCode
-    from loki.textsafe import for_terminal, json_for_terminal
-
-    if json_output:
-        sys.stderr.write(json_for_terminal(json.dumps(exc.to_json(), ensure_ascii=False)) + "\n")
-    else:
-        # "Nothing ready" (3) and "circuit open, retry later" (75) are answers, not failures.
-        answer = exc.exit_code in (ExitCode.NOTHING_TO_DO, ExitCode.CIRCUIT_OPEN)
-        sys.stderr.write(f"{'' if answer else 'error: '}{for_terminal(exc.message)}\n")
-        if exc.kind == "invalid_state_file":
-            sys.stderr.write("hint: fix it by hand, or run `loki doctor --repair`: it sets broken records and files "
-                             "aside (nothing is deleted)\n")
-        elif exc.kind == "state_file_too_large":
-            sys.stderr.write("hint: make it smaller by hand; `loki doctor "
-                             "--repair` leaves it where it is, as it may hold live records\n")
-    return exc.exit_code
 
 
 def breaker_check(args: list[str]) -> int | None:
@@ -124,28 +57,6 @@ def breaker_check(args: list[str]) -> int | None:
         return code
 
     return guarded(check, json_output)
-
-
-def guarded(command: Callable[[], int], json_output: bool) -> int:
-    """Run a fast-lane command as :func:`loki.cli.run` runs a typer one: loki's errors become a message
-    and their exit code, Ctrl-C exit 130, and a bug one plain line (the traceback with LOKI_DEBUG=1)."""
-    from loki.errors import LokiError
-
-    try:
-        return command()
-    except LokiError as exc:
-        return write_error(exc, json_output)
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
-    except Exception as exc:
-        if os.environ.get("LOKI_DEBUG"):
-            raise
-        from loki.textsafe import for_terminal
-
-        sys.stderr.write(for_terminal(f"internal error: {type(exc).__name__}: {exc}") +
-                         " (set LOKI_DEBUG=1 for the traceback)\n")
-        return 1
 
 
 # -- loki signal emit ------------------------------------------------------------------------------
@@ -210,18 +121,6 @@ def parse_signal_emit(args: list[str]) -> dict[str, Any] | None:
     return {**values, "root": root, "json": json_output, "type": plain[0], "fields": plain[1:]}
 
 
-def print_emitted(result: dict[str, object], json_output: bool) -> None:
-    """What ``loki signal emit`` prints (typer command and fast lane alike)."""
-    from loki.textsafe import json_for_terminal
-
-    if json_output:
-        sys.stdout.write(json_for_terminal(json.dumps(result, ensure_ascii=False, default=str)) + "\n")
-    elif "offset" in result:
-        sys.stdout.write(f"appended to {result['file']} at byte {result['offset']}\n")
-    else:
-        sys.stdout.write(f"emitted {result['name']} ({result['file']})\n")
-
-
 def signal_emit(args: list[str]) -> int | None:
     """Run ``loki signal emit`` if ``args`` is one; None means "not mine, ask typer"."""
     parsed = parse_signal_emit(args)
@@ -272,12 +171,6 @@ def parse_queue_claim(args: list[str]) -> dict[str, Any] | None:
             return None  # typer's usage error says it better
     return {"root": root, "agent": values["agent"], "types": values.get("types", []), "lease": lease,
             "json": json_output}
-
-
-def claim_lines(task: dict[str, Any]) -> list[str]:
-    """What ``loki queue claim`` prints for people (typer command and fast lane alike)."""
-    return [f"claimed {task['id']} [{task['priority']}] {task['title']}",
-            f"lease until {task['lease_until']}, token {task['claim_token']}"]
 
 
 def queue_claim(args: list[str]) -> int | None:

@@ -4,6 +4,9 @@ Two parts share the group: the 3-strike protocol's state (``list``, ``show``, ``
 :class:`loki.strikes.Strikes`, one branch at a time) and error memory (``search``, ``stats``,
 ``reindex``, ``compact``, over :class:`loki.memory.ErrorMemory`, every branch). Every command takes
 its own options; nothing in the group callback assumes either.
+
+(Named ``errormemory``, not ``errors``: :mod:`loki.errors` is the exception hierarchy and
+:mod:`loki.errorscan` the classifier; three modules called "errors" were one too many.)
 """
 
 from __future__ import annotations

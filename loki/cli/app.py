@@ -1,0 +1,185 @@
+"""The typer application. Each command group lives in its own module.
+
+:mod:`loki.entry` calls :func:`run` for every command the fast lanes (:mod:`loki.cli.fast`)
+decline; this is the only module of the package that imports typer at the top besides the
+command groups themselves.
+
+Building a typer app inspects the signature of every command it contains (~1 ms
+each), so ``loki queue claim`` only builds the ``queue`` group: the registry below
+maps each top-level name to the function that registers it. ``loki --help`` and
+unknown commands build everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import typer
+
+from loki import __version__
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"loki {__version__}")
+        raise typer.Exit()
+
+
+def _main(
+    ctx: typer.Context,
+    root: str = typer.Option(None, "--root", envvar="LOKI_ROOT",
+                             help="The state directory (default: the nearest .loki/ above the current directory)."),
+    version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    ctx.obj = {"root": root}
+
+
+def _admin(app: typer.Typer) -> None:
+    from loki.cli import admin
+
+    admin.register(app)
+
+
+def _queue(app: typer.Typer) -> None:
+    from loki.cli import queue
+
+    app.add_typer(queue.app, name="queue")
+
+
+def _deadletter(app: typer.Typer) -> None:
+    from loki.cli import deadletter
+
+    app.add_typer(deadletter.app, name="deadletter")
+    app.add_typer(deadletter.abandoned_app, name="abandoned")
+
+
+def _escalations(app: typer.Typer) -> None:
+    from loki.cli import escalations
+
+    escalations.register(app)
+
+
+def _breaker(app: typer.Typer) -> None:
+    from loki.cli import breaker
+
+    app.add_typer(breaker.app, name="breaker")
+
+
+def _signal(app: typer.Typer) -> None:
+    from loki.cli import signal
+
+    app.add_typer(signal.app, name="signal")
+
+
+def _watch(app: typer.Typer) -> None:
+    from loki.cli import watch
+
+    app.command("watch")(watch.watch)
+
+
+def _run(app: typer.Typer) -> None:
+    from loki.cli import run_command
+
+    app.command("run", context_settings=run_command.CONTEXT)(run_command.run)
+
+
+def _hooks(app: typer.Typer) -> None:
+    from loki.cli import hooks
+
+    hooks.register(app)
+
+
+def _errors(app: typer.Typer) -> None:
+    from loki.cli import errormemory
+
+    app.add_typer(errormemory.app, name="errors")
+
+
+REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
+    "init": _admin,
+    "status": _admin,
+    "validate": _admin,
+    "doctor": _admin,
+    "queue": _queue,
+    "deadletter": _deadletter,
+    "abandoned": _deadletter,
+    "escalate": _escalations,
+    "approve": _escalations,
+    "escalations": _escalations,
+    "breaker": _breaker,
+    "signal": _signal,
+    "watch": _watch,
+    "run": _run,
+    "hook": _hooks,
+    "hooks": _hooks,
+    "errors": _errors,
+}
+
+
+def build_app(command: str | None = None) -> typer.Typer:
+    """The app with only ``command``'s group registered (all of them when None or unknown)."""
+    app = typer.Typer(
+        name="loki",
+        help="Locked, atomic, crash-safe shared state for a team of AI coding agents (.loki/).",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    app.callback()(_main)
+    registrars = [REGISTRY[command]] if command in REGISTRY else list(dict.fromkeys(REGISTRY.values()))
+    for register in registrars:
+        register(app)
+    return app
+
+
+def command_name(args: list[str]) -> str | None:
+    """The top-level command in ``args`` (after global options), if any."""
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--root":
+            index += 2
+            continue
+        if arg.startswith("-"):
+            if arg in ("--help", "-h"):
+                return None
+            index += 1
+            continue
+        return arg
+    return None
+
+
+def hoist_root(args: list[str]) -> list[str]:
+    """Accept the global ``--root`` anywhere before ``--`` (``loki validate --root DIR``)."""
+    from loki.cli.output import split_root
+
+    cut = args.index("--") if "--" in args else len(args)
+    split = split_root(args[:cut])
+    if split is None:  # `--root` as the last word: typer says it needs a value
+        return args
+    root, rest = split
+    return (["--root", root] if root is not None else []) + rest + args[cut:]
+
+
+def run(args: list[str]) -> int:
+    """Run the app; loki's exceptions become a message on stderr and their exit code, exactly as
+    in the fast lanes (:func:`loki.cli.output.guarded`)."""
+    from loki.cli.output import guarded
+
+    def command() -> int:
+        hoisted = hoist_root(args)
+        try:
+            build_app(command_name(hoisted))(args=hoisted, prog_name="loki")
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return 0
+
+    return guarded(command, "--json" in args)
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """``loki.cli.app.app``: the whole application (for typer's CliRunner, docs generation)."""
+    if name == "app":
+        return build_app()
+    raise AttributeError(name)
