@@ -101,7 +101,7 @@ def init_directory(path: str | None, cwd: str) -> tuple[str, str]:
     ``--path DIR`` is taken as given (it must be a directory, or not exist yet). Otherwise the top of
     the git repository: that is where Claude Code runs the hooks from and where
     ``.claude/settings.json`` lives, so a tree created in a subdirectory would be found only by
-    commands run below it.
+    commands run below it. A chosen directory below an existing tree is refused (:func:`refuse_nested_tree`).
     """
     if path is not None:
         chosen = os.path.abspath(path)
@@ -112,4 +112,19 @@ def init_directory(path: str | None, cwd: str) -> tuple[str, str]:
     from loki.gitbranch import find_work_tree
 
     top = find_work_tree(cwd)
-    return (os.path.abspath(cwd), "cwd") if top is None else (top, "git_top")
+    project, location = (os.path.abspath(cwd), "cwd") if top is None else (top, "git_top")
+    refuse_nested_tree(project)
+    return project, location
+
+
+def refuse_nested_tree(project: str) -> None:
+    """Refuse a project directory below an existing tree, unless it was named (``--path``): a second
+    ``.loki/`` below the first would split the agents between two states, silently."""
+    here = os.path.abspath(project)
+    parent = os.path.dirname(here)
+    while parent != here:
+        if os.path.isdir(os.path.join(parent, STATE_DIR_NAME)):
+            raise InvalidInput(f"{os.path.join(parent, STATE_DIR_NAME)} already exists above this directory, and loki "
+                               "commands here use it; to create another tree here anyway, say so: "
+                               "`loki init --path .`", existing=os.path.join(parent, STATE_DIR_NAME))
+        here, parent = parent, os.path.dirname(parent)

@@ -17,7 +17,7 @@ from typing import Any
 from loki import jsonio, layout, signaltypes
 from loki.clock import format_ts
 from loki.config import setting
-from loki.errors import FileTooLarge, LockTimeout, LokiError, StateFileError
+from loki.errors import FileTooLarge, InvalidInput, LockTimeout, LokiError, StateFileError
 from loki.locks import in_use
 from loki.schema import pointer, registry
 from loki.store import TEMP_SUFFIX, Store, fsync_dir, hard_link_reason, write_temp
@@ -50,6 +50,9 @@ class Problem:
 def init_tree(root: str) -> list[str]:
     """Create the tree under ``root``; never touches an existing file. Returns what it created."""
     created: list[str] = []
+    if os.path.lexists(root) and not os.path.isdir(root):
+        raise InvalidInput(f"{root} exists and is not a directory; move it away to create the loki tree there",
+                           file=root)
     if not os.path.isdir(root):
         os.makedirs(root, exist_ok=True)
         created.append(".")

@@ -370,3 +370,21 @@ def test_init_path_at_a_file_is_refused(tmp_path: Path) -> None:
     taken = cli(["init", "--path", str(tmp_path / "p")])
     assert taken.code == 1 and "exists and is not a directory" in taken.stderr, taken
     assert (tmp_path / "notes.txt").read_text() == "x" and (tmp_path / "p" / ".loki").read_text() == "not a tree"
+
+
+def test_where_init_goes_is_decided_by_the_library(tmp_path: Path) -> None:
+    """`loki init`'s rules hold for a Python caller too: no second tree below a first, no tree over a file."""
+    from loki.errors import InvalidInput
+    from loki.paths import init_directory
+    from loki.tree import init_tree
+
+    init_tree(str(tmp_path / ".loki"))
+    sub = tmp_path / "src"
+    sub.mkdir()
+    with pytest.raises(InvalidInput, match="already exists above this directory"):
+        init_directory(None, str(sub))
+    assert init_directory(".", str(sub)) == (os.path.abspath("."), "path")  # named: the caller's choice
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InvalidInput, match="exists and is not a directory") as refused:
+        init_tree(str(tmp_path / "file"))
+    assert refused.value.exit_code == 1 and (tmp_path / "file").read_text() == "x"

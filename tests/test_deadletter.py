@@ -16,7 +16,7 @@ from loki.errors import InvalidInput, NotFound, StateFileError
 from loki.escalations import escalate, list_escalations, render, resolve
 from loki.queue import Queue
 from loki.store import Store
-from tests.helpers import cli, loki_proc, state_snapshot, store_problems, tasks_in, tree_problems
+from tests.helpers import cli, loki_proc, snapshot_bytes, state_snapshot, store_problems, tasks_in, tree_problems
 
 
 @pytest.fixture
@@ -619,6 +619,52 @@ def test_approve_says_when_applying_the_decision_failed(store: Store, monkeypatc
     retried = cli(["watch", "--once"], root=store.root)  # the kept signals are applied by the next consumer
     assert retried.code == 0, retried.stderr
     assert Queue(store).show("t1")["state"] == "pending"
+
+
+@pytest.mark.files("compares the bytes of the tree before and after a refusal")
+def test_approve_is_a_library_call_the_cli_only_prints(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from loki import escalations
+    from loki.approvals import approve
+    from loki.consumer import ConsumerLock
+    from loki.errors import Conflict, LokiError, StateFileError
+
+    queue = Queue(store)
+    for task_id in ("t1", "t2", "t3"):
+        queue.add("x", task_id=task_id)
+        escalate(store, task_id, "why")
+    queue.add("y", task_id="t4")
+    before = snapshot_bytes(store.root)
+    with pytest.raises(InvalidInput, match="loki errors reset"):
+        approve(store, "strike-0123abcd", "approve")
+    with pytest.raises(InvalidInput, match="must be one of approve, cancel, clarify"):
+        approve(store, "t1", "Approve")  # exact in the library; the CLI lower-cases what people type
+    with pytest.raises(NotFound):
+        approve(store, "ghost", "approve")
+    with pytest.raises(Conflict, match="t4 is pending, not waiting for a human decision"):
+        approve(store, "t4", "cancel")
+    assert snapshot_bytes(store.root) == before  # refused: nothing emitted, nothing written
+
+    done = approve(store, "t1", "approve", note="go ahead", approver="alice")
+    assert (done.applied_now, done.consumer, done.approver, done.outcome and done.outcome["outcome"]) == \
+        (True, None, "alice", "applied")
+    assert queue.show("t1")["state"] == "pending"
+
+    lock = ConsumerLock(store)
+    assert lock.try_acquire()
+    try:
+        waiting = approve(store, "t2", "cancel", approver="bob")
+    finally:
+        lock.release()
+    assert (waiting.applied_now, waiting.outcome) == (False, None) and waiting.consumer is not None
+    assert waiting.to_json()["signal"] == waiting.signal and queue.show("t2")["state"] == "blocked"
+
+    def broken(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise StateFileError("queue/blocked.json", "disk on fire")
+
+    monkeypatch.setattr(escalations, "resolve", broken)
+    with pytest.raises(LokiError, match="applying it failed") as failed:
+        approve(store, "t3", "approve")
+    assert failed.value.to_json()["applied_now"] is False
 
 
 @pytest.mark.files("drives the CLI, which works on a tree of files")

@@ -25,7 +25,7 @@ def init(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Create the .loki/ tree. Idempotent: existing files are never overwritten."""
-    from loki.errors import InvalidInput, UsageError
+    from loki.errors import UsageError
     from loki.paths import STATE_DIR_NAME, init_directory
     from loki.tree import init_tree
 
@@ -39,11 +39,7 @@ def init(
         root, location = os.path.abspath(explicit), "root" if on_command_line else "env"
     else:
         project, location = init_directory(path, os.getcwd())
-        if path is None:
-            _refuse_nested_tree(project)
         root = os.path.join(project, STATE_DIR_NAME)
-    if os.path.lexists(root) and not os.path.isdir(root):
-        raise InvalidInput(f"{root} exists and is not a directory; move it away to create the loki tree there")
     created = init_tree(root)
     if json_output:
         print_json({"root": root, "created": created, "location": location})
@@ -57,21 +53,6 @@ def init(
         say(f"initialised {root} {where}; {len(created)} new: {', '.join(created)}")
     else:
         say(f"{root} is already initialised; nothing changed")
-
-
-def _refuse_nested_tree(cwd: str) -> None:
-    """A second .loki/ below the first would split the agents between two states, silently."""
-    from loki.errors import InvalidInput
-    from loki.paths import STATE_DIR_NAME
-
-    here = os.path.abspath(cwd)
-    parent = os.path.dirname(here)
-    while parent != here:
-        if os.path.isdir(os.path.join(parent, STATE_DIR_NAME)):
-            raise InvalidInput(f"{os.path.join(parent, STATE_DIR_NAME)} already exists above this directory, and loki "
-                               "commands here use it; to create another tree here anyway, say so: "
-                               "`loki init --path .`")
-        here, parent = parent, os.path.dirname(parent)
 
 
 def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:

@@ -51,59 +51,18 @@ def approve(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Record a human decision on a blocked task: emits HUMAN_APPROVED for the watcher to apply."""
-    import os
-
-    from loki import signals, signaltypes
-    from loki.consumer import consume_pending
-    from loki.errors import InvalidArgument, InvalidInput, LokiError
-    from loki.escalations import DECISIONS
-    from loki.paths import check_id
-    from loki.strikes import ESCALATION_PREFIX
+    from loki.approvals import approve as run_approve
     from loki.watcher import describe_holder
 
-    check_id(task_id, "task id")
-    if task_id.startswith(ESCALATION_PREFIX):
-        raise InvalidInput(f"{task_id} is a strike escalation (a tool call that kept failing), not a task: once the "
-                           "cause is fixed, clear it with `loki errors reset`", field="task_id")
-    decision = decision.lower()  # choices are case-blind on the command line (`--decision Approve`)
-    if decision not in DECISIONS:
-        raise InvalidArgument(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
-    who = approver or os.environ.get("USER") or "human"
-    if approver is not None:
-        from loki.textsafe import check_name
-
-        check_name(approver, "approver name")
-    fields = {"decision": decision, "approver": who, **({"note": note} if note else {})}
-    store = store_from(ctx)
-    from loki.errors import Conflict
-    from loki.queue import Queue
-
-    state = Queue(store).show(task_id)["state"]  # NotFound (exit 1) for an unknown id
-    if state not in ("blocked", "dead-letter"):
-        raise Conflict(f"{task_id} is {state}, not waiting for a human decision (only blocked and dead-letter "
-                       "tasks are)", task_id=task_id, state=state)
-    emitted = signals.emit(store, signaltypes.HUMAN_APPROVED, fields, task_id=task_id)
-    # With no watcher running, apply it now (the same exactly-once consumer); else the watcher does.
-    done = consume_pending(store)
-    mine = next((o for o in done["outcomes"] if o.get("name") == emitted["name"]), None)
-    if done["consumed"] and mine is None:
-        # We were the consumer and it did not apply: say so (exit 1), never "the watcher applies it".
-        failed = next((e for e in done["errors"] if signals.original_name(str(e.get("id"))) == emitted["name"]),
-                      None)
-        why = failed["message"] if failed else "it was not applied"
-        raise LokiError(f"{decision} for {task_id} was recorded as signal {emitted['name']} but applying it failed: "
-                        f"{why}. The signal is kept in signals/.processing/; `loki watch --once` (or a running "
-                        "`loki watch`) retries it", signal=emitted["name"], task_id=task_id, decision=decision,
-                        applied_now=False, reason=why)
+    # choices are case-blind on the command line (`--decision Approve`), exact in the library
+    result = run_approve(store_from(ctx), task_id, decision.lower(), note=note, approver=approver)
     if json_output:
-        print_json({"signal": emitted["name"], "task_id": task_id, "decision": decision,
-                    "applied_now": done["consumed"], "outcome": mine,
-                    "consumer": None if done["consumed"] else done["consumer"]})
-    elif mine is not None:
-        say(f"{mine['outcome']}: {mine.get('detail', '')}")
+        print_json(result.to_json())
+    elif result.outcome is not None:
+        say(f"{result.outcome['outcome']}: {result.outcome.get('detail', '')}")
     else:
-        say(f"{decision} for {task_id} recorded as signal {emitted['name']}; the running watcher "
-            f"({describe_holder(done['consumer'])}) applies it")
+        say(f"{result.decision} for {task_id} recorded as signal {result.signal}; the running watcher "
+            f"({describe_holder(result.consumer)}) applies it")
 
 
 @escalations_app.command("list")
