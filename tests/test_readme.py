@@ -98,3 +98,22 @@ def test_the_bad_input_count_it_states_is_the_corpus_size() -> None:
     stated = re.search(r"a corpus of (\d+) bad inputs", README)
     assert stated is not None
     assert int(stated.group(1)) == len(list((REPO / "tests" / "bad_inputs").glob("*.json")))
+
+
+def test_every_link_between_the_docs_resolves() -> None:
+    """A relative Markdown link in README.md or docs/ names a file that exists (a missing STYLE.md once hid here)."""
+    broken = []
+    for doc in [REPO / "README.md", REPO / "BENCHMARKS.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)\s#]+)(?:#[^)]*)?\)", doc.read_text()):
+            if not re.match(r"[a-z]+:", target) and not (doc.parent / target).exists():
+                broken.append(f"{doc.relative_to(REPO)} -> {target}")
+    assert broken == []
+
+
+def test_design_links_the_style_note() -> None:
+    design = (REPO / "docs" / "design.md").read_text()
+    assert "[STYLE.md](STYLE.md)" in design
+    style = (REPO / "docs" / "STYLE.md").read_text()
+    for topic in ("One concept per module", "The library decides", "Errors carry their exit code", "Time is injected",
+                  "Lazy imports on the hot paths", "Docstrings and comments give reasons", "Short functions", "Tests"):
+        assert f"## {topic}" in style, topic
