@@ -255,7 +255,7 @@ class FileTaskTxn:
 
     def abandon(self, entry: dict[str, Any], reason: str, now: str) -> dict[str, Any]:
         self._take_out(entry, "total_abandoned")
-        record = {**entry, "recovery_strategy": "permanent_abandon", "abandoned_at": now, "abandon_reason": reason}
+        record = abandoned_record(entry, reason, now)
         self.abandoned().append(record)
         self._touch(layout.ABANDONED, record)
         return record
@@ -280,6 +280,11 @@ class FileTaskTxn:
             self.txn.append(layout.archive_file(state, month), moved)
         doc["tasks"] = kept
         self._touch(layout.queue_file(state))
+
+
+def abandoned_record(entry: dict[str, Any], reason: str, now: str) -> dict[str, Any]:
+    """A dead-letter entry as ``abandoned.json`` keeps it (both task stores write this one shape)."""
+    return {**entry, "recovery_strategy": "permanent_abandon", "abandoned_at": now, "abandon_reason": reason}
 
 
 def rotation(tasks: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]],

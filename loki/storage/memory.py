@@ -23,7 +23,7 @@ from loki import jsonio, layout
 from loki.clock import default_clock, format_ts
 from loki.errors import InvalidInput, LockTimeout
 from loki.schema import registry
-from loki.storage.filetasks import HOT_STATES, DependencyIndex, rotation, select_ready
+from loki.storage.filetasks import HOT_STATES, DependencyIndex, abandoned_record, rotation, select_ready
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -497,7 +497,7 @@ class MemoryTaskTxn:
 
     def abandon(self, entry: dict[str, Any], reason: str, now: str) -> dict[str, Any]:
         self._take_out(entry, "total_abandoned")
-        record = {**entry, "recovery_strategy": "permanent_abandon", "abandoned_at": now, "abandon_reason": reason}
+        record = abandoned_record(entry, reason, now)
         self._abandoned.append(record)
         self._changed.add("abandoned")
         return record
