@@ -111,6 +111,11 @@ class SchemaViolation(LokiError):
         self.problems = problems
 
 
+class InvalidFields(UsageError, SchemaViolation):
+    """Fields given by the caller (``signal emit TYPE key=value``) break the document's schema: the
+    command line alone shows the mistake, so it is a usage error (exit 2), naming every problem."""
+
+
 class NothingToDo(LokiError):
     """Nothing is ready (exit 3): not a failure, a fact the caller acts on."""
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 
 from loki import jsonio, layout, signaltypes
-from loki.errors import InvalidArgument, LokiError, NotFound, SchemaViolation
+from loki.errors import InvalidArgument, InvalidFields, LokiError, NotFound
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def build(
     signal.update(fields or {})
     found = store.schemas.problems(signaltypes.schema_for(name), signal)
     if found:
-        raise SchemaViolation(f"signal {name}", found)
+        raise InvalidFields(f"signal {name}", found)
     return name, signal
 
 

@@ -38,6 +38,7 @@ from loki import jsonio, layout
 from loki.clock import Clock, default_clock, format_ts
 from loki.errors import (
     FileTooLarge,
+    InvalidArgument,
     InvalidInput,
     LokiError,
     SchemaViolation,
@@ -242,8 +243,8 @@ class Store:
             except ValueError:
                 value = -1.0
             if not 0 < value <= 86400:
-                raise InvalidInput(f"LOKI_LOCK_TIMEOUT={env!r}: expected seconds, more than 0 and at most 86400",
-                                   field="LOKI_LOCK_TIMEOUT")
+                raise InvalidArgument(f"LOKI_LOCK_TIMEOUT={env!r}: expected seconds, more than 0 and at most 86400",
+                                      field="LOKI_LOCK_TIMEOUT")
             return value
         try:
             value = float(self.config.get("lock_timeout", DEFAULT_TIMEOUT))

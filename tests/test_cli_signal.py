@@ -15,7 +15,7 @@ from loki.cli.fast import parse_signal_emit, signal_emit
 from loki.clock import format_ts, parse_ts
 from loki.consumer import ConsumerLock
 from loki.store import Store
-from tests.helpers import Result, cli, loki_proc
+from tests.helpers import Result, cli, loki_proc, snapshot_bytes
 
 ENV = {"LOKI_NOW": "2026-01-25T10:00:00Z"}
 
@@ -66,10 +66,13 @@ def test_the_fast_lane_and_typer_emit_the_same(tmp_path: Path, args: list[str]) 
 
 
 def test_emit_errors_have_exit_codes_and_name_the_problem(root: Path) -> None:
+    # Fields that break the type's schema are a mistake of the command line alone: a usage error (exit 2).
+    before = snapshot_bytes(root)
     result = cli(["signal", "emit", "HUMAN_REVIEW_NEEDED"], root=root)
-    assert result.code == 1 and "'reason' is a required property" in result.stderr
+    assert result.code == 2 and "'reason' is a required property" in result.stderr
     result = cli(["signal", "emit", "HUMAN_APPROVED", "--task", "t1", "decision=maybe", "--json"], root=root)
-    assert result.code == 1 and json.loads(result.stderr)["pointer"] == "/decision"
+    assert result.code == 2 and json.loads(result.stderr)["pointer"] == "/decision"
+    assert snapshot_bytes(root) == before
     assert cli(["signal", "emit"], root=root).code == 2
 
 
