@@ -18,9 +18,9 @@ import tempfile
 from typing import Any
 
 from bench.common import loki_executable, median, python_floor, row, runs, time_call, time_command
-from loki.breakers import Breakers
-from loki.store import Store
-from loki.tree import init_tree
+from loki.breakers.breakers import Breakers
+from loki.storage.store import Store
+from loki.storage.tree import init_tree
 
 ENV = {"PYTHONDONTWRITEBYTECODE": ""}
 

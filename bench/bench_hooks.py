@@ -18,8 +18,8 @@ from typing import Any
 
 from bench.common import loki_executable, median, python_floor, row, runs, time_command
 from bench.hookbench import FAILURE_ERROR, payload, project, time_failures
-from loki.store import Store
-from loki.strikes import Strikes
+from loki.storage.store import Store
+from loki.strikes.strikes import Strikes
 
 
 def _bash(command: str) -> dict[str, str]:

@@ -20,11 +20,11 @@ import time
 from typing import Any
 
 from bench.common import REPO, loki_executable, median, python_floor, row, runs, time_call, time_command
-from loki import layout
-from loki.queue import Queue
-from loki.store import Store
-from loki.tasks import make_task
-from loki.tree import init_tree
+from loki.queue.queue import Queue
+from loki.queue.tasks import make_task
+from loki.storage import layout
+from loki.storage.store import Store
+from loki.storage.tree import init_tree
 
 
 def _fresh(count: int) -> tuple[str, Queue]:

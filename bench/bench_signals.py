@@ -34,10 +34,11 @@ from bench.common import (
     time_call,
     time_command,
 )
-from loki import layout, signals
-from loki.store import Store
-from loki.tasks import make_task
-from loki.tree import init_tree
+from loki.queue.tasks import make_task
+from loki.signals import emit as signals
+from loki.storage import layout
+from loki.storage.store import Store
+from loki.storage.tree import init_tree
 
 NOW = "2026-01-25T10:00:00Z"
 
@@ -168,7 +169,7 @@ def _frame(tasks: int) -> tuple[float, float]:
     from rich.console import Console
 
     from loki.cli.watchview import render
-    from loki.dashboard import Dashboard
+    from loki.signals.dashboard import Dashboard
 
     root = _fresh()
     store = Store(root, validate_all=False)

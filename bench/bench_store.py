@@ -15,10 +15,10 @@ import tempfile
 from typing import Any
 
 from bench.common import loki_executable, median, python_floor, row, runs, time_call, time_command
-from loki import layout
-from loki.store import Store
-from loki.tasks import make_task
-from loki.tree import init_tree
+from loki.queue.tasks import make_task
+from loki.storage import layout
+from loki.storage.store import Store
+from loki.storage.tree import init_tree
 
 PENDING = layout.queue_file("pending")
 

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from bench.common import BASE_ENV
-from loki.tree import init_tree
+from loki.storage.tree import init_tree
 
 FAILURE_ERROR = "Exit code 127\n/bin/bash: line 1: cargo: command not found"
 

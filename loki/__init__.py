@@ -15,27 +15,27 @@ TYPE_CHECKING = False  # typing itself costs ~8 ms of import; the hook path cann
 if TYPE_CHECKING:
     from typing import Any
 
-    from loki.breakers import Breakers
+    from loki.breakers.breakers import Breakers
     from loki.clock import Clock, ManualClock, SystemClock
-    from loki.deadletter import DeadLetter
     from loki.errors import LokiError
-    from loki.memory import ErrorMemory
-    from loki.queue import Queue
-    from loki.store import Store
-    from loki.strikes import Strikes
+    from loki.memory.memory import ErrorMemory
+    from loki.queue.deadletter import DeadLetter
+    from loki.queue.queue import Queue
+    from loki.storage.store import Store
+    from loki.strikes.strikes import Strikes
 
 # public name -> module that defines it
 _EXPORTS = {
     "LokiError": "loki.errors",
-    "Store": "loki.store",
+    "Store": "loki.storage.store",
     "Clock": "loki.clock",
     "SystemClock": "loki.clock",
     "ManualClock": "loki.clock",
-    "Queue": "loki.queue",
-    "DeadLetter": "loki.deadletter",
-    "Breakers": "loki.breakers",
-    "ErrorMemory": "loki.memory",
-    "Strikes": "loki.strikes",
+    "Queue": "loki.queue.queue",
+    "DeadLetter": "loki.queue.deadletter",
+    "Breakers": "loki.breakers.breakers",
+    "ErrorMemory": "loki.memory.memory",
+    "Strikes": "loki.strikes.strikes",
 }
 
 __all__ = ["Breakers", "Clock", "DeadLetter", "ErrorMemory", "LokiError", "ManualClock", "Queue", "Store", "Strikes",

@@ -42,7 +42,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                                      "GATE_ESCALATION", "RATE_LIMITED", "MERGE_REQUESTED_*",
                                      "SPAWN_QUEUED_*"]},
     "watch": {"rescan_seconds": 1.0, "tick_seconds": 5.0, "settle_seconds": 2.0, "observer": "auto"},
-    # The "adr" preset's values; loki/tiers.py resolves preset + explicit keys (docs/hooks.md).
+    # The "adr" preset's values; loki/strikes/tiers.py resolves preset + explicit keys (docs/hooks.md).
     "strikes": {"preset": "adr", "warn_at": 2, "stop_at": 3, "stop_decision": "deny", "escalate": True,
                 "input_hash_chars": 200, "history": 50},
     # docs/memory.md: the compaction bound, the PreToolUse hint, resolution confidence.

@@ -24,7 +24,7 @@ def _fast_lane(args: list[str]) -> int | None:
         ("breaker", "loki.cli.fast", "breaker_check"),  # in front of every API call of a shell loop
         ("emit", "loki.cli.fast", "signal_emit"),  # agents emit signals constantly
         ("claim", "loki.cli.fast", "queue_claim"),  # agents claim in a loop
-        ("hook", "loki.hookio", "main"),  # Claude Code's hooks: every tool call of every agent
+        ("hook", "loki.hooks.boundary", "main"),  # Claude Code's hooks: every tool call of every agent
     )
     for word, module, function in lanes:
         if word in args:

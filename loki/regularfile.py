@@ -4,7 +4,7 @@
 nothing stops them being a FIFO or a device: a plain ``open()`` of a FIFO blocks until a writer
 comes, which would hang a hook (and the agent's session with it). So the file is opened with
 ``O_NONBLOCK`` and refused unless ``fstat`` says it is a regular file. (State files inside
-``.loki/`` go through :mod:`loki.store`, which does the same.)
+``.loki/`` go through :mod:`loki.storage.store`, which does the same.)
 
 Imports only ``os`` and ``stat``: the PreToolUse hook reads ``HEAD`` through here.
 """

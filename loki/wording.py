@@ -15,7 +15,7 @@ def plural(count: int, word: str, many: str | None = None) -> str:
 def attempt_failed(task: dict[str, Any]) -> str:
     """``attempt 3 of 5 failed``, counted in the current budget, with the attempts before it if
     any: ``attempt 1 of 2 failed (after 2 earlier attempts)`` once a human approved a retry."""
-    from loki.tasks import attempts_in_budget
+    from loki.queue.tasks import attempts_in_budget
 
     used = attempts_in_budget(task)
     earlier = len(task.get("attempts", [])) - used

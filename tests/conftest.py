@@ -16,8 +16,8 @@ for name in ("LOKI_ROOT", "LOKI_NOW", "LOKI_CRASHPOINT", "LOKI_LOCK_TIMEOUT"):
 
 from loki.clock import ManualClock  # noqa: E402
 from loki.storage.memory import MemoryStore  # noqa: E402
-from loki.store import Store  # noqa: E402
-from loki.tree import init_tree  # noqa: E402
+from loki.storage.store import Store  # noqa: E402
+from loki.storage.tree import init_tree  # noqa: E402
 
 
 @pytest.fixture

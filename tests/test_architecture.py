@@ -127,7 +127,7 @@ def test_the_circle_check_sees_a_circle_made_of_function_level_imports(tmp_path:
 
 
 def test_the_cli_package_fast_lanes_and_hook_boundary_import_no_typer_rich_or_click() -> None:
-    code = ("import sys, loki.cli, loki.cli.fast, loki.cli.output, loki.hookio, loki.entry\n"
+    code = ("import sys, loki.cli, loki.cli.fast, loki.cli.output, loki.hooks.boundary, loki.entry\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'typer', 'click', 'rich'}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n"
@@ -142,9 +142,10 @@ def test_only_the_entry_point_imports_the_fast_lanes() -> None:
 
 
 def test_the_errors_command_group_is_not_called_errors() -> None:
-    """loki.errors is the exception hierarchy and loki.errorscan the classifier; the `loki errors` group
+    """loki.errors is the exception hierarchy and loki.hooks.errorscan the classifier; the `loki errors` group
     is loki.cli.errormemory, so no two modules answer to "errors"."""
     assert not (LOKI / "cli" / "errors.py").exists()
     group = typer.main.get_command(build_app("errors")).commands["errors"]  # type: ignore[attr-defined]
     modules = {command.callback.__module__ for command in group.commands.values()}
     assert modules == {"loki.cli.errormemory"}
+

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from loki.tree import init_tree
+from loki.storage.tree import init_tree
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

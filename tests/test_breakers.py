@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from loki import layout
-from loki.breakers import RECOVERY_LOG, Breakers, State, check_name
+from loki.breakers.breakers import RECOVERY_LOG, Breakers, State, check_name
 from loki.clock import ManualClock
 from loki.errors import InvalidInput, NotFound, StateFileError
-from loki.store import Store
+from loki.storage import layout
+from loki.storage.store import Store
 from tests.helpers import state_snapshot, store_problems, tree_problems
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from loki import layout
-from loki.store import Store
+from loki.storage import layout
+from loki.storage.store import Store
 from tests.helpers import cli, loki_proc, put_tasks, snapshot_bytes, task
 
 REPO = Path(__file__).resolve().parent.parent
@@ -149,8 +149,8 @@ def test_validate_takes_a_journal_under_a_held_lock_for_a_commit_in_flight(
     # An agent is mid-commit while a human runs validate: its journal is not a crash's leftover.
     import threading
 
-    from loki import locks, tree
-    from loki.locks import FileLock
+    from loki.storage import locks, tree
+    from loki.storage.locks import FileLock
 
     put_tasks(store, "pending", [task("a")])
     journal = Path(store.path("queue/.journal.json"))
@@ -375,8 +375,8 @@ def test_init_path_at_a_file_is_refused(tmp_path: Path) -> None:
 def test_where_init_goes_is_decided_by_the_library(tmp_path: Path) -> None:
     """`loki init`'s rules hold for a Python caller too: no second tree below a first, no tree over a file."""
     from loki.errors import InvalidInput
-    from loki.paths import init_directory
-    from loki.tree import init_tree
+    from loki.storage.paths import init_directory
+    from loki.storage.tree import init_tree
 
     init_tree(str(tmp_path / ".loki"))
     sub = tmp_path / "src"

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from loki import layout
-from loki.breakers import RECOVERY_LOG
+from loki.breakers.breakers import RECOVERY_LOG
 from loki.cli.fast import parse_breaker_check
-from loki.store import Store
+from loki.storage import layout
+from loki.storage.store import Store
 from tests.helpers import Result, cli, loki_proc, snapshot_bytes
 
 NOW = "2026-01-25T10:00:00Z"

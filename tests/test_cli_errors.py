@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from loki.store import Store
-from loki.strikes import Strikes
+from loki.storage.store import Store
+from loki.strikes.strikes import Strikes
 from tests.helpers import cli
 
 CARGO = {"command": "cargo build"}

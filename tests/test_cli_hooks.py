@@ -1,4 +1,4 @@
-"""``loki hooks install|uninstall``: merging into Claude Code's settings (loki/claudesettings.py)."""
+"""``loki hooks install|uninstall``: merging into Claude Code's settings (loki/hooks/claudesettings.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from loki import claudesettings
+from loki.hooks import claudesettings
 from tests.helpers import cli, loki_proc
 
 EVENTS = ["PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionStart", "Stop"]

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from loki import layout
 from loki.clock import ManualClock
-from loki.memory import ErrorMemory
-from loki.store import Store
+from loki.memory.memory import ErrorMemory
+from loki.storage import layout
+from loki.storage.store import Store
 from tests.helpers import cli
 from tests.test_memory import capture_case, resolve
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from loki import layout
-from loki.store import Store
+from loki.storage import layout
+from loki.storage.store import Store
 from tests.helpers import cli, loki_proc, snapshot_bytes, tree_problems
 
 T0 = {"LOKI_NOW": "2026-01-25T10:00:00Z"}

@@ -13,8 +13,8 @@ import pytest
 
 from loki.cli.fast import parse_signal_emit, signal_emit
 from loki.clock import format_ts, parse_ts
-from loki.consumer import ConsumerLock
-from loki.store import Store
+from loki.signals.consumer import ConsumerLock
+from loki.storage.store import Store
 from tests.helpers import Result, cli, loki_proc, snapshot_bytes
 
 ENV = {"LOKI_NOW": "2026-01-25T10:00:00Z"}
@@ -164,7 +164,7 @@ def test_watch_refuses_an_unknown_observer(root: Path) -> None:
 
 
 def test_watch_once_exits_1_when_a_signal_cannot_be_applied_now(root: Path) -> None:
-    from loki.locks import FileLock
+    from loki.storage.locks import FileLock
 
     cli(["queue", "add", "t", "--id", "t1"], root=root)
     cli(["signal", "emit", "HUMAN_REVIEW_NEEDED", "reason=r", "--task", "t1"], root=root)

@@ -15,14 +15,15 @@ from typing import Any
 
 import pytest
 
-from loki import layout, rules
 from loki.clock import Clock, add_seconds, parse_ts
-from loki.deadletter import DeadLetter
-from loki.escalations import escalate, resolve
-from loki.locks import in_use
-from loki.queue import Queue
-from loki.store import Store
-from loki.ticks import Tick
+from loki.queue.deadletter import DeadLetter
+from loki.queue.escalations import escalate, resolve
+from loki.queue.queue import Queue
+from loki.signals import rules
+from loki.signals.ticks import Tick
+from loki.storage import layout
+from loki.storage.locks import in_use
+from loki.storage.store import Store
 
 BEFORE = "2026-01-25T10:00:00Z"  # what a read outside the lock sees
 UNDER = "2026-01-25T10:00:07Z"  # what a read under the lock sees (the lock took 7 s to get)

@@ -1,10 +1,10 @@
-"""The command prefix (loki/cmdprefix.py): what "the same kind of command" means to error memory."""
+"""The command prefix (loki/strikes/cmdprefix.py): what "the same kind of command" means to error memory."""
 
 from __future__ import annotations
 
 import pytest
 
-from loki.cmdprefix import call_prefix, command_prefix
+from loki.strikes.cmdprefix import call_prefix, command_prefix
 
 
 @pytest.mark.parametrize(("command", "prefix"), [

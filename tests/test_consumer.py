@@ -1,4 +1,4 @@
-"""The delivery protocol (loki/consumer.py): claim, apply, log, delete; recovery; quarantine; the drift log."""
+"""The delivery protocol (loki/signals/consumer.py): claim, apply, log, delete; recovery; quarantine; the drift log."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 
-from loki import layout, outcomes, signals
 from loki.clock import ManualClock
-from loki.consumer import CONSUMER_LOCK, Consumer, ConsumerLock, consume_pending, consumer_status
-from loki.escalations import list_escalations
-from loki.locks import FileLock
-from loki.queue import Queue
-from loki.store import Store
+from loki.queue.escalations import list_escalations
+from loki.queue.queue import Queue
+from loki.signals import emit as signals
+from loki.signals import outcomes
+from loki.signals.consumer import CONSUMER_LOCK, Consumer, ConsumerLock, consume_pending, consumer_status
+from loki.storage import layout
+from loki.storage.locks import FileLock
+from loki.storage.store import Store
 from tests.helpers import store_problems
 
 
@@ -103,7 +105,7 @@ def test_a_signal_applied_but_not_logged_is_logged_once_and_not_applied_again(st
     crashed = Consumer(store)
     entry = crashed.claim("TESTS_FAILED_api")
     assert entry is not None
-    from loki import rules
+    from loki.signals import rules
 
     body = json.loads((root / "signals" / ".processing" / entry).read_text())
     rules.apply(store, rules.Signal(entry, "TESTS_FAILED_api", body))  # applied, then killed before logging
@@ -316,7 +318,7 @@ def test_only_one_consumer_holds_the_lock_and_status_says_who(store: Store, root
 
 
 def test_consume_pending_applies_a_human_decision_at_once(store: Store, root: Path) -> None:
-    from loki.escalations import escalate
+    from loki.queue.escalations import escalate
 
     Queue(store).add("t", task_id="t1")
     escalate(store, "t1", "security_decision")

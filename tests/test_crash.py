@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from loki import layout
-from loki.store import Store
+from loki.storage import layout
+from loki.storage.store import Store
 from tests.helpers import put_tasks, task, tree_problems
 
 pytestmark = pytest.mark.slow  # real processes and real SIGKILL: ~10 s (make test-fast skips it)

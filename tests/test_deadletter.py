@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from loki import layout
 from loki.clock import ManualClock
-from loki.deadletter import DeadLetter
 from loki.errors import InvalidInput, NotFound, StateFileError
-from loki.escalations import escalate, list_escalations, render, resolve
-from loki.queue import Queue
-from loki.store import Store
+from loki.queue.deadletter import DeadLetter
+from loki.queue.escalations import escalate, list_escalations, render, resolve
+from loki.queue.queue import Queue
+from loki.storage import layout
+from loki.storage.store import Store
 from tests.helpers import cli, loki_proc, snapshot_bytes, state_snapshot, store_problems, tasks_in, tree_problems
 
 
@@ -597,8 +597,8 @@ def test_an_older_escalation_can_be_closed_by_id_and_leaves_the_briefing(store: 
 
 @pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_approve_says_when_applying_the_decision_failed(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    from loki import escalations
     from loki.errors import StateFileError
+    from loki.queue import escalations
 
     Queue(store).add("x", task_id="t1")
     escalate(store, "t1", "why")
@@ -623,10 +623,10 @@ def test_approve_says_when_applying_the_decision_failed(store: Store, monkeypatc
 
 @pytest.mark.files("compares the bytes of the tree before and after a refusal")
 def test_approve_is_a_library_call_the_cli_only_prints(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    from loki import escalations
-    from loki.approvals import approve
-    from loki.consumer import ConsumerLock
     from loki.errors import Conflict, LokiError, StateFileError
+    from loki.queue import escalations
+    from loki.queue.approvals import approve
+    from loki.signals.consumer import ConsumerLock
 
     queue = Queue(store)
     for task_id in ("t1", "t2", "t3"):
@@ -669,7 +669,7 @@ def test_approve_is_a_library_call_the_cli_only_prints(store: Store, monkeypatch
 
 @pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_approve_with_a_watcher_running_says_which_applies_it(store: Store) -> None:
-    from loki.consumer import ConsumerLock
+    from loki.signals.consumer import ConsumerLock
 
     Queue(store).add("x", task_id="t1")
     escalate(store, "t1", "why")

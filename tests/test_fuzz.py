@@ -20,11 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loki import layout
 from loki.errors import LokiError
-from loki.hookio import run as run_hook
-from loki.store import Store
-from loki.tree import init_tree
+from loki.hooks.boundary import run as run_hook
+from loki.storage import layout
+from loki.storage.store import Store
+from loki.storage.tree import init_tree
 from tests.helpers import cli, task
 
 pytestmark = pytest.mark.slow  # hypothesis over every parser: ~20 s (make test-fast skips it)
@@ -109,7 +109,7 @@ def test_state_files(rel: str, data: bytes) -> None:
 @given(name=st.sampled_from(["HUMAN_REVIEW_NEEDED", "HUMAN_APPROVED", "TESTS_PASSED_auth", "FRICTION_DETECTED",
                              "DRIFT_DETECTED", "CUSTOM_THING", "DOCS_NEEDED.3"]), data=mutated_text())
 def test_signal_files(name: str, data: bytes) -> None:
-    from loki.consumer import consume_pending
+    from loki.signals.consumer import consume_pending
 
     with Tree() as root:
         (root / "signals" / name).write_bytes(data)

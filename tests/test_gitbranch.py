@@ -1,4 +1,4 @@
-"""Branch detection from .git without running git (loki/gitbranch.py), checked against real repositories."""
+"""Branch detection from .git without running git (loki/strikes/gitbranch.py), checked against real repositories."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from loki.gitbranch import NO_GIT, current_branch, file_name, find_git_dir
 from loki.regularfile import NotRegularFile, read_regular
+from loki.strikes.gitbranch import NO_GIT, current_branch, file_name, find_git_dir
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

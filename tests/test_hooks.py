@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from loki import layout
-from loki.store import Store
-from loki.strikes import Strikes
+from loki.storage import layout
+from loki.storage.store import Store
+from loki.strikes.strikes import Strikes
 from tests.helpers import NOW, Result, snapshot_bytes, tree_problems
 
 PAYLOADS = Path(__file__).parent / "hook_payloads"
@@ -282,7 +282,7 @@ def test_unknown_events_and_missing_roots_are_errors_not_blocks(project: Path, t
 
 
 def test_a_lock_timeout_is_exit_1_never_a_block_and_writes_nothing(project: Path) -> None:
-    from loki.locks import FileLock
+    from loki.storage.locks import FileLock
 
     fail_cargo(project)
     lock = FileLock(str(project / ".loki" / "state" / "errors" / "main.json.lock"), 5, "state/errors/main.json.lock")
@@ -376,8 +376,8 @@ def test_stop_is_advisory_only(project: Path) -> None:
 
 # -- the hot path's imports ----------------------------------------------------------------------
 
-FORBIDDEN = ("typer", "rich", "jsonschema", "portalocker", "typing", "dataclasses", "loki.store", "loki.schema",
-             "loki.errorscan", "subprocess", "pathlib")
+FORBIDDEN = ("typer", "rich", "jsonschema", "portalocker", "typing", "dataclasses", "loki.storage.store",
+             "loki.storage.schema", "loki.hooks.errorscan", "subprocess", "pathlib")
 
 # Runs the console script's entry point, then lists every module the process ended up with.
 PROBE = """

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from helpers import cli, snapshot_bytes
 
-from loki import layout
 from loki.clock import ManualClock, parse_ts
-from loki.compat import import_task
-from loki.queue import Queue
-from loki.store import Store
+from loki.queue.compat import import_task
+from loki.queue.queue import Queue
+from loki.storage import layout
+from loki.storage.store import Store
 
 NOW = "2026-01-25T10:00:00Z"
 ENV = {"LOKI_NOW": NOW}

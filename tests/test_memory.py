@@ -1,4 +1,4 @@
-"""Error memory as a library (loki/memory.py, loki/memoryindex.py): capture, the index, resolutions."""
+"""Error memory as a library (loki/memory/memory.py, loki/memory/index.py): capture, the index, resolutions."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from loki import layout
 from loki.clock import ManualClock
 from loki.errors import InvalidInput, StateFileError
-from loki.errorscan import scan
-from loki.memory import ErrorMemory, confidence, error_record
-from loki.memoryrecord import content_hash
-from loki.store import Store
+from loki.hooks.errorscan import scan
+from loki.memory.memory import ErrorMemory, confidence, error_record
+from loki.memory.record import content_hash
+from loki.storage import layout
+from loki.storage.store import Store
 from tests.helpers import tree_problems
 
 
@@ -419,6 +419,6 @@ def test_two_searchers_never_index_a_line_twice(store: Store, root: Path) -> Non
     ("echo 'unbalanced", "echo 'unbalanced -v", False),
 ])
 def test_a_rerun_with_output_flags_is_told_from_a_fix(failed: str, succeeded: str, rerun: bool) -> None:
-    from loki.memory import is_rerun
+    from loki.memory.memory import is_rerun
 
     assert is_rerun(failed, succeeded) is rerun

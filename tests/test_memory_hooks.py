@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from loki import layout
+from loki.storage import layout
 from tests.helpers import cli, loki_proc, snapshot_bytes, tree_problems
 from tests.test_hooks import PAYLOADS, context_of, hook, imported_by_pre_tool_use, payload
 
@@ -311,5 +311,6 @@ def test_pre_tool_use_with_a_hint_imports_only_what_it_needs(project: Path, tmp_
     code, modules, stdout = imported_by_pre_tool_use(project, tmp_path)  # Claude Code's `cargo build --release`
     assert code == 0 and "it was fixed by" in json.loads(stdout)["hookSpecificOutput"]["additionalContext"]
     heavy = {"typer", "rich", "jsonschema", "portalocker", "typing", "dataclasses", "sqlite3", "_sqlite3",
-             "loki.store", "loki.schema", "loki.errorscan", "loki.memory", "loki.memoryindex", "subprocess", "pathlib"}
+             "loki.storage.store", "loki.storage.schema", "loki.hooks.errorscan", "loki.memory.memory",
+             "loki.memory.index", "subprocess", "pathlib"}
     assert [m for m in modules if m in heavy or m.split(".")[0] in heavy] == []

@@ -1,4 +1,4 @@
-"""``loki errors compact`` as a library (loki/memorycompact.py): bounded, merged, nothing learned lost."""
+"""``loki errors compact`` as a library (loki/memory/compact.py): bounded, merged, nothing learned lost."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from loki import layout
 from loki.clock import ManualClock
-from loki.memory import ErrorMemory
-from loki.store import Store
-from loki.strikes import Strikes
+from loki.memory.memory import ErrorMemory
+from loki.storage import layout
+from loki.storage.store import Store
+from loki.strikes.strikes import Strikes
 from tests.helpers import tree_problems
 from tests.test_memory import capture_case, log_lines, resolve
 

@@ -1,4 +1,4 @@
-"""The PreToolUse hint (loki/memoryhints.py) and the call counter behind its confidence (loki/callcount.py)."""
+"""The PreToolUse hint (loki/memory/hints.py) and the call counter behind its confidence (loki/strikes/callcount.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
-from loki import callcount, layout, memoryhints
 from loki.clock import ManualClock
-from loki.memory import ErrorMemory
-from loki.store import Store
+from loki.memory import hints as memoryhints
+from loki.memory.memory import ErrorMemory
+from loki.storage import layout
+from loki.storage.store import Store
+from loki.strikes import callcount
 from tests.helpers import tree_problems
 from tests.test_memory import resolve
 

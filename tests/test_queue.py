@@ -10,8 +10,8 @@ import pytest
 
 from loki.clock import ManualClock
 from loki.errors import Conflict, InvalidInput, NotFound, NothingToDo
-from loki.queue import Queue
-from loki.store import Store
+from loki.queue.queue import Queue
+from loki.storage.store import Store
 from tests.helpers import put_tasks, store_problems, task, tasks_in
 
 

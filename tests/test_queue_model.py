@@ -19,13 +19,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from loki import layout
 from loki.clock import ManualClock, add_seconds, format_ts, parse_ts
-from loki.deadletter import DeadLetter
 from loki.errors import Conflict, InvalidInput, NothingToDo
-from loki.queue import Queue
-from loki.store import Store
-from loki.tree import init_tree, validate_tree
+from loki.queue.deadletter import DeadLetter
+from loki.queue.queue import Queue
+from loki.storage import layout
+from loki.storage.store import Store
+from loki.storage.tree import init_tree, validate_tree
 
 pytestmark = pytest.mark.slow  # a hypothesis state machine against a model: ~6 s (make test-fast skips it)
 

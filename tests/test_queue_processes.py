@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from loki import layout
-from loki.queue import Queue
-from loki.store import Store
+from loki.queue.queue import Queue
+from loki.storage import layout
+from loki.storage.store import Store
 from tests.helpers import loki_proc, tree_problems
 
 pytestmark = pytest.mark.slow  # eight claiming processes and SIGKILL: ~8 s (make test-fast skips it)

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loki import layout
-from loki.hookio import run as run_hook
-from loki.redact import redact
-from loki.tree import init_tree
+from loki.hooks.boundary import run as run_hook
+from loki.hooks.redact import redact
+from loki.storage import layout
+from loki.storage.tree import init_tree
 from tests.helpers import cli, loki_proc, snapshot_bytes
 from tests.test_hooks import hook, payload
 from tests.test_redact import AWS_SECRET, GHP, SHAPES

@@ -1,4 +1,4 @@
-"""``loki run`` and :mod:`loki.runner`: retries, backoff, rate limits, the breaker, signals.
+"""``loki run`` and :mod:`loki.breakers.runner`: retries, backoff, rate limits, the breaker, signals.
 
 Sleeping is injected (a recorder that also moves the ManualClock), so no test waits for a
 backoff. The commands are tiny real processes (``python -c``, ``sh -c``).
@@ -17,11 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from loki import layout
-from loki.breakers import Breakers
-from loki.clock import ManualClock
-from loki.errors import InvalidInput
-from loki.runner import (
+from loki.breakers.breakers import Breakers
+from loki.breakers.runner import (
     TAIL_BYTES,
     CommandNotExecutable,
     CommandNotFound,
@@ -29,7 +26,10 @@ from loki.runner import (
     Runner,
     detect_rate_limit,
 )
-from loki.store import Store
+from loki.clock import ManualClock
+from loki.errors import InvalidInput
+from loki.storage import layout
+from loki.storage.store import Store
 from tests.helpers import cli
 
 PY = sys.executable

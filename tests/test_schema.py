@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry as RefRegistry
 from referencing import Resource
 
-from loki.schema import BASE_URI, Registry, registry, schema_dir
+from loki.storage.schema import BASE_URI, Registry, registry, schema_dir
 from tests.helpers import task
 
 ALL = registry().all_raw()

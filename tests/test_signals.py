@@ -1,4 +1,4 @@
-"""Emitting and inspecting signals (loki/signals.py): names, schemas, never overwriting, the drift log."""
+"""Emitting and inspecting signals (loki/signals/emit.py): names, schemas, never overwriting, the drift log."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from loki import signals, signaltypes
 from loki.errors import InvalidInput, NotFound, SchemaViolation
-from loki.store import Store
+from loki.signals import emit as signals
+from loki.signals import types as signaltypes
+from loki.storage.store import Store
 
 
 @pytest.fixture

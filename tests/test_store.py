@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from loki import layout
 from loki.errors import InvalidInput, LockTimeout, SchemaViolation, StateFileError
-from loki.locks import FileLock
-from loki.store import Store, digest
+from loki.storage import layout
+from loki.storage.locks import FileLock
+from loki.storage.store import Store, digest
 from tests.helpers import put_tasks, task, tree_problems
 
 PENDING = layout.queue_file("pending")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from loki import layout
 from loki.errors import InvalidInput
-from loki.store import Store
+from loki.storage import layout
+from loki.storage.store import Store
 from tests.helpers import cli, loki_proc, put_tasks, snapshot_bytes, task
 
 PENDING = layout.queue_file("pending")
@@ -22,9 +22,9 @@ LIMIT = 16 * 1024
 @pytest.fixture
 def small_limit(monkeypatch: pytest.MonkeyPatch) -> int:
     """A 16 KiB state-file limit instead of 64 MiB, so going over it costs nothing."""
-    import loki.store
+    import loki.storage.store
 
-    monkeypatch.setattr(loki.store, "DEFAULT_MAX_FILE_BYTES", LIMIT)
+    monkeypatch.setattr(loki.storage.store, "DEFAULT_MAX_FILE_BYTES", LIMIT)
     return LIMIT
 
 
@@ -105,7 +105,7 @@ def test_from_file_refuses_what_is_not_a_regular_file_without_reading_it(
 
 def test_from_file_refuses_a_batch_over_the_limit_before_parsing_it(
         store: Store, small_limit: int, tmp_path: Path) -> None:
-    from loki.queue import Queue
+    from loki.queue.queue import Queue
 
     big = tmp_path / "big.json"
     big.write_bytes(b"[" + b" " * small_limit + b"]")
@@ -148,8 +148,8 @@ def test_appending_to_a_hard_linked_state_file_is_refused_and_the_other_file_unt
 
 
 def test_a_hard_linked_lock_file_or_call_counter_is_never_written_through(store: Store, tmp_path: Path) -> None:
-    from loki import callcount
     from loki.errors import StateFileError
+    from loki.strikes import callcount
 
     lock = _hard_link_out(store, layout.QUEUE_LOCK, tmp_path / "outside.lock", b"precious")
     with pytest.raises(StateFileError, match=re.escape("queue/.lock: the lock file has 2 hard links")):

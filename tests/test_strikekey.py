@@ -1,4 +1,4 @@
-"""The strike key: what counts as the same call (loki/strikekey.py)."""
+"""The strike key: what counts as the same call (loki/strikes/key.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loki.strikekey import REDACT_MARGIN, call_label, input_preview, normalised_input, strike_key
+from loki.strikes.key import REDACT_MARGIN, call_label, input_preview, normalised_input, strike_key
 
 WHITESPACE_HEAVY = st.text(alphabet="ab \n\t\u00a0", max_size=200)
 INPUTS = st.dictionaries(st.sampled_from(["command", "description", "path", "x"]),
@@ -67,11 +67,11 @@ def test_computing_only_the_prefix_gives_the_prefix_of_the_whole(value: dict[str
 
 
 def test_a_huge_input_is_only_looked_at_up_to_the_cut(monkeypatch: pytest.MonkeyPatch) -> None:
-    import loki.redact
+    import loki.hooks.redact
 
     seen: list[int] = []
-    real = loki.redact.redact
-    monkeypatch.setattr(loki.redact, "redact", lambda text: seen.append(len(text)) or real(text))
+    real = loki.hooks.redact.redact
+    monkeypatch.setattr(loki.hooks.redact, "redact", lambda text: seen.append(len(text)) or real(text))
     huge = {"file_path": "/app.py", "content": "def f(x):\n    return x + 1\n" * 50_000}  # ~1.3 MB
     _, _, preview = strike_key("Write", huge)
     assert seen == [200 + REDACT_MARGIN]  # not 1.3 MB

@@ -1,4 +1,4 @@
-"""The 3-strike protocol as a library (loki/strikes.py, loki/tiers.py)."""
+"""The 3-strike protocol as a library (loki/strikes/strikes.py, loki/strikes/tiers.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from loki import layout
-from loki import strikes as strikes_module
 from loki.clock import ManualClock
 from loki.errors import InvalidInput, NotFound, StateFileError
-from loki.store import Store
-from loki.strikes import Strikes
-from loki.tiers import PRESETS, Tiers
+from loki.storage import layout
+from loki.storage.store import Store
+from loki.strikes import strikes as strikes_module
+from loki.strikes.strikes import Strikes
+from loki.strikes.tiers import PRESETS, Tiers
 from tests.helpers import snapshot_bytes, tree_problems
 
 
@@ -265,7 +265,7 @@ def test_a_secret_across_the_message_cut_is_redacted_whole(store: Store, root: P
 
 @pytest.mark.files("looks at or edits the files themselves")
 def test_clearing_a_streak_resolves_its_escalation(store: Store, root: Path, clock: ManualClock) -> None:
-    from loki.escalations import list_escalations
+    from loki.queue.escalations import list_escalations
 
     strikes = Strikes(store, branch="main")
     for _ in range(3):

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from loki import layout
 from loki.cli.watchview import render
-from loki.dashboard import Dashboard
-from loki.store import Store
+from loki.signals.dashboard import Dashboard
+from loki.storage import layout
+from loki.storage.store import Store
 from loki.textsafe import for_terminal, json_for_terminal
 from tests.helpers import cli, loki_proc, put_tasks, task
 

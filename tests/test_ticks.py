@@ -1,4 +1,4 @@
-"""The watcher's periodic tick (loki/ticks.py), with time moved by hand."""
+"""The watcher's periodic tick (loki/signals/ticks.py), with time moved by hand."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from loki import layout, signals
-from loki.breakers import Breakers
+from loki.breakers.breakers import Breakers
 from loki.clock import ManualClock
-from loki.consumer import Consumer
-from loki.deadletter import DeadLetter
-from loki.escalations import escalate
-from loki.queue import Queue
-from loki.store import Store
-from loki.ticks import EVENTS_LOG, Tick
+from loki.queue.deadletter import DeadLetter
+from loki.queue.escalations import escalate
+from loki.queue.queue import Queue
+from loki.signals import emit as signals
+from loki.signals.consumer import Consumer
+from loki.signals.ticks import EVENTS_LOG, Tick
+from loki.storage import layout
+from loki.storage.store import Store
 from tests.helpers import snapshot_bytes, tree_problems
 
 

@@ -1,4 +1,4 @@
-"""What counts as a failure in hook payloads (loki/tooloutcome.py), measured on the corpus.
+"""What counts as a failure in hook payloads (loki/hooks/tooloutcome.py), measured on the corpus.
 
 The corpus (tests/corpus, real outputs, labelled) is replayed as the PostToolUse payloads Claude
 Code would send, to measure the "no crying wolf" decisions in docs/hooks.md.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loki.tooloutcome import CONTENT_TOOLS, FAILURE, IGNORED, SUCCESS, after_failure, after_success
+from loki.hooks.tooloutcome import CONTENT_TOOLS, FAILURE, IGNORED, SUCCESS, after_failure, after_success
 
 CORPUS = Path(__file__).parent / "corpus"
 

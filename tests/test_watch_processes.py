@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from loki import layout, signals
-from loki.queue import Queue
-from loki.store import Store
+from loki.queue.queue import Queue
+from loki.signals import emit as signals
+from loki.storage import layout
+from loki.storage.store import Store
 from tests.helpers import loki_proc, tree_problems
 
 REPO = Path(__file__).resolve().parent.parent

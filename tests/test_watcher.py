@@ -1,4 +1,5 @@
-"""The watcher loop (loki/watcher.py), driven in-process: cycles, ticks, one consumer, stopping, the observer."""
+"""The watcher loop (loki/signals/watcher.py), driven in-process: cycles, ticks, one consumer, stopping,
+the observer."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from loki import layout, signals
 from loki.clock import ManualClock
-from loki.consumer import Consumer
-from loki.queue import Queue
-from loki.store import Store
-from loki.watcher import Watcher
+from loki.queue.queue import Queue
+from loki.signals import emit as signals
+from loki.signals.consumer import Consumer
+from loki.signals.watcher import Watcher
+from loki.storage import layout
+from loki.storage.store import Store
 
 
 class Timer:
@@ -168,7 +170,7 @@ def test_an_unknown_observer_mode_is_refused(store: Store) -> None:
 
 def test_a_display_only_watcher_shows_the_consumers_tick_events(store: Store, root: Path,
                                                                   clock: ManualClock) -> None:
-    from loki.breakers import Breakers
+    from loki.breakers.breakers import Breakers
     from loki.cli.watch import event_text
 
     queue = Queue(store)

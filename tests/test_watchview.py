@@ -1,4 +1,5 @@
-"""The live view: a dashboard snapshot (loki/dashboard.py) drawn by loki/cli/watchview.py on a recording console."""
+"""The live view: a dashboard snapshot (loki/signals/dashboard.py) drawn by loki/cli/watchview.py on a
+recording console."""
 
 from __future__ import annotations
 
@@ -7,15 +8,16 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from loki import layout, signals
-from loki.breakers import Breakers
+from loki.breakers.breakers import Breakers
 from loki.cli.watchview import lease_left, render
 from loki.clock import ManualClock
-from loki.consumer import Consumer
-from loki.dashboard import Dashboard
-from loki.escalations import escalate
-from loki.store import Store
-from loki.tasks import make_task
+from loki.queue.escalations import escalate
+from loki.queue.tasks import make_task
+from loki.signals import emit as signals
+from loki.signals.consumer import Consumer
+from loki.signals.dashboard import Dashboard
+from loki.storage import layout
+from loki.storage.store import Store
 
 NOW = "2026-01-25T10:00:00Z"
 

@@ -1,7 +1,7 @@
 """The command line: parsing arguments and printing results, nothing else.
 
 Deliberately empty: the fast lanes (:mod:`loki.cli.fast`) and the hook boundary
-(:mod:`loki.hookio`) import from this package on every tool call of every agent, so
+(:mod:`loki.hooks.boundary`) import from this package on every tool call of every agent, so
 importing it must not import typer (~60 ms) or rich (~50 ms).
 
 * :mod:`loki.cli.app` -- the typer application and :func:`loki.cli.app.run`, which the

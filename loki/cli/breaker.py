@@ -1,6 +1,6 @@
 """``loki breaker status|check|success|failure|reset|trip|capacity``: the shared circuit breakers.
 
-A thin layer over :class:`loki.breakers.Breakers`. ``loki breaker check NAME`` is normally
+A thin layer over :class:`loki.breakers.breakers.Breakers`. ``loki breaker check NAME`` is normally
 answered by the fast lane (loki/cli/fast.py) before typer loads; this command is the same
 code path for every other spelling (``--help``, ``--``) and prints the same thing.
 """
@@ -13,7 +13,7 @@ from loki.cli.common import JSON_HELP, echo, print_json, store_from
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from loki.breakers import Breakers, BreakerStatus, Change
+    from loki.breakers.breakers import Breakers, BreakerStatus, Change
 
 app = typer.Typer(
     help="Circuit breakers shared by every agent (state/circuit-breakers.json): CLOSED, OPEN, HALF_OPEN.",
@@ -24,7 +24,7 @@ NAME_HELP = "The breaker, e.g. api/claude (any 1-200 characters without control 
 
 
 def _breakers(ctx: typer.Context) -> Breakers:
-    from loki.breakers import Breakers
+    from loki.breakers.breakers import Breakers
 
     return Breakers(store_from(ctx))
 

@@ -16,14 +16,14 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from loki.store import Store
+    from loki.storage.store import Store
 
 JSON_HELP = "Print one JSON document on stdout (stable keys, for agents and scripts)."
 
 
 def store_from(ctx: typer.Context) -> Store:
     """The store for this invocation (``--root``/``LOKI_ROOT`` or the nearest ``.loki/``)."""
-    from loki.store import Store
+    from loki.storage.store import Store
 
     return Store.open(root_option(ctx))
 

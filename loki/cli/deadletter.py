@@ -1,4 +1,4 @@
-"""``loki deadletter ...`` and ``loki abandoned list``: a thin layer over :class:`loki.deadletter.DeadLetter`."""
+"""``loki deadletter ...`` and ``loki abandoned list``: a thin layer over :class:`loki.queue.deadletter.DeadLetter`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import typer
 
 from loki.cli.common import JSON_HELP, print_json, say, store_from, table
-from loki.tasks import attempts_in_budget
+from loki.queue.tasks import attempts_in_budget
 from loki.wording import plural
 
 app = typer.Typer(help="The dead-letter queue: list, show, the session-start review, retry, abandon, split.",
@@ -17,7 +17,7 @@ abandoned_app = typer.Typer(help="Tasks abandoned from the dead-letter queue, ea
 
 
 def _deadletter(ctx: typer.Context) -> Any:
-    from loki.deadletter import DeadLetter
+    from loki.queue.deadletter import DeadLetter
 
     return DeadLetter(store_from(ctx))
 
@@ -41,7 +41,7 @@ def list_(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", 
 def show(ctx: typer.Context, task_id: str = typer.Argument(..., help="The task id."),
          json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
     """One entry with every attempt."""
-    from loki.escalations import attempts_table
+    from loki.queue.escalations import attempts_table
 
     entry = _deadletter(ctx).show(task_id)
     if json_output:

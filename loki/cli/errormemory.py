@@ -1,12 +1,12 @@
 """``loki errors ...``: what agents keep failing at, and what fixed it.
 
 Two parts share the group: the 3-strike protocol's state (``list``, ``show``, ``reset``, over
-:class:`loki.strikes.Strikes`, one branch at a time) and error memory (``search``, ``stats``,
-``reindex``, ``compact``, over :class:`loki.memory.ErrorMemory`, every branch). Every command takes
+:class:`loki.strikes.strikes.Strikes`, one branch at a time) and error memory (``search``, ``stats``,
+``reindex``, ``compact``, over :class:`loki.memory.memory.ErrorMemory`, every branch). Every command takes
 its own options; nothing in the group callback assumes either.
 
 (Named ``errormemory``, not ``errors``: :mod:`loki.errors` is the exception hierarchy and
-:mod:`loki.errorscan` the classifier; three modules called "errors" were one too many.)
+:mod:`loki.hooks.errorscan` the classifier; three modules called "errors" were one too many.)
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ KEY_HELP = "A strike key (Bash:1a2b...), its input hash, or a unique prefix of e
 
 
 def _strikes(ctx: typer.Context, branch: str | None) -> Any:
-    from loki.strikes import Strikes
+    from loki.strikes.strikes import Strikes
 
     return Strikes(store_from(ctx), branch=branch)
 
@@ -48,7 +48,7 @@ def list_(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Calls with strikes on a branch: how many, the tier, the last error."""
-    from loki.strikes import Strikes
+    from loki.strikes.strikes import Strikes
 
     store = store_from(ctx)
     branches: list[str | None] = [row["branch"] for row in Strikes.branches(store)] if all_branches else [branch]
@@ -141,7 +141,7 @@ def reset(
 
 
 def _memory(ctx: typer.Context) -> Any:
-    from loki.memory import ErrorMemory
+    from loki.memory.memory import ErrorMemory
 
     return ErrorMemory(store_from(ctx))
 

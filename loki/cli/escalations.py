@@ -27,7 +27,7 @@ def escalate(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Write an escalation file, move the task to blocked and emit HUMAN_REVIEW_NEEDED."""
-    from loki.escalations import escalate as run_escalate
+    from loki.queue.escalations import escalate as run_escalate
 
     result = run_escalate(store_from(ctx), task_id, trigger, analysis=analysis, options=option or [], agent=agent)
     if json_output:
@@ -51,8 +51,8 @@ def approve(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Record a human decision on a blocked task: emits HUMAN_APPROVED for the watcher to apply."""
-    from loki.approvals import approve as run_approve
-    from loki.watcher import describe_holder
+    from loki.queue.approvals import approve as run_approve
+    from loki.signals.watcher import describe_holder
 
     # choices are case-blind on the command line (`--decision Approve`), exact in the library
     result = run_approve(store_from(ctx), task_id, decision.lower(), note=note, approver=approver)
@@ -72,7 +72,7 @@ def list_(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Escalation files, oldest first, and whether each is still open."""
-    from loki.escalations import list_escalations
+    from loki.queue.escalations import list_escalations
 
     rows = list_escalations(store_from(ctx), open_only=open_only)
     if json_output:
@@ -95,8 +95,8 @@ def close(
     import os
 
     from loki.errors import NotFound
-    from loki.escalations import close as run_close
-    from loki.queue import Queue
+    from loki.queue.escalations import close as run_close
+    from loki.queue.queue import Queue
 
     store = store_from(ctx)
     result = run_close(store, escalation_id, note=note, by=by or os.environ.get("USER") or None)

@@ -3,7 +3,7 @@
 A shell loop puts ``loki breaker check api/claude`` in front of every API call, so its cold
 start is what users feel (target: at most 8x ``python -c pass``). :mod:`loki.entry` hands
 the arguments here before typer (~60 ms), rich (~50 ms) or jsonschema (~90 ms) is imported;
-:class:`loki.breakers.Breakers` imports portalocker only when it has to take the lock.
+:class:`loki.breakers.breakers.Breakers` imports portalocker only when it has to take the lock.
 
 Only the exact shape ``[--root R] breaker check NAME [--json]`` (``--root`` anywhere, as the
 typer app accepts it) is handled here; anything else -- ``--help``, a ``--`` separator, an
@@ -47,8 +47,8 @@ def breaker_check(args: list[str]) -> int | None:
     root, name, json_output = parsed
 
     def check() -> int:
-        from loki.breakers import Breakers
-        from loki.store import Store
+        from loki.breakers.breakers import Breakers
+        from loki.storage.store import Store
 
         decision = Breakers(Store.open(root)).check(name)
         code = emit_check(decision, json_output)
@@ -133,8 +133,8 @@ def signal_emit(args: list[str]) -> int | None:
         return value if isinstance(value, str) else None
 
     def run_emit() -> int:
-        from loki.signals import emit, fields_from
-        from loki.store import Store
+        from loki.signals.emit import emit, fields_from
+        from loki.storage.store import Store
 
         fields = fields_from(text("data"), [str(f) for f in parsed["fields"]])
         result = emit(Store.open(text("root")), str(parsed["type"]), fields, subject=text("subject"),
@@ -180,8 +180,8 @@ def queue_claim(args: list[str]) -> int | None:
         return None
 
     def run_claim() -> int:
-        from loki.queue import Queue
-        from loki.store import Store
+        from loki.queue.queue import Queue
+        from loki.storage.store import Store
 
         task = Queue(Store.open(parsed["root"])).claim(parsed["agent"], types=parsed["types"],
                                                        lease_seconds=parsed["lease"])

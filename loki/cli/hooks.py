@@ -1,6 +1,6 @@
 """``loki hook EVENT`` and ``loki hooks install|uninstall``: Claude Code integration.
 
-``loki hook EVENT`` is normally answered by the fast lane (:mod:`loki.hookio`, dispatched from
+``loki hook EVENT`` is normally answered by the fast lane (:mod:`loki.hooks.boundary`, dispatched from
 :mod:`loki.entry` before typer loads); this typer command exists for ``--help`` and runs the same
 code. ``loki hooks install`` writes the settings that make Claude Code call it.
 """
@@ -13,7 +13,7 @@ import sys
 import typer
 
 from loki.cli.common import JSON_HELP, echo, print_json, root_option
-from loki.hookio import EVENTS
+from loki.hooks.boundary import EVENTS
 
 SETTINGS_HELP = "Claude Code's settings file (default: .claude/settings.json beside .loki/)."
 EVENT_HELP = "One of: " + ", ".join(EVENTS) + " (Claude Code's " + ", ".join(EVENTS.values()) + ")."
@@ -33,7 +33,7 @@ def hook(
     Never blocks a session by accident: bad input or any failure is one line on stderr and exit 1
     (non-blocking for Claude Code); a repository without .loki/ gets exit 0 and no output.
     """
-    from loki.hookio import run
+    from loki.hooks.boundary import run
 
     raise typer.Exit(run(event, root_option(ctx), sys.stdin.buffer, sys.stdout, sys.stderr))
 
@@ -45,7 +45,7 @@ def _settings_path(ctx: typer.Context, settings: str | None) -> tuple[str, str]:
         parent = os.path.dirname(path)
         project = os.path.dirname(parent) if os.path.basename(parent) == ".claude" else os.getcwd()
         return path, project
-    from loki.paths import find_root
+    from loki.storage.paths import find_root
 
     project = os.path.dirname(find_root(root_option(ctx)))
     return os.path.join(project, ".claude", "settings.json"), project
@@ -104,7 +104,7 @@ def install(
     Idempotent: an event that already runs `loki hook <event>` is left alone (under whatever matcher it
     has). A settings file that is not valid is refused with its JSON pointer and never rewritten.
     """
-    from loki import claudesettings
+    from loki.hooks import claudesettings
 
     path, project = _settings_path(ctx, settings)
     doc, existed = claudesettings.load(path)
@@ -129,7 +129,7 @@ def uninstall(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Remove exactly loki's hook entries (`loki hook <event>`); everything else stays."""
-    from loki import claudesettings
+    from loki.hooks import claudesettings
 
     path, _ = _settings_path(ctx, settings)
     doc, existed = claudesettings.load(path)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from loki.breakers import Decision
+    from loki.breakers.breakers import Decision
     from loki.errors import LokiError
 
 

@@ -1,4 +1,4 @@
-"""``loki queue ...``: a thin layer over :class:`loki.queue.Queue`."""
+"""``loki queue ...``: a thin layer over :class:`loki.queue.queue.Queue`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ TOKEN_HELP = "The claim token printed by claim; when given it must match the cur
 
 
 def _queue(ctx: typer.Context) -> Any:
-    from loki.queue import Queue
+    from loki.queue.queue import Queue
 
     return Queue(store_from(ctx))
 
@@ -46,7 +46,7 @@ def add(
 ) -> None:
     """Add a task (or a whole batch with --from-file)."""
     from loki.errors import UsageError
-    from loki.queue import parse_json_option
+    from loki.queue.queue import parse_json_option
 
     queue = _queue(ctx)
     if from_file is not None:
@@ -56,7 +56,7 @@ def add(
         created = [r["task"] for r in results if r["created"]]
         existing = [r["task"] for r in results if not r["created"]]
         if json_output:
-            from loki.tasks import summary
+            from loki.queue.tasks import summary
 
             print_json({"added": len(created), "existing": len(existing),
                         "tasks": [summary(r["task"]) | {"created": r["created"]} for r in results]})
@@ -187,7 +187,7 @@ def complete(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Mark a task you hold as completed. Exit 4 if you no longer hold it."""
-    from loki.queue import parse_json_option
+    from loki.queue.queue import parse_json_option
 
     task = _queue(ctx).complete(task_id, agent, token=token, result=parse_json_option(result, "--result"))
     if json_output:

@@ -37,13 +37,13 @@ def run(
 ) -> None:
     """Run CMD; retry with exponential backoff and jitter; wait out rate limits (HTTP 429, Retry-After)
     and an open breaker. Exits with CMD's last exit code (75: breaker still open; 127: no such command)."""
-    from loki.runner import RetryPolicy, Runner
+    from loki.breakers.runner import RetryPolicy, Runner
 
     policy = RetryPolicy(retries=retries, initial_delay=initial_delay, max_delay=max_delay,
                          multiplier=multiplier, jitter=jitter)
     breakers = None
     if breaker is not None:
-        from loki.breakers import Breakers
+        from loki.breakers.breakers import Breakers
 
         breakers = Breakers(store_from(ctx))
     runner = Runner(command or [], policy=policy, breakers=breakers, breaker=breaker,

@@ -1,4 +1,4 @@
-"""``loki signal emit|list|show|log|rules``: a thin layer over :mod:`loki.signals` and :mod:`loki.rules`.
+"""``loki signal emit|list|show|log|rules``: a thin layer over :mod:`loki.signals.emit` and :mod:`loki.signals.rules`.
 
 ``loki signal emit`` is normally answered by the fast lane (loki/cli/fast.py) before typer
 loads -- agents run it constantly; this command is the same code for every other spelling
@@ -37,8 +37,8 @@ def emit(
 ) -> None:
     """Validate a signal against its type's schema and publish it (never overwriting an unconsumed one)."""
     from loki.cli.output import print_emitted
-    from loki.signals import emit as emit_signal
-    from loki.signals import fields_from
+    from loki.signals.emit import emit as emit_signal
+    from loki.signals.emit import fields_from
 
     result = emit_signal(store_from(ctx), signal_type, fields_from(data, fields or []), subject=subject,
                          task_id=task_id, severity=severity, agent=agent)
@@ -52,7 +52,7 @@ def list_(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Signals waiting, being processed and quarantined, oldest first, and the drift log's backlog."""
-    from loki.signals import list_signals
+    from loki.signals.emit import list_signals
 
     places = ("waiting", "processing", "quarantined", *(("archived",) if archived else ()))
     result = list_signals(store_from(ctx), places=places)
@@ -76,8 +76,8 @@ def show(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """One signal: where it is, its content, and what consuming it did."""
-    from loki import jsonio
-    from loki.signals import show as show_signal
+    from loki.signals.emit import show as show_signal
+    from loki.storage import jsonio
 
     result = show_signal(store_from(ctx), name)
     if json_output:
@@ -101,7 +101,7 @@ def log(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """What the latest consumed signals did (logs/signals.jsonl), newest last."""
-    from loki.outcomes import recent
+    from loki.signals.outcomes import recent
 
     records = recent(store_from(ctx), limit, type_prefix=type_prefix)
     if json_output:
@@ -121,7 +121,7 @@ def outcome_line(record: dict[str, Any]) -> str:
 @app.command("rules")
 def rules_(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
     """The rule table: what the watcher does with each signal type."""
-    from loki.rules import table as rule_table
+    from loki.signals.rules import table as rule_table
 
     rows = rule_table()
     if json_output:

@@ -1,4 +1,4 @@
-"""``loki watch``: consume signals, run the periodic tick, show it live (a thin layer over loki.watcher).
+"""``loki watch``: consume signals, run the periodic tick, show it live (a thin layer over loki.signals.watcher).
 
 Output modes: a live rich view on a terminal; ``--no-tui`` one line per event (the
 default when stdout is not a terminal); ``--json`` one JSON object per event line. With
@@ -31,7 +31,7 @@ def watch(
     refresh: float = typer.Option(1.0, "--refresh", help="Seconds between two frames of the live view."),
 ) -> None:
     """Consume signals (one consumer at a time; a second watcher is display-only) and show the state live."""
-    from loki.watcher import Watcher
+    from loki.signals.watcher import Watcher
 
     store = store_from(ctx)
     live = not (once or no_tui or json_output) and sys.stdout.isatty()
@@ -70,7 +70,7 @@ def _live(watcher: Any, refresh: float) -> None:
 
     from loki.cli.common import console
     from loki.cli.watchview import render
-    from loki.dashboard import Dashboard
+    from loki.signals.dashboard import Dashboard
 
     dashboard = Dashboard(watcher.store)
     message: list[str] = []  # the last event that is not a signal (signals have their own table)

@@ -1,4 +1,4 @@
-"""The live view of ``loki watch``: a :mod:`loki.dashboard` snapshot drawn with rich.
+"""The live view of ``loki watch``: a :mod:`loki.signals.dashboard` snapshot drawn with rich.
 
 Pure functions from a snapshot (a dict) to a renderable, so tests draw it on a recording
 console and check what it says.

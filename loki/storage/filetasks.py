@@ -1,6 +1,6 @@
 """The task store on files: ``queue/<state>.json``, the dead-letter and abandoned files, ``archive/``.
 
-It implements :class:`loki.storage.tasks.TaskStore` on :class:`loki.store.Store`, which keeps every
+It implements :class:`loki.storage.tasks.TaskStore` on :class:`loki.storage.store.Store`, which keeps every
 storage rule (one lock for the whole domain, a redo journal for a change to several files, the
 digests that spare re-validation). The on-disk format is the one docs/queue.md describes; this
 module is the only one that knows which file a state lives in.
@@ -19,17 +19,17 @@ dropped; ``loki queue show`` still finds an archived task.
 
 from __future__ import annotations
 
-from loki import jsonio, layout
 from loki.clock import ts_before_or_at
-from loki.tasks import PRIORITY_RANK, TASK_STATES
+from loki.queue.tasks import PRIORITY_RANK, TASK_STATES
+from loki.storage import jsonio, layout
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Iterator
     from typing import Any
 
+    from loki.storage.store import Store, Transaction
     from loki.storage.tasks import TaskTxn
-    from loki.store import Store, Transaction
 
 HOT_STATES = tuple(s.value for s in TASK_STATES)
 ROTATED_STATES = ("completed", "cancelled")

@@ -19,11 +19,11 @@ import copy
 import os
 import threading
 
-from loki import jsonio, layout
 from loki.clock import default_clock, format_ts
 from loki.errors import InvalidInput, LockTimeout
-from loki.schema import registry
+from loki.storage import jsonio, layout
 from loki.storage.filetasks import HOT_STATES, DependencyIndex, abandoned_record, rotation, select_ready
+from loki.storage.schema import registry
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from loki.clock import Clock
-    from loki.schema import Registry
     from loki.storage.filetasks import Census
+    from loki.storage.schema import Registry
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
@@ -521,8 +521,8 @@ class MemoryTaskTxn:
 
 if TYPE_CHECKING:
     from loki.storage.state import StateStore
+    from loki.storage.store import Store
     from loki.storage.tasks import TaskStore, TaskTxn
-    from loki.store import Store
 
     def _both_implement_both_interfaces(memory: MemoryStore, files: Store) -> None:
         """Never called: mypy (``make lint``) checks here that each store satisfies each protocol."""

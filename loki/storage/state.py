@@ -5,7 +5,7 @@ names are ``/``-separated keys under the tree (``state/circuit-breakers.json``),
 a log is read after a *position* the caller keeps and hands back (the file store's is a byte
 offset, the memory store's an offset into its buffer, a database's would be a sequence number),
 and "has it changed?" is asked with an opaque *change token*, compared only for equality.
-:class:`loki.store.Store` is the file implementation, :class:`loki.storage.memory.MemoryStore`
+:class:`loki.storage.store.Store` is the file implementation, :class:`loki.storage.memory.MemoryStore`
 the memory one.
 
 This module is for type checkers and readers: domain modules import it under ``TYPE_CHECKING``
@@ -18,7 +18,7 @@ from collections.abc import Hashable, Iterable, Iterator
 from typing import Any, Protocol
 
 from loki.clock import Clock
-from loki.schema import Registry
+from loki.storage.schema import Registry
 from loki.storage.tasks import TaskStore
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from loki.breakers import Breakers
-from loki.store import Store
+from loki.breakers.breakers import Breakers
+from loki.storage.store import Store
 
 
 def main() -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 
 from loki.errors import NothingToDo
-from loki.queue import Queue
-from loki.store import Store
+from loki.queue.queue import Queue
+from loki.storage.store import Store
 
 
 def main() -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from loki import signals
-from loki.store import Store
+from loki.signals import emit as signals
+from loki.storage.store import Store
 
 KINDS = (("DOCS_NEEDED", None), ("FEATURE_READY", "shared"), ("CUSTOM_EVENT", None), ("HUMAN_REVIEW_NEEDED", None))
 

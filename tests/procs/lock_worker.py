@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from loki.locks import FileLock
+from loki.storage.locks import FileLock
 
 
 def main() -> None:

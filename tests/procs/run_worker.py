@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from loki.runner import RetryPolicy, Runner
+from loki.breakers.runner import RetryPolicy, Runner
 
 
 def main() -> None:

@@ -14,9 +14,9 @@ import os
 import signal
 import sys
 
-import loki.store
-from loki.queue import Queue
-from loki.store import Store
+import loki.storage.store
+from loki.queue.queue import Queue
+from loki.storage.store import Store
 
 
 def main() -> None:
@@ -26,7 +26,7 @@ def main() -> None:
             sys.stdout.flush()
             os.kill(os.getpid(), signal.SIGSTOP)
 
-    loki.store.crashpoint = stop_here
+    loki.storage.store.crashpoint = stop_here
     task = Queue(Store(sys.argv[1])).claim("stopped-agent")
     sys.stdout.write(f"{task['id']}\n")
     sys.stdout.flush()

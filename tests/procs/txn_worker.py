@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 import sys
 
-from loki import layout
-from loki.store import Store
+from loki.storage import layout
+from loki.storage.store import Store
 
 STATES = ("pending", "in-progress", "completed")
 

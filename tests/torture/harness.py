@@ -33,9 +33,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from loki import layout
-from loki.store import Store
-from loki.tree import init_tree, validate_tree
+from loki.storage import layout
+from loki.storage.store import Store
+from loki.storage.tree import init_tree, validate_tree
 
 REPO = Path(__file__).resolve().parent.parent.parent
 TASK_FILES = [layout.queue_file(s) for s in layout.QUEUE_STATES]

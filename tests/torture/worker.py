@@ -14,13 +14,13 @@ import os
 import random
 import sys
 
-from loki import signals
-from loki.breakers import Breakers
-from loki.deadletter import DeadLetter
+from loki.breakers.breakers import Breakers
 from loki.errors import LokiError
-from loki.queue import Queue
-from loki.store import Store
-from loki.strikes import Strikes
+from loki.queue.deadletter import DeadLetter
+from loki.queue.queue import Queue
+from loki.signals import emit as signals
+from loki.storage.store import Store
+from loki.strikes.strikes import Strikes
 
 BREAKER = "api/torture"
 

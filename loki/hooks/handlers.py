@@ -1,0 +1,368 @@
+"""What each Claude Code hook event does (docs/hooks.md). :mod:`loki.hooks.boundary` calls these.
+
+Every handler takes the checked payload and the ``.loki/`` root and returns the JSON answer to
+print, or None to say nothing:
+
+* ``PreToolUse``: read-only and lock-free (:mod:`loki.strikes.view`, :mod:`loki.memory.hints`).
+  Nothing to do unless this exact call has strikes on this branch; at the warn tier it adds
+  context, at the stop tier it answers ``permissionDecision`` ``deny`` (or ``ask``, or context
+  only: ``strikes.stop_decision``). Before a Bash command whose prefix failed before and was
+  fixed, it adds error memory's one-line hint ("last time this failed with ...; it was fixed by ...").
+* ``PostToolUseFailure``: captures the failure in error memory (:mod:`loki.memory.memory`: one appended
+  line), records a strike (:class:`loki.strikes.strikes.Strikes`) and, from the warn tier on, answers
+  ``additionalContext``: change approach, the recovery suggestion, previous errors.
+* ``PostToolUse``: a success clears the call's strikes and links the streaks it ends (same tool,
+  same command prefix) to it as their resolution in error memory; an output that shows a
+  failure anyway (:mod:`loki.hooks.tooloutcome`) counts as one. While the branch has strikes, every
+  call is counted (:mod:`loki.strikes.callcount`): a resolution's confidence falls with the calls between.
+* ``SessionStart``: a short briefing: the dead-letter review, open escalations, this branch's
+  strikes, the head of CONTINUITY.md.
+* ``Stop``: advisory only. It mentions calls stopped on this branch to the user
+  (``systemMessage``) and never answers ``decision: "block"``: a hook must not trap a session.
+
+The hot handlers import only what they need; the store and everything behind it are imported
+inside the functions that write.
+"""
+
+from __future__ import annotations
+
+from loki.hooks.payload import HookError, work_dir
+from loki.memory import hints as memoryhints
+from loki.strikes import callcount, gitbranch
+from loki.strikes import key as strikekey
+from loki.strikes import view as strikeview
+from loki.strikes.tiers import STOP, WARN, Tiers, deny_reason, hash_chars, stop_text, warn_text
+from loki.wording import plural
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from loki.hooks.tooloutcome import Outcome
+    from loki.storage.store import Store
+    from loki.strikes.strikes import Strikes
+
+BRIEFING_MAX_CHARS = 4000
+CONTINUITY_HEAD_LINES = 20
+CONTINUITY_HEAD_CHARS = 1500
+LISTED = 5
+
+
+def context_answer(event_name: str, text: str) -> dict[str, Any]:
+    return {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}
+
+
+def _tool(payload: dict[str, Any]) -> tuple[str, Any]:
+    tool_input = payload.get("tool_input")
+    return str(payload["tool_name"]), {} if tool_input is None else tool_input
+
+
+def _store(root: str) -> Store:
+    from loki.storage.store import Store
+
+    return Store(root)
+
+
+# -- PreToolUse (hot path) ---------------------------------------------------------------------
+
+
+def pre_tool_use(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+    answer = _strike_answer(payload, root)
+    tool, tool_input = _tool(payload)
+    hint = memoryhints.hint_for(root, tool, tool_input)  # never raises: any problem is no hint
+    if hint is None:
+        return answer
+    if answer is None:
+        return context_answer("PreToolUse", hint)
+    output = answer["hookSpecificOutput"]
+    field = "additionalContext" if "additionalContext" in output else "permissionDecisionReason"
+    output[field] = f"{output[field]}\n{hint}"
+    return answer
+
+
+def _strike_answer(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+    if not strikeview.any_strike_files(root):  # no strikes anywhere: the common case
+        return None
+    branch = gitbranch.current_branch(work_dir(payload))
+    try:
+        keys = strikeview.read_keys(root, gitbranch.file_name(branch))
+    except strikeview.Unreadable as exc:
+        raise HookError(f"{exc}; no call is stopped until it is fixed") from None
+    if not keys:
+        return None
+    config = strikeview.read_config(root)
+    tool, tool_input = _tool(payload)
+    key, _, _ = strikekey.strike_key(tool, tool_input, hash_chars(config))
+    entry = keys.get(key)
+    if not isinstance(entry, dict) or not isinstance(entry.get("strike_count"), int):
+        return None
+    tiers = Tiers.from_config(config)
+    tier = tiers.tier(entry["strike_count"])
+    label = strikekey.call_label(tool, tool_input)
+    if tier == STOP:
+        if tiers.stop_decision == "context":
+            return context_answer("PreToolUse", stop_text(tiers, entry, label))
+        return {"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": tiers.stop_decision,
+            "permissionDecisionReason": deny_reason(tiers, entry, label, key, branch),
+        }}
+    if tier == WARN:
+        return context_answer("PreToolUse", warn_text(tiers, entry, label))
+    return None
+
+
+# -- PostToolUse / PostToolUseFailure ----------------------------------------------------------
+
+
+def post_tool_use(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+    from loki.hooks.tooloutcome import FAILURE, SUCCESS, after_success
+
+    tool, tool_input = _tool(payload)
+    outcome = after_success(tool, tool_input, payload.get("tool_response"))
+    if outcome.kind == FAILURE:
+        return _record_failure(payload, root, outcome, "PostToolUse")
+    branch, keys = _branch_keys(payload, root)
+    if keys is None or not keys:
+        if keys is None:  # unreadable: let the store report it properly
+            _record_success(payload, root, str(branch), None)
+        return None
+    call = callcount.tick(root, gitbranch.file_name(str(branch)))  # a call in between, for resolutions
+    if outcome.kind == SUCCESS and _ends_a_streak(keys, root, tool, tool_input):
+        _record_success(payload, root, str(branch), call)
+    return None
+
+
+def post_tool_use_failure(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+    from loki.hooks.tooloutcome import FAILURE, after_failure
+
+    tool, tool_input = _tool(payload)
+    outcome = after_failure(tool, tool_input, payload.get("error"), payload.get("is_interrupt"))
+    if outcome.kind != FAILURE:
+        branch, keys = _branch_keys(payload, root)
+        if keys:
+            callcount.tick(root, gitbranch.file_name(str(branch)))
+        return None
+    return _record_failure(payload, root, outcome, "PostToolUseFailure")
+
+
+def _branch_keys(payload: dict[str, Any], root: str) -> tuple[str | None, dict[str, Any] | None]:
+    """Lock-free: the branch and its strike keys; ``(None, {})`` without any strike file, keys None if unreadable."""
+    if not strikeview.any_strike_files(root):  # most calls: no strike file anywhere
+        return None, {}
+    branch = gitbranch.current_branch(work_dir(payload))
+    try:
+        return branch, strikeview.read_keys(root, gitbranch.file_name(branch))
+    except strikeview.Unreadable:
+        return branch, None
+
+
+def _ends_a_streak(keys: dict[str, Any], root: str, tool: str, tool_input: Any) -> bool:
+    """Does this success clear its own strikes, or end a streak of the same kind for error memory?"""
+    key, _, _ = strikekey.strike_key(tool, tool_input, hash_chars(strikeview.read_config(root)))
+    if key in keys:
+        return True
+    candidates = [e for e in keys.values() if isinstance(e, dict) and e.get("memory_ids") and e.get("tool") == tool]
+    if not candidates:
+        return False
+    from loki.strikes import cmdprefix
+
+    prefix = cmdprefix.call_prefix(tool, tool_input)
+    return bool(prefix) and any(e.get("prefix") == prefix for e in candidates)
+
+
+def _record_success(payload: dict[str, Any], root: str, branch: str, call: int | None) -> None:
+    from loki.strikes.strikes import Strikes
+
+    tool, tool_input = _tool(payload)
+    store = _store(root)
+
+    def link(streaks: list[dict[str, Any]]) -> None:
+        try:
+            from loki.memory.memory import ErrorMemory
+
+            ErrorMemory(store).record_resolutions(streaks, tool, tool_input, branch=branch, cwd=work_dir(payload),
+                                                  session_id=payload.get("session_id"))
+        except Exception as exc:  # memory is an enhancement: never fail the hook for it
+            _memory_skipped("the resolution was not recorded", exc)
+
+    Strikes(store, branch=branch).record_success(tool, tool_input, call_number=call, on_resolved=link)
+
+
+def _record_failure(payload: dict[str, Any], root: str, outcome: Outcome, event_name: str) -> dict[str, Any] | None:
+    from loki.strikes.strikes import Strikes
+
+    tool, tool_input = _tool(payload)
+    store = _store(root)
+    strikes = Strikes(store, cwd=work_dir(payload))
+    strikes.state()  # an unusable strike file ends the hook here, before anything is written
+
+    def capture() -> tuple[str | None, int | None]:
+        # Run by record_failure once the branch's strike lock is held: a hook that times out on
+        # that lock exits 1 having written nothing, neither the call count nor error memory.
+        call = callcount.tick(root, gitbranch.file_name(strikes.branch))
+        return _capture(store, payload, outcome, strikes), call
+
+    recorded = strikes.record_failure(tool, tool_input, outcome.error, result=outcome.result,
+                                      session=payload.get("session_id"), capture=capture)
+    if recorded.guidance is None:
+        return None
+    return context_answer(event_name, recorded.guidance)
+
+
+def _capture(store: Store, payload: dict[str, Any], outcome: Outcome, strikes: Strikes) -> str | None:
+    """Append the failure to error memory (one line, no index work); its id, or None if that failed."""
+    tool, tool_input = _tool(payload)
+    try:
+        from loki.memory.memory import ErrorMemory
+
+        record = ErrorMemory(store).capture(
+            tool, tool_input, outcome.error, result=outcome.result, exit_code=outcome.exit_code,
+            branch=strikes.branch, cwd=work_dir(payload), session_id=payload.get("session_id"),
+            strike_key=strikes.key_for(tool, tool_input)[0])
+    except Exception as exc:  # memory is an enhancement: the strike is still recorded
+        _memory_skipped("the failure was not captured", exc)
+        return None
+    return str(record["id"])
+
+
+def _memory_skipped(what: str, exc: Exception) -> None:
+    import sys
+
+    message = getattr(exc, "message", None)
+    reason = message if isinstance(message, str) else f"{type(exc).__name__}: {exc}"
+    sys.stderr.write(f"loki hook: error memory: {what} ({' '.join(reason.split())})\n")
+
+
+# -- SessionStart --------------------------------------------------------------------------------
+
+
+def session_start(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+    from loki.errors import LokiError
+
+    store = _store(root)
+    sections: list[str] = []
+    builders: list[tuple[str, Callable[[Store, dict[str, Any]], str | None]]] = [
+        ("Dead-letter review", _deadletter_section),
+        ("Escalations", _escalations_section),
+        ("Strikes", _strikes_section),
+        ("CONTINUITY.md", _continuity_section),
+    ]
+    for title, build in builders:
+        try:
+            text = build(store, payload)
+        except LokiError as exc:  # one broken part must not hide the others
+            text = f"- {title}: unavailable ({exc.message})"
+        if text:
+            sections.append(text)
+    if not sections:
+        return None
+    briefing = "loki briefing (this repository's shared agent state in .loki/; `loki status` shows more):\n"
+    briefing += "\n".join(sections)
+    if len(briefing) > BRIEFING_MAX_CHARS:
+        briefing = briefing[: BRIEFING_MAX_CHARS - 20] + "\n[... cut short]"
+    return context_answer("SessionStart", briefing)
+
+
+def _call(entry: dict[str, Any]) -> str:
+    """``Bash `npm test``` (older entries without a label show their input preview)."""
+    call = entry.get("call")
+    return call if isinstance(call, str) and call else f"{entry['tool']} {entry.get('input_preview', '')[:100]}"
+
+
+def _deadletter_section(store: Store, payload: dict[str, Any]) -> str | None:
+    from loki.queue.deadletter import DeadLetter
+
+    review = DeadLetter(store).review()
+    entries = int(review.get("entries", 0))
+    if review.get("skipped"):
+        if not entries:
+            return None
+        return (f"- Dead-letter queue: {plural(entries, 'entry', 'entries')} waiting; last "
+                f"reviewed {review['last_reviewed']} (`loki deadletter list`).")
+    if not entries:
+        return None
+    counts = review["counts"]
+    lines = [f"- Dead-letter review just ran on {plural(entries, 'entry', 'entries')}: "
+             f"{counts['retry']} retried, {counts['abandon']} abandoned, {counts['escalate']} escalated, "
+             f"{counts['leave']} left."]
+    acted = [d for d in review["decisions"] if d["action"] != "leave"]
+    lines += [f"  - {d['task_id']}: {d['action']} ({d['reason']})" for d in acted[:LISTED]]
+    return "\n".join(lines)
+
+
+def _escalations_section(store: Store, payload: dict[str, Any]) -> str | None:
+    from loki.queue.escalations import list_escalations
+
+    waiting = list_escalations(store, open_only=True)
+    if not waiting:
+        return None
+    lines = [f"- {plural(len(waiting), 'open escalation')} waiting for a human (`loki escalations list --open`); "
+             "do not work around them:"]
+    for row in waiting[-LISTED:]:
+        title = row.get("title") or row.get("trigger") or ""
+        lines.append(f"  - escalations/{row['file']}: {title}")
+    return "\n".join(lines)
+
+
+def _strikes_section(store: Store, payload: dict[str, Any]) -> str | None:
+    from loki.strikes.strikes import Strikes
+
+    strikes = Strikes(store, cwd=work_dir(payload))
+    active = strikes.active()
+    if not active:
+        return None
+    tiers = strikes.tiers
+    lines = [f"- {plural(len(active), 'failing call')} on branch {strikes.branch} (3-strike protocol; do not repeat "
+             "them as they are; `loki errors list`):"]
+    for entry in active[:LISTED]:
+        state = {STOP: "STOPPED", WARN: "change approach"}.get(tiers.tier(entry["strike_count"]), "recorded")
+        lines.append(f"  - {_call(entry)}: {entry['strike_count']} strike(s), {state}; last error: "
+                     f"{entry.get('last_error', '')[:160]}")
+    return "\n".join(lines)
+
+
+def _continuity_section(store: Store, payload: dict[str, Any]) -> str | None:
+    from loki.storage import layout
+
+    text = store.read_text(layout.CONTINUITY)
+    if not text or text == layout.initial_files()[layout.CONTINUITY]:
+        return None
+    lines = text.strip().splitlines()[:CONTINUITY_HEAD_LINES]
+    head = "\n".join(lines)[:CONTINUITY_HEAD_CHARS]
+    more = "\n  [...] (read .loki/CONTINUITY.md for the rest)" if len(head) < len(text.strip()) else ""
+    return "- CONTINUITY.md (head):\n" + "\n".join("  " + line for line in head.splitlines()) + more
+
+
+# -- Stop -----------------------------------------------------------------------------------------
+
+
+def stop(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+    """Advisory: tell the user which calls are stopped on this branch. Never blocks the stop."""
+    if not strikeview.any_strike_files(root):
+        return None
+    from loki.strikes.strikes import Strikes
+
+    strikes = Strikes(_store(root), cwd=work_dir(payload))
+    tiers = strikes.tiers
+    stopped = [e for e in strikes.active() if tiers.tier(e["strike_count"]) == STOP]
+    if not stopped:
+        return None
+    named = "; ".join(
+        f"{_call(e)} ({e['strike_count']} failures"
+        + (f", escalations/{e['escalation']})" if e.get("escalation") else ")")
+        for e in stopped[:3])
+    more = f" and {len(stopped) - 3} more" if len(stopped) > 3 else ""
+    return {"systemMessage": f"loki: {plural(len(stopped), 'call')} stopped by the 3-strike protocol on branch "
+                             f"{strikes.branch}: {named}{more}. `loki errors list` shows them; `loki errors reset "
+                             "KEY` clears one once fixed."}
+
+
+HANDLERS: dict[str, Callable[[dict[str, Any], str], dict[str, Any] | None]] = {
+    "PreToolUse": pre_tool_use,
+    "PostToolUse": post_tool_use,
+    "PostToolUseFailure": post_tool_use_failure,
+    "SessionStart": session_start,
+    "Stop": stop,
+}

@@ -1,0 +1,105 @@
+"""A human's decision on a task that waits for one: what ``loki approve`` does, callable from Python.
+
+The decision travels as a HUMAN_APPROVED signal, so it is logged and applied exactly once by the
+same consumer as every other signal (docs/signals.md). :func:`approve` checks that the task really
+waits for a human (blocked, or in the dead-letter queue), emits the signal and, when no watcher is
+consuming, applies it at once; with a watcher running, the watcher applies it and the result names
+that watcher. A decision that was recorded but failed to apply is an error that says where the
+signal is kept, never a silent "applied later"::
+
+    from loki import Store
+    from loki.queue.approvals import approve
+
+    result = approve(Store.open(), "task-1", "approve", note="use staging", approver="alice")
+    print(result.applied_now, result.outcome)
+
+Kept out of :mod:`loki.queue.escalations`, which writes and resolves the escalation files: approving goes
+through the signal consumer, and the consumer's rules call into ``escalations``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from typing import Any
+
+    from loki.storage.store import Store
+
+WAITING_STATES = ("blocked", "dead-letter")
+"""The states in which a task waits for a human decision (``escalate`` puts it there)."""
+
+
+@dataclass(frozen=True)
+class Approval:
+    """What :func:`approve` did: the signal it emitted, and either the outcome of applying it now
+    (``applied_now``) or the watcher that will (``consumer``, its lock holder record)."""
+
+    signal: str
+    task_id: str
+    decision: str
+    approver: str
+    applied_now: bool
+    outcome: dict[str, Any] | None
+    consumer: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"signal": self.signal, "task_id": self.task_id, "decision": self.decision,
+                "applied_now": self.applied_now, "outcome": self.outcome, "consumer": self.consumer}
+
+
+def approve(store: Store, task_id: str, decision: str, *, note: str | None = None,
+            approver: str | None = None) -> Approval:
+    """Record ``decision`` (approve, cancel or clarify) on a task waiting for a human, and apply it
+    now unless a watcher is consuming signals.
+
+    ``approver`` defaults to ``$USER`` (as git's author does), else "human". Raises
+    :class:`~loki.errors.InvalidInput` for a strike escalation's id (those are cleared with
+    ``loki errors reset``), :class:`~loki.errors.InvalidArgument` for an unknown decision,
+    :class:`~loki.errors.NotFound` for an unknown task, :class:`~loki.errors.Conflict` for a task
+    that is not blocked or dead-lettered, and :class:`~loki.errors.LokiError` when this call was
+    the consumer and applying the decision failed (the signal stays in ``signals/.processing/``
+    for the next consumer to retry).
+    """
+    from loki.errors import Conflict, InvalidArgument, InvalidInput, LokiError
+    from loki.queue.escalations import DECISIONS
+    from loki.queue.queue import Queue
+    from loki.signals import emit as signals
+    from loki.signals import types as signaltypes
+    from loki.signals.consumer import consume_pending
+    from loki.storage.paths import check_id
+    from loki.strikes.strikes import ESCALATION_PREFIX
+
+    check_id(task_id, "task id")
+    if task_id.startswith(ESCALATION_PREFIX):
+        raise InvalidInput(f"{task_id} is a strike escalation (a tool call that kept failing), not a task: once the "
+                           "cause is fixed, clear it with `loki errors reset`", field="task_id")
+    if decision not in DECISIONS:
+        raise InvalidArgument(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
+    if approver is not None:
+        from loki.textsafe import check_name
+
+        check_name(approver, "approver name")
+    who = approver or os.environ.get("USER") or "human"
+    state = Queue(store).show(task_id)["state"]  # NotFound (exit 1) for an unknown id
+    if state not in WAITING_STATES:
+        raise Conflict(f"{task_id} is {state}, not waiting for a human decision (only blocked and dead-letter "
+                       "tasks are)", task_id=task_id, state=state)
+    fields = {"decision": decision, "approver": who, **({"note": note} if note else {})}
+    emitted = signals.emit(store, signaltypes.HUMAN_APPROVED, fields, task_id=task_id)
+    # With no watcher running, apply it now (the same exactly-once consumer); else the watcher does.
+    done = consume_pending(store)
+    mine = next((o for o in done["outcomes"] if o.get("name") == emitted["name"]), None)
+    if done["consumed"] and mine is None:
+        # We were the consumer and it did not apply: say so, never "the watcher applies it".
+        failed = next((e for e in done["errors"] if signals.original_name(str(e.get("id"))) == emitted["name"]),
+                      None)
+        why = failed["message"] if failed else "it was not applied"
+        raise LokiError(f"{decision} for {task_id} was recorded as signal {emitted['name']} but applying it failed: "
+                        f"{why}. The signal is kept in signals/.processing/; `loki watch --once` (or a running "
+                        "`loki watch`) retries it", signal=emitted["name"], task_id=task_id, decision=decision,
+                        applied_now=False, reason=why)
+    return Approval(signal=emitted["name"], task_id=task_id, decision=decision, approver=who,
+                    applied_now=done["consumed"], outcome=mine, consumer=None if done["consumed"] else done["consumer"])

@@ -1,0 +1,373 @@
+"""Escalation files for humans (reference: 001 Troubleshooting, Escalation Format).
+
+``escalate`` renders ``templates/escalation.md`` into ``escalations/<UTC-ts>-<task_id>.md``
+(a name that never overwrites another: a second one in the same second gets ``-2``),
+moves the task to ``blocked`` (a dead-letter entry stays where it is, marked
+``requires_human_review``) and emits HUMAN_REVIEW_NEEDED. ``resolve`` applies a human's
+decision (what HUMAN_APPROVED carries) and appends it to every open escalation file of the
+task; ``close`` resolves one file without deciding anything about its task.
+
+The template is a real file: ``loki init`` copies it to ``.loki/templates/escalation.md``,
+which wins over the shipped one. Placeholders are ``{name}``; an unknown one is an error
+that names it. Each escalation file starts with one machine-readable HTML comment
+(task, trigger, time) that Markdown viewers hide.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from loki.clock import add_seconds, format_ts
+from loki.config import setting
+from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, StateFileError
+from loki.queue.deadentry import error_summary
+from loki.queue.tasks import TASK_STATES, add_note, clear_claim, start_fresh_budget
+from loki.signals import emit as signals
+from loki.signals import types as signaltypes
+from loki.storage import jsonio, layout
+from loki.storage.paths import check_id, resource_dir
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from loki.storage.store import Store
+
+
+TEMPLATE_NAME = "escalation.md"
+USER_TEMPLATE = layout.ESCALATION_TEMPLATE
+HOT_STATES = tuple(s.value for s in TASK_STATES)
+PLACEHOLDERS = {
+    "task_title": "the task's title",
+    "task_id": "the task's id",
+    "failure_count": "how many attempts failed",
+    "trigger": "why it was escalated (--trigger)",
+    "error_summary": "the failure pattern in one line",
+    "attempts_log": "every attempt, as a Markdown table",
+    "agent_analysis": "what was tried and why it failed (--analysis)",
+    "recommended_options": "numbered options with their trade-offs (--option ...)",
+    "timestamp": "when the escalation was written (UTC)",
+    "agent": "who escalated",
+}
+DECISIONS = ("approve", "cancel", "clarify")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_HEADER = re.compile(r"^<!-- loki-escalation (\{.*\}) -->$")
+RESOLUTION_HEADING = "### Resolution"
+
+
+def template(store: Store) -> tuple[str, str]:
+    """(text, name to show): the tree's own template if it has one, else the shipped one.
+
+    The tree's copy is state like any other and is read through the store, so it gets the store's
+    rules: a symbolic link is refused (exit 1, as `loki validate` reports it), not followed out of
+    ``.loki/``. The shipped template lives in the package, outside any tree.
+    """
+    own = store.read_text(USER_TEMPLATE)
+    if own is not None:
+        return own, f".loki/{USER_TEMPLATE}"
+    shipped = os.path.join(resource_dir("templates"), TEMPLATE_NAME)
+    try:
+        with open(shipped, encoding="utf-8") as f:
+            return f.read(), shipped
+    except OSError as exc:
+        raise StateFileError(shipped, f"cannot read the escalation template: {exc.strerror}") from None
+
+
+def render(template: str, values: dict[str, str], template_name: str) -> str:
+    """Fill ``{placeholder}``s; an unknown placeholder is an error naming it and its line."""
+    for number, line in enumerate(template.splitlines(), start=1):
+        for match in _PLACEHOLDER.finditer(line):
+            if match.group(1) not in values:
+                raise InvalidInput(
+                    f"{template_name} line {number}: unknown placeholder {{{match.group(1)}}}; known: "
+                    + ", ".join("{" + k + "}" for k in PLACEHOLDERS),
+                    file=template_name, placeholder=match.group(1), line=number,
+                )
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+def attempts_table(attempts: list[dict[str, Any]]) -> str:
+    if not attempts:
+        return "(no failed attempts recorded)"
+    rows = ["| # | When | Agent | Approach | Error type | Error |", "|---|---|---|---|---|---|"]
+    for a in attempts:
+        message = " ".join(str(a.get("error_message", "")).split())
+        if len(message) > 300:
+            message = message[:297] + "..."
+        cells = [str(a.get("attempt_number")), a.get("timestamp", ""), a.get("agent_id", ""), a.get("approach", ""),
+                 a.get("error_type", ""), message]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)
+
+
+def _default_options(strategy: str | None) -> list[str]:
+    if strategy == "dependency_blocked":
+        return ["Resolve the blocking dependency, then approve: the task goes back to pending.",
+                "Cancel: the task is dropped, and whatever depends on it is reported."]
+    return ["Approve a retry with a simpler approach or a clarified spec (add it with --note).",
+            "Cancel the task: nothing more is spent on it; dependents are reported."]
+
+
+def write_file(store: Store, *, task_id: str, values: dict[str, str], now: str) -> str:
+    """Render the template and publish the escalation file; returns its path under ``.loki/``.
+
+    Every value is redacted here, whoever escalates (the 3-strike protocol, the dead-letter review,
+    ``loki escalate``, drift): the attempts table and the analysis quote errors and commands.
+    """
+    from loki.hooks.redact import redact
+
+    values = {key: redact(value) for key, value in values.items()}
+    text, name = template(store)
+    body = render(text, values, name)
+    header = "<!-- loki-escalation " + jsonio.dumps_compact(
+        {"task_id": task_id, "trigger": values["trigger"], "created_at": now}) + " -->\n"
+    stamp = now.replace("-", "").replace(":", "")
+    return store.create_unique(layout.ESCALATIONS_DIR, f"{stamp}-{task_id}", (header + body).encode("utf-8"),
+                               suffix=".md")
+
+
+def escalate(
+    store: Store,
+    task_id: str,
+    trigger: str,
+    *,
+    analysis: str | None = None,
+    options: Sequence[str] = (),
+    agent: str | None = None,
+    severity: str = "high",
+) -> dict[str, Any]:
+    """Write the escalation file, park the task for a human, emit HUMAN_REVIEW_NEEDED.
+
+    The task's state is decided inside the queue lock (a task completed meanwhile is not
+    escalated), and the file is written there too, so it exists only if the task was parked.
+    """
+    from loki.hooks.redact import redact
+
+    check_id(task_id, "task id")
+    if agent is not None:
+        from loki.textsafe import check_name
+
+        check_name(agent, "agent name")
+    if not trigger.strip():
+        raise InvalidArgument("--trigger must say why (e.g. security_decision, 3+ failures)", field="trigger")
+    trigger = redact(trigger)  # it also becomes the blocked task's reason
+    hours = float(setting(store.config, "signals", "human_review_timeout_hours"))
+    parkable = ("pending", "in-progress", "blocked", "failed")
+    with store.tasks().transaction() as unit:
+        now_dt = store.clock.now()
+        now = format_ts(now_dt)
+        deadline = format_ts(add_seconds(now_dt, hours * 3600))
+        located = unit.find(task_id, parkable)
+        entry = unit.find_dead_letter(task_id)
+        if located is None and entry is None:
+            elsewhere = unit.find(task_id, HOT_STATES) or unit.find_outside(task_id)
+            if elsewhere is None:
+                raise NotFound(f"no task {task_id!r}", task_id=task_id)
+            raise Conflict(f"{task_id} is {elsewhere[0]}; only pending, in-progress, blocked, failed or dead-letter "
+                           "tasks can be escalated", task_id=task_id, state=elsewhere[0])
+        task = located[1] if located is not None else entry["task_data"]  # type: ignore[index]
+        attempts = (entry or task).get("attempts", [])
+        option_list = list(options) or _default_options(entry.get("recovery_strategy") if entry else None)
+        values = {
+            "task_title": task["title"],
+            "task_id": task_id,
+            "failure_count": str(len(attempts)),
+            "trigger": trigger,
+            "error_summary": entry["error_summary"] if entry else (error_summary(attempts) if attempts else
+                                                                     "No failed attempts; escalated before acting."),
+            "attempts_log": attempts_table(attempts),
+            "agent_analysis": analysis or _default_analysis(attempts),
+            "recommended_options": "\n".join(f"{n}. {text}" for n, text in enumerate(option_list, start=1)),
+            "timestamp": now,
+            "agent": agent or "loki",
+        }
+        rel = write_file(store, task_id=task_id, values=values, now=now)
+        file_name = rel.rsplit("/", 1)[-1]
+        try:
+            if located is None:
+                assert entry is not None
+                entry["recovery_strategy"] = "requires_human_review"
+                entry["escalated_at"] = now
+                entry["escalation"] = file_name
+                unit.update_dead_letter(entry)
+            else:
+                source, current = located
+                clear_claim(current)
+                previous = (current.get("blocked") or {}).get("previous_status") if source == "blocked" else source
+                current["blocked"] = {"reason": trigger, "since": now, "deadline": deadline,
+                                      "signal": signaltypes.HUMAN_REVIEW_NEEDED, "escalation": file_name,
+                                      "previous_status": previous or source}
+                current["updated_at"] = now
+                add_note(current, f"escalated ({trigger}): see escalations/{file_name}", now, agent)
+                unit.move(current, source, "blocked")
+        except BaseException:
+            store.remove(rel)  # nothing was staged: no file may claim the task was parked
+            raise
+    emitted = signals.emit(
+        store, signaltypes.HUMAN_REVIEW_NEEDED,
+        {"reason": trigger, "context": values["error_summary"], "blocking": True,
+         "alternatives_considered": option_list, "escalation": file_name},
+        task_id=task_id, severity=severity, agent=agent,
+    )
+    state = "blocked" if located is not None else "dead-letter"
+    return {"file": rel, "task_id": task_id, "state": state,
+            "deadline": deadline if located is not None else None, "signal": emitted["name"]}
+
+
+def _default_analysis(attempts: list[dict[str, Any]]) -> str:
+    if not attempts:
+        return "The agent stopped before acting: the decision needs a human."
+    approaches = sorted({a.get("approach") or "(unspecified)" for a in attempts})
+    types = sorted({a.get("error_type", "other") for a in attempts})
+    return (f"{len(attempts)} attempt(s) with {len(approaches)} approach(es) ({'; '.join(approaches)}) all failed "
+            f"({', '.join(types)}). Repeating them is unlikely to succeed without a human decision.")
+
+
+def read_header(store: Store, rel: str) -> dict[str, Any]:
+    """The machine-readable first line of an escalation file, plus whether it is resolved."""
+    text = store.read_text(rel) or ""
+    first = text.split("\n", 1)[0]
+    match = _HEADER.match(first)
+    info: dict[str, Any] = {}
+    if match:
+        try:
+            parsed = jsonio.loads_strict(match.group(1))
+            if isinstance(parsed, dict):
+                info = parsed
+        except jsonio.JsonError:
+            pass
+    name = rel.rsplit("/", 1)[-1]
+    info.setdefault("task_id", None)
+    info.setdefault("trigger", None)
+    info.setdefault("created_at", None)
+    title = next((line[len("## Escalation: "):] for line in text.splitlines() if line.startswith("## Escalation: ")),
+                 None)
+    return {"id": name.removesuffix(".md"), "file": name, **info, "title": title,
+            "open": RESOLUTION_HEADING not in text, "resolution": _resolution(text)}
+
+
+def _resolution(text: str) -> str | None:
+    """The first line of the Resolution section (who decided what, when), or None while open."""
+    _, found, rest = text.partition(RESOLUTION_HEADING)
+    if not found:
+        return None
+    return rest.lstrip("\n").split("\n", 1)[0].strip() or "resolved"
+
+
+def list_escalations(store: Store, *, open_only: bool = False) -> list[dict[str, Any]]:
+    # By stem: "<ts>-t1.md" before "<ts>-t1-2.md" (written second), which plain names would reverse.
+    names = sorted((n for n in store.list(layout.ESCALATIONS_DIR) if n.endswith(".md")),
+                   key=lambda n: n.removesuffix(".md"))
+    rows = [read_header(store, f"{layout.ESCALATIONS_DIR}/{n}") for n in names]
+    return [r for r in rows if r["open"] or not open_only]
+
+
+def mark_resolved(store: Store, file_name: str | None, text: str) -> None:
+    """Append the Resolution section to an escalation file (once: a file already answered is left alone)."""
+    if not file_name:
+        return
+    rel = f"{layout.ESCALATIONS_DIR}/{file_name}"
+    current = store.read_text(rel)
+    if current is None or RESOLUTION_HEADING in current:
+        return
+    from loki.hooks.redact import redact
+
+    store.write_text(rel, current.rstrip("\n") + f"\n\n{RESOLUTION_HEADING}\n{redact(text)}\n")
+
+
+def close(store: Store, escalation_id: str, *, note: str, by: str | None = None) -> dict[str, Any]:
+    """Mark one escalation resolved without deciding anything about its task (``escalations close``).
+
+    For an escalation that no longer needs a human -- superseded by a newer one, answered
+    elsewhere. ``escalation_id`` is the file name without ``.md``, as ``escalations list`` shows
+    it. The Resolution section records who closed it, when and why; the task stays where it is
+    (``approve`` is the decision on the task, and resolves all of its escalations).
+    """
+    stem = escalation_id.removesuffix(".md")
+    check_id(stem, "escalation id")
+    if not note.strip():
+        raise InvalidInput("--note must say why the escalation is closed (it is recorded in the file)", field="note")
+    rel = f"{layout.ESCALATIONS_DIR}/{stem}.md"
+    if store.read_text(rel) is None:
+        known = [row["id"] for row in list_escalations(store, open_only=True)][-5:]
+        raise NotFound(f"no escalation {stem!r} (open: {', '.join(known) or 'none'}; see `loki escalations list`)",
+                       escalation=stem)
+    row = read_header(store, rel)
+    if not row["open"]:
+        raise Conflict(f"escalation {stem} is already resolved ({row['resolution']}); nothing changed",
+                       escalation=stem, resolution=row["resolution"])
+    who = by or "human"
+    now = store.now_ts()
+    text = f"closed by {who} at {now}: {' '.join(note.split())}"
+    mark_resolved(store, row["file"], text)
+    return {**read_header(store, rel), "closed_by": who, "closed_at": now, "note": note}
+
+
+def resolve(store: Store, task_id: str, decision: str, *, note: str | None = None,
+            approver: str | None = None) -> dict[str, Any]:
+    """Apply a human's decision on a task waiting for one (HUMAN_APPROVED's effect).
+
+    blocked: approve or clarify -> pending (the note kept); cancel -> cancelled.
+    dead-letter: approve or clarify -> pending (a recovery); cancel -> abandoned.
+    approve and clarify start a fresh attempt budget (the attempts so far stay recorded).
+    A task not waiting for a human is left alone (the outcome says so): applying the
+    same decision twice is harmless.
+    """
+    if decision not in DECISIONS:
+        raise InvalidArgument(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
+    check_id(task_id, "task id")
+    who = approver or "human"
+    escalation_file = None
+    with store.tasks().transaction() as unit:
+        now = store.now_ts()
+        text = f"{decision} by {who} at {now}" + (f": {note}" if note else "")
+        located = unit.find(task_id, ("blocked",))
+        if located is not None:
+            task = located[1]
+            escalation_file = (task.get("blocked") or {}).get("escalation")
+            unit.remove("blocked", task)
+            task.pop("blocked", None)
+            task["updated_at"] = now
+            add_note(task, f"human decision: {text}", now, who)
+            if decision == "cancel":
+                unit.put("cancelled", task)
+                outcome = "cancelled"
+            else:
+                task["available_at"] = now
+                task["recovery_strategy"] = "human_approved"
+                start_fresh_budget(task)  # a human's approval: max_attempts more tries (docs/queue.md)
+                unit.put("pending", task)
+                outcome = "pending"
+        else:
+            entry = unit.find_dead_letter(task_id)
+            if entry is None:
+                if unit.find(task_id, HOT_STATES) is None and not any(
+                        e["task_id"] == task_id for e in unit.abandoned()):
+                    raise NotFound(f"no task {task_id!r}", task_id=task_id)
+                return {"task_id": task_id, "decision": decision, "outcome": "not waiting for a human",
+                        "applied": False}
+            escalation_file = entry.get("escalation")
+            if decision == "cancel":
+                unit.abandon(entry, f"human explicitly abandoned: {note or 'no reason given'}", now)
+                outcome = "abandoned"
+            else:
+                task = unit.recover(entry)
+                clear_claim(task)
+                task["available_at"] = now
+                task["updated_at"] = now
+                task["recovery_strategy"] = "human_approved"
+                start_fresh_budget(task)
+                add_note(task, f"human decision: {text}", now, who)
+                unit.put("pending", task)
+                outcome = "pending"
+    # The decision answers every open escalation of the task, not only the one it is parked on:
+    # an older one would otherwise stay open (and in every session briefing) for ever.
+    files = [escalation_file] if escalation_file else []
+    files += [row["file"] for row in list_escalations(store, open_only=True)
+              if row["task_id"] == task_id and row["file"] not in files]
+    for name in files:
+        mark_resolved(store, name, text)
+    return {"task_id": task_id, "decision": decision, "outcome": outcome, "applied": True,
+            "escalation": escalation_file, "resolved": files}

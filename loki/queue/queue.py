@@ -1,0 +1,965 @@
+"""The task queue: atomic claims with leases, retries with backoff, dependencies, priorities.
+
+Tasks live in one file per state under ``queue/`` (docs/design.md §2). Every operation is
+one transaction over the queue lock, so several agents calling ``claim`` at the same
+moment each get a different task, and a crash at any instant leaves every task in
+exactly one file. Time comes from the store's clock: nothing here reads the wall
+clock itself.
+
+Library use::
+
+    from loki import Queue
+    queue = Queue.open()                       # the nearest .loki/
+    queue.add("Write the login endpoint", priority="high")
+    task = queue.claim("agent-1")              # raises NothingToDo (exit 3) when nothing is ready
+    queue.complete(task["id"], "agent-1", token=task["claim_token"], result={"commit": "abc123"})
+"""
+
+from __future__ import annotations
+
+import re
+
+from loki.clock import add_seconds, format_ts, parse_ts, ts_before, ts_before_or_at
+from loki.config import setting
+from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, NothingToDo
+from loki.queue.compat import RUNTIME_HOLDER
+from loki.queue.deadentry import make_entry
+from loki.queue.tasks import (
+    DEFAULT_TYPE,
+    ERROR_TYPES,
+    PRIORITIES,
+    PRIORITY_RANK,
+    TASK_STATES,
+    State,
+    add_note,
+    attempts_in_budget,
+    backoff_seconds,
+    clear_claim,
+    make_attempt,
+    make_task,
+    new_claim_token,
+    new_task_id,
+    start_fresh_budget,
+    summary,
+)
+from loki.storage import jsonio, layout
+from loki.storage.paths import check_id
+from loki.storage.store import Store
+from loki.wording import plural
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from datetime import datetime
+    from typing import Any
+
+    from loki.storage.tasks import TaskStore, TaskTxn
+
+
+PENDING, IN_PROGRESS, BLOCKED = State.PENDING.value, State.IN_PROGRESS.value, State.BLOCKED.value
+COMPLETED, FAILED, CANCELLED = State.COMPLETED.value, State.FAILED.value, State.CANCELLED.value
+DEAD_LETTER, ABANDONED = State.DEAD_LETTER.value, State.ABANDONED.value
+HOT_STATES = tuple(s.value for s in TASK_STATES)
+ACTIVE_STATES = (PENDING, IN_PROGRESS, BLOCKED)
+MAX_LEASE_SECONDS = 366 * 24 * 3600
+"""States whose tasks may still run; a dependency on a task in any other state is settled."""
+
+
+class Queue:
+    """The task queue of one ``.loki/`` tree."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @classmethod
+    def open(cls, root: str | None = None) -> Queue:
+        return cls(Store.open(root))
+
+    # -- settings ------------------------------------------------------------------------------
+
+    def _setting(self, key: str) -> Any:
+        return setting(self.store.config, "queue", key)
+
+    def _now(self) -> datetime:
+        return self.store.clock.now()
+
+    @property
+    def tasks(self) -> TaskStore:
+        """The queue's storage (files, or memory in tests): every change goes through one of its units."""
+        return self.store.tasks()
+
+    # -- adding --------------------------------------------------------------------------------
+
+    def add(
+        self,
+        title: str,
+        *,
+        description: str = "",
+        type: str | None = None,
+        priority: str = "medium",
+        depends_on: Sequence[str] = (),
+        labels: Sequence[str] = (),
+        payload: dict[str, Any] | None = None,
+        task_id: str | None = None,
+        idempotency_key: str | None = None,
+        max_attempts: int | None = None,
+    ) -> dict[str, Any]:
+        """Add one task; returns ``{"created": bool, "task": task}`` (False: the idempotency key existed)."""
+        spec = {"title": title, "description": description, "type": type, "priority": priority,
+                "dependencies": list(depends_on), "labels": list(labels), "payload": payload, "id": task_id,
+                "idempotency_key": idempotency_key, "max_attempts": max_attempts}
+        return self.add_many([spec], where="")[0]
+
+    def add_from_file(self, path: str) -> list[dict[str, Any]]:
+        """``add_many`` of a batch file: a JSON array, ``{"tasks": [...]}`` or JSON lines.
+
+        The file must be a regular file no larger than a state file may be (the batch goes into
+        ``queue/pending.json``, which may not be larger either): ``/dev/zero`` would fill memory,
+        a FIFO or ``/dev/urandom`` would never end.
+        """
+        return self.add_many(read_batch(path, self.store.max_file_bytes), where=path)
+
+    def add_many(self, specs: Sequence[dict[str, Any]], *, where: str = "input") -> list[dict[str, Any]]:
+        """Add several tasks in one transaction: all are added, or none (the first error is raised).
+
+        Each spec uses ``add``'s keyword names (``dependencies`` or ``depends_on``), or is a task in
+        Loki Mode's runtime format (see :mod:`loki.queue.compat`). Dependencies may refer to tasks of the
+        same batch, in any order.
+        """
+        with self.tasks.transaction() as unit:
+            now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
+            known = self._known_ids(unit)
+            keys = self._known_keys(unit)
+            results: list[dict[str, Any]] = []
+            batch: dict[str, dict[str, Any]] = {}
+            for index, spec in enumerate(specs):
+                task = self.task_from_spec(spec, now, f"{where} at /{index}" if where else "")
+                key = task.get("idempotency_key")
+                if key is not None and key in keys:
+                    results.append({"created": False, "task": keys[key]})
+                    continue
+                if task["id"] in known or task["id"] in batch or (
+                        spec.get("id") is not None and unit.find_archived(task["id"]) is not None):
+                    raise Conflict(f"task id {task['id']!r} already exists", task_id=task["id"])
+                batch[task["id"]] = task
+                if key is not None:
+                    keys[key] = task
+                results.append({"created": True, "task": task})
+            explicit = {str(spec["id"]) for spec in specs if isinstance(spec, dict) and spec.get("id") is not None}
+            self._check_dependencies(unit, batch, known, where, explicit)
+            for task in batch.values():
+                unit.put(PENDING, task)
+        return results
+
+    def task_from_spec(self, spec: Any, now: str, where: str = "") -> dict[str, Any]:
+        """A new pending task from ``spec`` (``add``'s names or Loki Mode's format), checked; not stored."""
+        try:
+            return self._build_task(spec, now, where)
+        except InvalidInput as exc:
+            if where:  # the spec came from a file: a bad file is exit 1, not a usage error
+                message = exc.message if exc.message.startswith(where) else f"{where}: {exc.message}"
+                raise InvalidInput(message, **exc.details) from None
+            raise
+
+    def _build_task(self, spec: Any, now: str, where: str) -> dict[str, Any]:
+        from loki.queue.compat import is_loki_task
+
+        if not isinstance(spec, dict):
+            raise InvalidArgument(f"{_at(where)}a task must be a JSON object, got {type(spec).__name__}")
+        if is_loki_task(spec):
+            task = self._foreign_task(spec, now)
+        else:
+            try:
+                task = self._spec_task(spec, now, where)
+            except InvalidInput:
+                # Not `add`'s shape: a task as Loki Mode (or its PRD, GitHub, BMAD, OpenSpec imports)
+                # writes it, read by the same reader as a queue file in place. Such a task always has
+                # an id; without one, what was wrong with it as `add`'s shape is the error.
+                if not isinstance(spec.get("id"), str):
+                    raise
+                _refuse_misspelt_fields(spec, where)
+                task = self._foreign_task(spec, now)
+        task["status"] = PENDING
+        return self._checked(task, where)
+
+    def _foreign_task(self, spec: dict[str, Any], now: str) -> dict[str, Any]:
+        from loki.queue.compat import import_task
+
+        check_id(str(spec["id"]), "task id")
+        task = import_task(dict(spec), now)
+        clear_claim(task)
+        return task
+
+    def _spec_task(self, spec: dict[str, Any], now: str, where: str) -> dict[str, Any]:
+        """A task from ``add``'s keyword names, checked strictly (a misspelt field is an error)."""
+        unknown = set(spec) - ADD_FIELDS
+        if unknown:
+            raise InvalidArgument(f"{_at(where)}unknown field(s) {', '.join(sorted(unknown))}",
+                                  field=sorted(unknown)[0])
+        title = spec.get("title")
+        if not isinstance(title, str) or not title.strip():
+            raise InvalidArgument(f"{_at(where)}title must be a non-empty string", field="title")
+        priority = spec.get("priority") or "medium"
+        if priority not in PRIORITIES:
+            raise InvalidArgument(f"{_at(where)}priority must be one of high, medium, low (got {priority!r})",
+                                  field="priority")
+        task_id = new_task_id() if spec.get("id") is None else spec["id"]
+        if not isinstance(task_id, str):
+            raise InvalidArgument(f"{_at(where)}id must be a string", field="id")
+        check_id(task_id, "task id")
+        deps = spec.get("dependencies") or spec.get("depends_on") or []
+        if not isinstance(deps, list):
+            raise InvalidArgument(f"{_at(where)}dependencies must be a list of task ids", field="dependencies")
+        for dep in deps:
+            check_id(dep, "dependency id")
+        payload = spec.get("payload")
+        if payload is not None and not isinstance(payload, dict):
+            raise InvalidArgument(f"{_at(where)}payload must be a JSON object", field="payload")
+        max_attempts = spec.get("max_attempts")
+        if max_attempts is None:
+            max_attempts = self._setting("max_attempts")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not 1 <= max_attempts <= 1000:
+            raise InvalidArgument(f"{_at(where)}max_attempts must be an integer from 1 to 1000", field="max_attempts")
+        task = make_task(
+            task_id=task_id, title=title.strip(), now=now, description=spec.get("description") or "",
+            type=spec.get("type") or "general", priority=priority, dependencies=deps,
+            labels=list(spec.get("labels") or []), payload=payload, max_attempts=max_attempts,
+            idempotency_key=spec.get("idempotency_key"),
+        )
+        return task
+
+    def _checked(self, task: dict[str, Any], where: str) -> dict[str, Any]:
+        from loki.textsafe import check_name
+
+        # Names reach terminals: whichever shape the task came in, no control or bidi characters.
+        check_name(task["type"], "task type")
+        for label in task["labels"]:
+            check_name(label, "label")
+        if task["id"] in task["dependencies"]:
+            raise InvalidArgument(f"{_at(where)}task {task['id']!r} depends on itself (a cycle)", field="dependencies")
+        found = self.store.schemas.problems("task.json", task)
+        if found:
+            pointer, reason = found[0]
+            raise InvalidArgument(f"{where}{pointer}: {reason}", field=pointer)
+        return task
+
+    def _known_ids(self, unit: TaskTxn) -> set[str]:
+        ids = {t["id"] for state in HOT_STATES for t in unit.tasks(state)}
+        for entries in (unit.dead_letters(), unit.abandoned()):
+            ids.update(entry["task_id"] for entry in entries)
+        return ids
+
+    def _state_lookup(self, unit: TaskTxn) -> Callable[[str], str | None]:
+        """id -> the state it is in (queue files, dead-letter, abandoned, then the archive), lazily."""
+        states: dict[str, str | None] = {}
+        for state in HOT_STATES:
+            states.update((t["id"], state) for t in unit.tasks(state))
+        states.update((e["task_id"], DEAD_LETTER) for e in unit.dead_letters())
+        states.update((e["task_id"], ABANDONED) for e in unit.abandoned())
+
+        def state_of(task_id: str) -> str | None:
+            if task_id not in states:
+                found = unit.find_archived(task_id)
+                states[task_id] = found[0] if found is not None else None
+            return states[task_id]
+
+        return state_of
+
+    def _refuse_dead_dependencies(self, unit: TaskTxn, deps: Iterable[str], named: str, at: str = "") -> None:
+        """A dependency that is cancelled or abandoned (or waits on one) would never complete."""
+        state_of = self._state_lookup(unit)
+        stuck: dict[str, dict[str, str]] | None = None
+        for dep in deps:
+            state = state_of(dep)
+            root = dep  # the cancelled or abandoned task at the end of the chain: the one to retry
+            if state in DEAD_STATES:
+                reason = f"which is {state}"
+            elif state in (PENDING, BLOCKED):
+                if stuck is None:
+                    stuck = never_ready([*unit.tasks(PENDING), *unit.tasks(BLOCKED)], state_of)
+                if dep not in stuck:
+                    continue
+                reason = f"which can never be ready (it {stuck[dep]['why']})"
+                root = stuck[dep]["root"]
+            else:
+                continue
+            raise InvalidInput(f"{at}{named} depends on {dep!r}, {reason}: it would never be ready; retry {root!r} "
+                               "first (`loki queue retry`) or leave the dependency out", field="dependencies",
+                               dependency=dep, state=state)
+
+    def _known_keys(self, unit: TaskTxn) -> dict[str, dict[str, Any]]:
+        keys = {t["idempotency_key"]: t for state in HOT_STATES for t in unit.tasks(state)
+                if t.get("idempotency_key")}
+        for entries in (unit.dead_letters(), unit.abandoned()):
+            for entry in entries:
+                key = entry["task_data"].get("idempotency_key")
+                if key:
+                    keys.setdefault(key, entry["task_data"])
+        return _ArchiveBackedKeys(unit, keys)
+
+    def _check_dependencies(self, unit: TaskTxn, batch: dict[str, dict[str, Any]], known: set[str],
+                            where: str, explicit_ids: set[str]) -> None:
+        for index, task in enumerate(batch.values()):
+            for dep in task["dependencies"]:
+                if dep not in known and dep not in batch and unit.find_archived(dep) is None:
+                    # Name the task as the user wrote it: a generated id means nothing to them yet.
+                    named = (f"task {task['id']!r}" if task["id"] in explicit_ids
+                             else f"the new task {task['title']!r}")
+                    at = f"{where} at /{index}: " if where else ""
+                    raise InvalidInput(f"{at}{named} depends on {dep!r}, which does not exist",
+                                       field="dependencies", dependency=dep)
+            outside = [dep for dep in task["dependencies"] if dep not in batch]
+            if outside:
+                named = f"task {task['id']!r}" if task["id"] in explicit_ids else f"the new task {task['title']!r}"
+                self._refuse_dead_dependencies(unit, outside, named, f"{where} at /{index}: " if where else "")
+        # A cycle can only run through the new tasks (existing tasks cannot depend on them,
+        # unless an imported file had dangling ids): walk the graph from each new task.
+        graph = _dependency_graph(unit)
+        graph.update({tid: t["dependencies"] for tid, t in batch.items()})
+        for start in batch:
+            path = _find_cycle(graph, start)
+            if path:
+                raise InvalidInput(f"{_at(where)}dependency cycle {' -> '.join(path)}", field="dependencies",
+                                   cycle=path)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def list_tasks(self, state: str = PENDING, *, type: str | None = None, label: str | None = None,
+             limit: int | None = None) -> dict[str, Any]:
+        """Summaries of the tasks in ``state`` (or ``"all"``), with the total before the limit."""
+        states = [*HOT_STATES, DEAD_LETTER, ABANDONED] if state == "all" else [state]
+        for name in states:
+            if name not in (*HOT_STATES, DEAD_LETTER, ABANDONED):
+                known = ", ".join((*HOT_STATES, DEAD_LETTER, ABANDONED))
+                raise InvalidArgument(f"unknown state {name!r}; one of {known} or all", field="state")
+        limit = self._setting("list_limit") if limit is None else limit
+        if limit < 0:
+            raise InvalidArgument("--limit must be 0 or more", field="limit")
+        docs = self.tasks.view(states)
+        rows: list[dict[str, Any]] = []
+        for name in states:
+            tasks = [e["task_data"] for e in docs[name]] if name in (DEAD_LETTER, ABANDONED) else docs[name]
+            if name == PENDING:
+                tasks = sorted(tasks, key=_claim_order_key)
+            for task in tasks:
+                if type is not None and task.get("type") != type:
+                    continue
+                if label is not None and label not in task.get("labels", []):
+                    continue
+                rows.append(summary(task, name))
+        return {"state": state, "total": len(rows), "shown": min(len(rows), limit), "limit": limit,
+                "tasks": rows[:limit]}
+
+    def show(self, task_id: str) -> dict[str, Any]:
+        """``{"state", "task"}`` wherever the task is (queue files, dead-letter, abandoned, archive)."""
+        check_id(task_id, "task id")
+        docs = self.tasks.view([*HOT_STATES, DEAD_LETTER, ABANDONED])
+        for state in HOT_STATES:
+            for task in docs[state]:
+                if task["id"] == task_id:
+                    return {"state": state, "task": task}
+        for state in (DEAD_LETTER, ABANDONED):
+            for entry in docs[state]:
+                if entry["task_id"] == task_id:
+                    return {"state": state, "task": entry["task_data"], "entry": entry}
+        found = self.tasks.find_archived(task_id)
+        if found is not None:
+            return {"state": found[0], "task": found[1], "archived": True}
+        raise NotFound(f"no task {task_id!r}", task_id=task_id)
+
+    # -- claiming ------------------------------------------------------------------------------
+
+    def claim(self, agent: str, *, types: Sequence[str] = (), lease_seconds: float | None = None) -> dict[str, Any]:
+        """Take the best ready task: priority (high, medium, low), then oldest.
+
+        Ready means pending, ``available_at`` reached, and every dependency completed. Leases
+        that expired meanwhile are requeued first, in the same transaction. Raises
+        :class:`NothingToDo` (exit 3) with a one-line reason when nothing is ready.
+        """
+        _check_agent(agent)
+        lease = self._lease(lease_seconds)
+        with self.tasks.transaction() as unit:
+            now_dt = self._now()  # inside the lock: timestamps follow the commit order
+            now = format_ts(now_dt)
+            self._requeue_expired(unit, now_dt)
+            best, reason = self._select(unit, now, set(types))
+            if best is not None:
+                self._take(unit, best, agent, now_dt, lease)
+            # requeued leases are committed even when nothing is ready
+        self.report_dead_letters(unit.dead_lettered)
+        if best is None:
+            raise NothingToDo(reason, reason=reason)
+        return best
+
+    def _take(self, unit: TaskTxn, best: dict[str, Any], agent: str, now_dt: datetime, lease: float) -> None:
+        now = format_ts(now_dt)
+        if not ts_before_or_at(best["available_at"], now):  # only past the skew bound (see _select)
+            add_note(best, f"available_at {best['available_at']} was further ahead than the longest backoff "
+                           f"({float(self._setting('backoff_max')):g}s): clock skew, so it was claimable at once", now)
+        best["claimed_by"] = agent
+        best["claimed_at"] = now
+        best["lease_until"] = format_ts(add_seconds(now_dt, lease))
+        best["claim_token"] = new_claim_token()
+        best["updated_at"] = now
+        unit.move(best, PENDING, IN_PROGRESS)
+
+    def _lease(self, lease_seconds: float | None) -> float:
+        lease = float(self._setting("lease_seconds") if lease_seconds is None else lease_seconds)
+        if not 0 < lease <= MAX_LEASE_SECONDS:
+            raise InvalidArgument(f"--lease must be a positive number of seconds, at most {MAX_LEASE_SECONDS:,} "
+                                  "(a year)", field="lease")
+        return lease
+
+    def _select(self, unit: TaskTxn, now: str, types: set[str]) -> tuple[dict[str, Any] | None, str]:
+        """The task to claim, or why there is none. The store picks the best ready task
+        (:meth:`TaskTxn.next_ready`); a type whose breaker refuses is skipped and the store asked again."""
+        # No rule sets available_at further ahead than the longest backoff: a later one was written
+        # under a clock that has since gone back (LOKI_NOW, a clock set ahead), and is not waited for.
+        skew_bound = format_ts(add_seconds(parse_ts(now), float(self._setting("backoff_max"))))
+        gate = _TypeBreakers(self.store)
+        refused: dict[str, str] = {}
+        while True:
+            task, census = unit.next_ready(types, now, not_after=skew_bound, skip_types=refused)
+            if task is None:
+                break
+            refusal = gate.refusal(task.get("type"))
+            if refusal is None:
+                return task, ""
+            refused[task["type"]] = refusal
+        if not census.pending:
+            return None, "nothing to claim: the pending queue is empty"
+        parts = []
+        on_deps = len(census.on_dependencies)
+        if on_deps:
+            # Only now, with nothing to hand out, is it worth asking which of them wait for ever.
+            counted = set(census.on_dependencies)
+            on_hold = [*unit.tasks(PENDING), *unit.tasks(BLOCKED)]  # a chain may run through a blocked task
+            stuck = {task_id: info for task_id, info in never_ready(on_hold, self._state_lookup(unit)).items()
+                     if task_id in counted}
+            if on_deps > len(stuck):
+                parts.append(f"{on_deps - len(stuck)} waiting on dependencies")
+            if stuck:
+                shown = [f"{task_id} {info['why']}" for task_id, info in list(stuck.items())[:3]]
+                more = f"; and {len(stuck) - 3} more" if len(stuck) > 3 else ""
+                parts.append(f"{len(stuck)} can never be ready ({'; '.join(shown)}{more})")
+        waiting, next_time = census.waiting, census.next_time
+        if waiting:
+            parts.append(f"{waiting} backing off until {next_time} or later" if waiting > 1
+                         else f"1 backing off until {next_time}")
+        if census.held:
+            parts.append(f"{census.held} claimed in pending.json by Loki Mode's agents")
+        parts.extend(f"{census.skipped[type_]} held back: {why}" for type_, why in refused.items()
+                     if census.skipped.get(type_))
+        if census.other_type:
+            parts.append(f"{census.other_type} of other types")
+        return None, f"nothing ready among {census.pending} pending: " + ", ".join(parts)
+
+    # -- the holder's operations -----------------------------------------------------------------
+
+    def heartbeat(self, task_id: str, agent: str, *, token: str | None = None,
+                  lease_seconds: float | None = None) -> dict[str, Any]:
+        """Extend the holder's lease to now + lease (default: as long as the claim's own lease)."""
+        if lease_seconds is not None:
+            self._lease(lease_seconds)
+        with self.tasks.transaction() as unit:
+            now_dt = self._now()  # inside the lock: timestamps follow the commit order
+            task = self._held(unit, task_id, agent, token)
+            if lease_seconds is None and task.get("claimed_at") and task.get("lease_until"):
+                lease_seconds = (parse_ts(task["lease_until"]) - parse_ts(task["claimed_at"])).total_seconds()
+            lease = self._lease(lease_seconds)
+            task["lease_until"] = format_ts(add_seconds(now_dt, lease))
+            task["updated_at"] = format_ts(now_dt)
+            unit.update(IN_PROGRESS, task)
+        return task
+
+    def complete(self, task_id: str, agent: str, *, token: str | None = None, result: Any = None) -> dict[str, Any]:
+        with self.tasks.transaction() as unit:
+            now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
+            task = self._held(unit, task_id, agent, token)
+            clear_claim(task)
+            task["result"] = result
+            task["completed_at"] = now
+            task["updated_at"] = now
+            unit.move(task, IN_PROGRESS, COMPLETED)
+            self.rotate_hot(unit, COMPLETED)
+        return task
+
+    def fail(self, task_id: str, agent: str, *, error: str, error_type: str = "other", approach: str = "",
+             token: str | None = None, final: bool = False, depends_on: Sequence[str] = ()) -> dict[str, Any]:
+        """Record a failed attempt. Returns ``{"task", "state", "retry_at"}``.
+
+        Below ``max_attempts`` the task goes back to pending with exponential backoff; at
+        ``max_attempts`` it moves to the dead-letter queue; ``final`` moves it to failed.
+        ``depends_on``: tasks this attempt found it needs (a ``dependency`` failure); they join
+        the task's dependencies, so it is not ready again before they complete, and the
+        dead-letter review can retry it once they have.
+        """
+        if error_type not in ERROR_TYPES:
+            raise InvalidArgument(f"--error-type must be one of {', '.join(ERROR_TYPES)} (got {error_type!r})",
+                                  field="error_type")
+        if not error.strip():
+            raise InvalidArgument("--error must say what went wrong: the dead-letter review groups failures by it",
+                                  field="error")
+        for dep in depends_on:
+            check_id(dep, "dependency id")
+        with self.tasks.transaction() as unit:
+            now_dt = self._now()  # inside the lock: timestamps follow the commit order
+            task = self._held(unit, task_id, agent, token)
+            new_deps = [d for d in depends_on if d not in task["dependencies"]]
+            if new_deps:
+                self._add_discovered_dependencies(unit, task, new_deps, format_ts(now_dt), agent)
+            attempt = make_attempt(task, now=format_ts(now_dt), agent_id=agent, approach=approach,
+                                   error_type=error_type, error_message=error)
+            outcome = self.record_failure(unit, task, attempt, now_dt, final=final)
+        self.report_dead_letters(unit.dead_lettered)
+        return outcome
+
+    def _add_discovered_dependencies(self, unit: TaskTxn, task: dict[str, Any], deps: list[str], now: str,
+                                     agent: str) -> None:
+        known = self._known_ids(unit)
+        for dep in deps:
+            if dep == task["id"]:
+                raise InvalidArgument(f"task {task['id']!r} cannot depend on itself", field="depends_on")
+            if dep not in known and unit.find_archived(dep) is None:
+                raise InvalidInput(f"--depends-on {dep!r}: no such task", field="depends_on", dependency=dep)
+        self._refuse_dead_dependencies(unit, deps, f"task {task['id']!r}")
+        graph = _dependency_graph(unit)
+        graph[task["id"]] = [*task["dependencies"], *deps]
+        cycle = _find_cycle(graph, task["id"])
+        if cycle:
+            raise InvalidInput(f"--depends-on would make a dependency cycle {' -> '.join(cycle)}", field="depends_on")
+        task["dependencies"].extend(deps)
+        add_note(task, f"attempt found it depends on {', '.join(deps)}", now, agent)
+
+    def release(self, task_id: str, agent: str, *, token: str | None = None) -> dict[str, Any]:
+        """Give a claimed task back, untouched and immediately claimable (no attempt is recorded)."""
+        with self.tasks.transaction() as unit:
+            now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
+            task = self._held(unit, task_id, agent, token)
+            clear_claim(task)
+            task["updated_at"] = now
+            add_note(task, "released by its holder", now, agent)
+            unit.move(task, IN_PROGRESS, PENDING)
+        return task
+
+    def _held(self, unit: TaskTxn, task_id: str, agent: str, token: str | None) -> dict[str, Any]:
+        """The in-progress task ``task_id`` if ``agent`` (and ``token``) hold it; else exit 4 / not found."""
+        check_id(task_id, "task id")
+        _check_agent(agent)
+        found = unit.find(task_id, (IN_PROGRESS,))
+        if found is None:
+            elsewhere = unit.find(task_id, HOT_STATES) or unit.find_outside(task_id)
+            if elsewhere is None:
+                raise NotFound(f"no task {task_id!r}", task_id=task_id)
+            state, task = elsewhere
+            last = (task.get("attempts") or [{}])[-1]
+            if state == PENDING and last.get("error_type") == "timeout" and last.get("agent_id") == agent:
+                raise Conflict(f"lease lost: {task_id} was requeued at {last.get('timestamp')} after the lease of "
+                               f"{agent} expired; nothing changed", task_id=task_id, state=state)
+            raise Conflict(f"{task_id} is {state}, not in progress; nothing changed", task_id=task_id, state=state)
+        task = found[1]
+        if task.get("claimed_by") != agent:
+            raise Conflict(f"{task_id} is held by {task.get('claimed_by')!r}, not {agent!r}; nothing changed",
+                           task_id=task_id, holder=task.get("claimed_by"))
+        if token is not None and token != task.get("claim_token"):
+            raise Conflict(f"{task_id}: the claim token does not match the current claim (it was re-claimed?); "
+                           "nothing changed", task_id=task_id)
+        return task
+
+    # -- building blocks for changes that span the queue and something else ------------------------
+    # (the signal rules apply a signal's effect and record its id in the same unit of work)
+
+    def _where(self, unit: TaskTxn, task_id: str) -> str:
+        """Where a task is, for a refusal's message (NotFound when it is nowhere)."""
+        found = unit.find(task_id, HOT_STATES)
+        if found is not None:
+            return found[0]
+        outside = unit.find_outside(task_id)
+        if outside is None:
+            raise NotFound(f"no task {task_id!r}", task_id=task_id)
+        if outside[0] in (DEAD_LETTER, ABANDONED):
+            return outside[0]
+        return f"{outside[0]} and archived"
+
+    def record_failure(self, unit: TaskTxn, task: dict[str, Any], attempt: dict[str, Any], now_dt: datetime,
+                       *, final: bool) -> dict[str, Any]:
+        """Within ``unit``: the in-progress ``task`` failed ``attempt``; back off, dead-letter or fail it."""
+        now = format_ts(now_dt)
+        unit.remove(IN_PROGRESS, task)
+        clear_claim(task)
+        task["attempts"].append(attempt)
+        task["last_error"] = attempt["error_message"]
+        task["updated_at"] = now
+        if final:
+            add_note(task, "failed with --final: no retry", now, attempt["agent_id"])
+            unit.put(FAILED, task)
+            return {"task": task, "state": FAILED, "retry_at": None}
+        if attempts_in_budget(task) >= task["max_attempts"]:
+            entry = make_entry(task, IN_PROGRESS)
+            unit.dead_letter(entry)
+            unit.dead_lettered.append(task)
+            return {"task": task, "state": DEAD_LETTER, "retry_at": None, "entry": entry}
+        delay = backoff_seconds(attempts_in_budget(task), float(self._setting("backoff_initial")),
+                                float(self._setting("backoff_multiplier")), float(self._setting("backoff_max")))
+        task["available_at"] = format_ts(add_seconds(now_dt, delay))
+        unit.put(PENDING, task)
+        return {"task": task, "state": PENDING, "retry_at": task["available_at"]}
+
+    # -- maintenance ---------------------------------------------------------------------------
+
+    def requeue_stale(self) -> dict[str, list[str]]:
+        """Requeue every in-progress task whose lease has expired (a ``timeout`` attempt each)."""
+        with self.tasks.transaction() as unit:
+            outcome = self._requeue_expired(unit, self._now())
+        self.report_dead_letters(unit.dead_lettered)
+        return outcome
+
+    def report_dead_letters(self, tasks: list[dict[str, Any]]) -> None:
+        """After the commit: each task a transaction dead-lettered is a failure of its type's breaker.
+
+        Loki Mode's reference (its task-queue ``handle_failure``) counts a dead-lettered task
+        against a circuit breaker named after the task's type, and its ``claim_task`` skips the
+        types whose breaker is open (:meth:`_select`): docs/breakers.md, "Breakers by task type".
+        """
+        # Untyped tasks (the default type) are not a class of work with a dependency of its own:
+        # three unrelated failures must not stop the whole queue for a cooldown.
+        typed = [t for t in tasks if t.get("type") and t.get("type") != DEFAULT_TYPE]
+        if not typed:
+            return
+        from loki.breakers.breakers import Breakers
+
+        breakers = Breakers(self.store)
+        for task in typed:
+            breakers.record_failure(task["type"],
+                                    f"task {task['id']} moved to the dead-letter queue: {task.get('last_error') or ''}")
+
+    def _requeue_expired(self, unit: TaskTxn, now_dt: datetime) -> dict[str, list[str]]:
+        now = format_ts(now_dt)
+        requeued: list[str] = []
+        dead: list[str] = []
+        for task in list(unit.tasks(IN_PROGRESS)):
+            lease_until = task.get("lease_until")
+            # No lease at all (an imported or hand-made in-progress task) never expires by itself:
+            # treat it as expired, or the task would be stuck for ever -- unless Loki Mode's runner
+            # holds it (run.sh's iteration record): the runner moves it on itself, and it is not work.
+            if lease_until is not None and not ts_before(lease_until, now):
+                continue
+            if lease_until is None and task.get("claimed_by") == RUNTIME_HOLDER:
+                continue
+            holder = task.get("claimed_by") or "unknown"
+            why = f"lease expired at {lease_until}" if lease_until else "in progress without a lease"
+            attempt = make_attempt(task, now=now, agent_id=holder, approach="(lease expired)", error_type="timeout",
+                                   error_message=f"{why} while held by {holder}")
+            outcome = self.record_failure(unit, task, attempt, now_dt, final=False)
+            (dead if outcome["state"] == DEAD_LETTER else requeued).append(task["id"])
+        return {"requeued": requeued, "dead_lettered": dead}
+
+    def cancel(self, task_id: str, *, cascade: bool = False, reason: str | None = None) -> dict[str, Any]:
+        """Cancel a task. Tasks that depend on it are reported, and cancelled too with ``cascade``.
+
+        ``cascade`` on a task already cancelled cancels what still depends on it (what the first
+        cancel reported).
+        """
+        check_id(task_id, "task id")
+        with self.tasks.transaction() as unit:
+            now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
+            found = unit.find(task_id, (PENDING, BLOCKED, IN_PROGRESS, FAILED))
+            if found is None and not (cascade and unit.find(task_id, (CANCELLED,))):
+                where = self._where(unit, task_id)
+                raise Conflict(f"{task_id} is {where}; only pending, blocked, in-progress or failed tasks "
+                               "can be cancelled", task_id=task_id, state=where)
+            dependents = self._dependents(unit, task_id)
+            targets = ([found] if found else []) + (
+                [unit.find(d, ACTIVE_STATES) for d in dependents] if cascade else [])
+            cancelled = []
+            for state, task in (t for t in targets if t is not None):
+                clear_claim(task)
+                task["updated_at"] = now
+                why = reason or "no reason given"
+                add_note(task, f"cancelled: {why}" if task["id"] == task_id else
+                         f"cancelled with {task_id} (--cascade): {why}", now)
+                unit.move(task, state, CANCELLED)
+                cancelled.append(task["id"])
+            self.rotate_hot(unit, CANCELLED)
+        return {"cancelled": cancelled, "dependents": dependents, "cascade": cascade}
+
+    def _dependents(self, unit: TaskTxn, task_id: str) -> list[str]:
+        """Active tasks that depend on ``task_id``, directly or through each other."""
+        active = [t for state in ACTIVE_STATES for t in unit.tasks(state)]
+        found: list[str] = []
+        frontier = {task_id}
+        while frontier:
+            nxt = {t["id"] for t in active if t["id"] not in found and t["id"] != task_id
+                   and frontier.intersection(t["dependencies"])}
+            found.extend(sorted(nxt))
+            frontier = nxt
+        return found
+
+    def retry(self, task_id: str, *, approach: str | None = None, reset_count: bool = False,
+              fix_commit: str | None = None) -> dict[str, Any]:
+        """Back to pending from failed, dead-letter or cancelled, keeping the attempt history.
+
+        ``approach`` documents the new approach; ``reset_count`` resets the attempt count: a fresh
+        budget of ``max_attempts`` failures (the history stays, the maximum is unchanged);
+        ``fix_commit`` records the commit that fixed
+        the blocking bug. From dead-letter it counts as a recovery in the file's metadata.
+        """
+        check_id(task_id, "task id")
+        check_fix_commit(fix_commit)
+        with self.tasks.transaction() as unit:
+            now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
+            found = unit.find(task_id, (FAILED, CANCELLED))
+            if found is not None:
+                source, task = found
+                unit.remove(source, task)
+            else:
+                entry = unit.find_dead_letter(task_id)
+                if entry is None:
+                    where = self._where(unit, task_id)
+                    raise Conflict(f"{task_id} is {where}; only failed, dead-letter or cancelled tasks can "
+                                   "be retried", task_id=task_id, state=where)
+                source, task = DEAD_LETTER, unit.recover(entry)
+            clear_claim(task)
+            task["available_at"] = now
+            task["updated_at"] = now
+            task["completed_at"] = None
+            note = f"retried from {source}"
+            if approach:
+                task["recovery_strategy"] = "new_approach"
+                note += f" with a new approach: {approach}"
+            if fix_commit:
+                task["recovery_strategy"] = "fix_committed"
+                task["fix_commit"] = fix_commit
+                note += f" after fix commit {fix_commit}"
+            if not approach and not fix_commit:
+                task["recovery_strategy"] = "manual_retry"
+            if reset_count:
+                start_fresh_budget(task)
+                note += f" (attempt count reset: {plural(task['max_attempts'], 'attempt')} allowed again)"
+            add_note(task, note, now)
+            unit.put(PENDING, task)
+        return {"task": task, "from": source}
+
+    def rotate_hot(self, unit: TaskTxn, state: str) -> None:
+        """Within ``unit``: move the oldest completed/cancelled tasks beyond the bound to the archive."""
+        unit.rotate(state, int(self._setting("completed_hot_limit")))
+
+
+class _ArchiveBackedKeys(dict):  # type: ignore[type-arg]
+    """Idempotency keys of the hot files; a miss is checked against the archive before it counts."""
+
+    def __init__(self, unit: TaskTxn, keys: dict[str, dict[str, Any]]) -> None:
+        super().__init__(keys)
+        self._unit = unit
+
+    def __contains__(self, key: object) -> bool:
+        if super().__contains__(key):
+            return True
+        if not isinstance(key, str):
+            return False
+        found = self._unit.find_archived_by_key(key)
+        if found is not None:
+            self[key] = found[1]
+            return True
+        return False
+
+
+class _TypeBreakers:
+    """Which task types a circuit breaker of the same name holds back (Loki Mode's ``claim_task``).
+
+    The breakers file is read once per claim, and only when it exists; a type is checked
+    through :meth:`Breakers.check` only when a claim is about to take a task of it (so a
+    HALF_OPEN breaker's single probe slot goes to the claim that takes the task).
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._names: set[str] | None = None
+        self._refusals: dict[str, str | None] = {}
+
+    def refusal(self, type_: Any) -> str | None:
+        if self._names is None:
+            self._names = set(self.store.read(layout.BREAKERS)) if self.store.exists(layout.BREAKERS) else set()
+        if not isinstance(type_, str) or type_ not in self._names:
+            return None
+        if type_ not in self._refusals:
+            from loki.breakers.breakers import Breakers
+
+            decision = Breakers(self.store).check(type_)
+            self._refusals[type_] = None if decision.allowed else f"type {type_}: {decision.reason}"
+        return self._refusals[type_]
+
+
+def check_fix_commit(fix_commit: str | None) -> None:
+    if fix_commit is not None and re.fullmatch(r"[0-9a-fA-F]{4,64}", fix_commit) is None:
+        raise InvalidArgument(f"--fix-commit {fix_commit!r} is not a commit hash (4-64 hex digits)", field="fix_commit")
+
+
+ADD_FIELDS = frozenset({"title", "description", "type", "priority", "dependencies", "depends_on", "labels", "payload",
+                        "id", "idempotency_key", "max_attempts"})
+"""The fields of a task as ``add`` takes it (``--from-file`` items in loki's own shape)."""
+
+
+def _refuse_misspelt_fields(spec: dict[str, Any], where: str) -> None:
+    """Refuse a field that looks like a typo of one loki or Loki Mode reads (``priorty``).
+
+    A task with an id that is not ``add``'s shape is read as Loki Mode writes it, keeping fields
+    loki has no use for under ``payload.loki_mode`` (its PRD and GitHub imports carry many). A
+    near miss of a known name is no such field: taking it would silently drop what the user meant.
+    """
+    import difflib
+
+    from loki.queue.compat import KNOWN_FIELDS
+
+    known = sorted(ADD_FIELDS | KNOWN_FIELDS)
+    for key in sorted(set(spec) - ADD_FIELDS - KNOWN_FIELDS):
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+        if close:
+            raise InvalidArgument(f"{_at(where)}unknown field {key!r} (did you mean {close[0]!r}?)", field=key)
+
+
+def _at(where: str) -> str:
+    """Message prefix naming where bad input came from (a file and JSON pointer), if anywhere."""
+    return f"{where}: " if where else ""
+
+
+def _claim_order_key(task: dict[str, Any]) -> tuple[int, str]:
+    return PRIORITY_RANK[task["priority"]], task["created_at"]
+
+
+def _check_agent(agent: str) -> None:
+    from loki.textsafe import check_name
+
+    check_name(agent, "agent name")
+
+
+DEAD_STATES = (CANCELLED, ABANDONED)
+"""A dependency in one of these states will never complete: a task waiting on it waits for ever."""
+
+
+def never_ready(waiting: Iterable[dict[str, Any]], state_of: Callable[[str], str | None]) -> dict[str, dict[str, str]]:
+    """Tasks among ``waiting`` (pending or blocked) that can never become ready.
+
+    A dependency that is cancelled or abandoned never completes; nor does a waiting task that
+    depends on one, so the tasks depending on *it* are stuck too. Returns id -> ``{"dependency"``
+    (the one that blocks it), ``"root"`` (the dead task at the end of the chain), ``"state"`` (the
+    root's), ``"why"`` (in words)``}``. ``state_of(id)`` says where any task is (None: nowhere).
+    """
+    tasks = list(waiting)
+    stuck: dict[str, dict[str, str]] = {}
+    changed = True
+    while changed:  # a fixpoint: chains of any length, in any file order
+        changed = False
+        for task in tasks:
+            if task["id"] in stuck:
+                continue
+            for dep in task.get("dependencies", []):
+                if dep in stuck:
+                    root, state = stuck[dep]["root"], stuck[dep]["state"]
+                    why = f"depends on {dep!r}, which waits on {root!r} ({state})"
+                elif (found := state_of(dep)) in DEAD_STATES:
+                    root, state = dep, str(found)
+                    why = f"depends on {dep!r}, which is {state}"
+                else:
+                    continue
+                stuck[task["id"]] = {"dependency": dep, "root": root, "state": state, "why": why}
+                changed = True
+                break
+    return stuck
+
+
+def _dependency_graph(unit: TaskTxn) -> dict[str, list[str]]:
+    """Dependencies of every task that may still run: the queue files, and the dead-letter entries
+    (a failed, cancelled or dead-letter task can be retried, so a cycle through it would bind)."""
+    graph = {t["id"]: t["dependencies"] for state in HOT_STATES for t in unit.tasks(state)}
+    for entry in unit.dead_letters():
+        graph.setdefault(entry["task_id"], entry["task_data"].get("dependencies", []))
+    return graph
+
+
+def _find_cycle(graph: dict[str, list[str]], start: str) -> list[str] | None:
+    """A dependency path from ``start`` back to itself, if there is one."""
+    stack: list[tuple[str, list[str]]] = [(start, [start])]
+    seen: set[str] = set()
+    while stack:
+        node, path = stack.pop()
+        for dep in graph.get(node, []):
+            if dep == start:
+                return [*path, dep]
+            if dep not in seen:
+                seen.add(dep)
+                stack.append((dep, [*path, dep]))
+    return None
+
+
+def parse_json_option(value: str | None, option: str, *, want_object: bool = False) -> Any:
+    """Strictly parse a JSON command-line value, naming the option when it is wrong."""
+    if value is None:
+        return None
+    try:
+        parsed = jsonio.loads_strict(value)
+    except jsonio.JsonError as exc:
+        raise InvalidArgument(f"{option}: {exc.reason}", field=option) from None
+    if want_object and not isinstance(parsed, dict):
+        raise InvalidArgument(f"{option}: expected a JSON object, got {type(parsed).__name__}", field=option)
+    return parsed
+
+
+def read_batch(path: str, limit: int) -> list[Any]:
+    """The task specs of a batch file (see :meth:`Queue.add_from_file`), read with a bound."""
+    import os
+    import stat
+
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot read: {exc.strerror}", file=path) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, socket or device)"
+            raise InvalidInput(f"{path}: is {what}; --from-file reads a regular file", file=path)
+        too_big = f"over the {limit}-byte limit for a batch (the queue file it goes into may be no larger)"
+        if st.st_size > limit:
+            raise InvalidInput(f"{path}: is {st.st_size} bytes, {too_big}", file=path, limit=limit)
+        chunks: list[bytes] = []
+        total = 0
+        while True:  # bounded even if the file grows while it is read
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise InvalidInput(f"{path}: is {too_big}", file=path, limit=limit)
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot read: {exc.strerror}", file=path) from None
+    finally:
+        os.close(fd)
+    return parse_batch(path, b"".join(chunks))
+
+
+def parse_batch(path: str, data: bytes) -> list[Any]:
+    """A batch's task specs: a JSON array, an object with ``tasks``, one object, or JSON lines."""
+    try:
+        doc = jsonio.loads_strict(data)
+    except jsonio.JsonError as whole:
+        items = []
+        for number, line in enumerate(data.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                items.append(jsonio.loads_strict(line))
+            except jsonio.JsonError as exc:
+                reason = whole.reason if number == 1 else exc.reason
+                raise InvalidInput(f"{path}: line {number}: {reason} (expected a JSON array, an object with "
+                                   "'tasks', or one JSON object per line)") from None
+        return items
+    if isinstance(doc, dict) and isinstance(doc.get("tasks"), list):
+        return list(doc["tasks"])
+    if isinstance(doc, list):
+        return doc
+    if isinstance(doc, dict):
+        return [doc]
+    raise InvalidInput(f"{path}: expected a JSON array of tasks, an object with 'tasks', or JSON lines")

@@ -1,0 +1,291 @@
+"""``loki watch``: the loop that consumes signals, runs the periodic tick, and feeds the live view.
+
+One watcher consumes (it holds ``state/watch.consumer.lock`` for its whole life); any
+other is display-only: it follows ``logs/signals.jsonl`` and the tick's ``logs/events.jsonl``
+and tries to take over once a second, so killing the consumer never leaves signals unattended for long.
+
+How a signal is noticed: a watchdog observer on ``signals/`` wakes the loop (inotify
+on Linux), but its events are only hints -- the loop also rescans every
+``watch.rescan_seconds``, so an overflowed inotify queue, a network filesystem or a
+missing observer (``watch.observer: polling``) delays signals and loses none.
+
+The loop is driven from outside for tests and cron: :meth:`Watcher.step` does one
+cycle (``loki watch --once`` is ``start`` + ``step(force_tick=True)`` + ``close``) and
+the timer that schedules rescans and ticks is injectable. A stop request (SIGINT,
+SIGTERM -- the CLI installs the handlers) is honoured between two signals: the one in
+hand is finished, logged and deleted first.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+
+from loki.config import setting
+from loki.signals import outcomes
+from loki.signals.consumer import Consumer, ConsumerLock, consumer_status
+from loki.signals.ticks import EVENTS_LOG, Tick
+from loki.storage import layout
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from loki.storage.store import Store
+
+OBSERVERS = ("auto", "native", "polling")
+RECENT = 50
+
+
+class Watcher:
+    """One ``loki watch``: consumer if it gets the lock, display-only otherwise."""
+
+    def __init__(self, store: Store, *, on_event: Callable[[dict[str, Any]], None] | None = None,
+                 observer: str | None = None, timer: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.on_event = on_event or (lambda event: None)
+        self._timer = timer
+        self.rescan_seconds = max(0.01, float(setting(store.config, "watch", "rescan_seconds")))
+        self.tick_seconds = float(setting(store.config, "watch", "tick_seconds"))
+        self.observer_mode = observer or str(setting(store.config, "watch", "observer"))
+        if self.observer_mode not in OBSERVERS:
+            from loki.errors import InvalidArgument
+
+            raise InvalidArgument(f"--observer must be one of {', '.join(OBSERVERS)} (got {self.observer_mode!r})",
+                                  field="observer")
+        self.lock = ConsumerLock(store)
+        self.consumer: Consumer | None = None
+        self.tick = Tick(store)
+        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT)
+        self.observer: str = "none"
+        """What wakes the loop: "native" (inotify...), or "polling" (the rescan timer alone)."""
+        self.holder: dict[str, Any] | None = None
+        self._observer: Any = None
+        self._follower: outcomes.Follower | None = None
+        self._tick_follower: outcomes.Follower | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._next_tick = 0.0
+        self._next_takeover = 0.0
+        self._started = False
+        self._observe = True
+        self._captured: list[dict[str, Any]] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    @property
+    def consuming(self) -> bool:
+        return self.consumer is not None
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def start(self, *, observe: bool = True) -> bool:
+        """Take the consumer lock if free (and finish a crashed consumer's work); True if consuming.
+
+        ``observe``: start the file observer (a one-pass run has nothing to wait for).
+        """
+        self._started = True
+        self._observe = observe
+        if self.lock.try_acquire():
+            self._become_consumer()
+        else:
+            self.holder = consumer_status(self.store)
+            self._follower = outcomes.Follower(self.store)
+            self._tick_follower = outcomes.Follower(self.store, log=EVENTS_LOG)
+            self._next_takeover = self._timer() + self.rescan_seconds
+            self._emit({"event": "started", "consuming": False, "holder": self.holder,
+                        "detail": f"display-only: {describe_holder(self.holder)} is consuming signals"})
+        return self.consuming
+
+    def _become_consumer(self) -> None:
+        self.holder = None
+        self._follower = None
+        self._tick_follower = None
+        consumer = Consumer(self.store, on_event=self._emit)
+        consumer.update_state({"consumer": {"pid": os.getpid(), "host": os.uname().nodename,
+                                            "started_at": self.store.now_ts()}})
+        if self._observe:
+            # Before the first scan: a signal published in between is then either seen by the
+            # scan or announced by the observer.
+            self._start_observer()
+        self.consumer = consumer
+        how = f" (observer: {self.observer})" if self._observe else ""
+        self._emit({"event": "started", "consuming": True, "observer": self.observer,
+                    "detail": f"consuming signals in {self.store.root}{how}"})
+        consumer.recover()
+        self._next_tick = self._timer()
+
+    def stop(self) -> None:
+        """Ask the loop to end after the signal in hand (safe from a signal handler or a thread)."""
+        self._stop.set()
+        self._wake.set()
+
+    def close(self) -> None:
+        self._stop_observer()
+        if self.consumer is not None:
+            try:
+                self.consumer.save()
+                self.consumer.update_state({"consumer": None})
+            finally:
+                self.lock.release()
+                self.consumer = None
+        if self._started:
+            self._started = False
+            self._emit({"event": "stopped", "detail": "watcher stopped"})
+
+    # -- one cycle ---------------------------------------------------------------------------------
+
+    def step(self, *, force_tick: bool = False) -> int:
+        """Consume what is waiting and tick if due. Returns how many signals were handled."""
+        if self.consumer is None:
+            self._display_only_step()
+            if self.consumer is None:
+                return 0
+        assert self.consumer is not None
+        handled = 0
+        try:
+            handled = len(self.consumer.run_pass(self._stop.is_set))
+        except Exception as exc:  # never let one bad pass end the watcher; the next pass retries
+            self._emit_error(exc, "consuming")
+        if (force_tick or self._timer() >= self._next_tick) and not self._stop.is_set():
+            self.run_tick()
+        return handled
+
+    def run_tick(self) -> list[dict[str, Any]]:
+        self._next_tick = self._timer() + self.tick_seconds
+        events: list[dict[str, Any]] = []
+        try:
+            events = self.tick.run()
+            for event in events:
+                self._emit(event)
+            if self.consumer is not None:
+                self.consumer.save({"last_tick": self.store.now_ts()})
+        except Exception as exc:
+            self._emit_error(exc, "tick")
+        return events
+
+    def _display_only_step(self) -> None:
+        if self._follower is not None:
+            for record in self._follower.poll():
+                self._emit({"event": "signal", "observed": True, **record})
+        if self._tick_follower is not None:
+            # What the consumer's tick did (leases, review timeouts, breakers, the dead-letter review).
+            for record in self._tick_follower.poll():
+                self._emit({"event": "tick", "observed": True, **record})
+        if self._timer() >= self._next_takeover and not self._stop.is_set():
+            self._next_takeover = self._timer() + self.rescan_seconds
+            if self.lock.try_acquire():
+                self._become_consumer()
+
+    def wait(self) -> None:
+        """Until a hint, a stop request, the next rescan or the next tick, whichever comes first."""
+        timeout = self.rescan_seconds
+        if self.consumer is not None:
+            timeout = min(timeout, max(0.0, self._next_tick - self._timer()))
+        self._wake.wait(timeout)
+
+    def run(self, on_cycle: Callable[[Watcher], None] | None = None) -> None:
+        """The live loop, until :meth:`stop`. ``on_cycle`` runs after every cycle (the view redraws)."""
+        self.start()
+        try:
+            while not self._stop.is_set():
+                self._wake.clear()
+                handled = self.step()
+                if on_cycle is not None:
+                    on_cycle(self)
+                if not handled and not self._stop.is_set():
+                    self.wait()
+        finally:
+            self.close()
+
+    def run_once(self) -> dict[str, Any]:
+        """``loki watch --once``: what is waiting, one tick, and exit."""
+        events: list[dict[str, Any]] = []
+        self._captured = events
+        try:
+            consuming = self.start(observe=False)
+            if consuming:
+                self.step(force_tick=True)
+        finally:
+            self.close()
+            self._captured = None
+        handled = [e for e in events if e.get("event") == "signal"]
+        return {"consuming": consuming, "holder": self.holder, "signals": len(handled),
+                "outcomes": {kind: sum(1 for e in handled if e.get("outcome") == kind)
+                             for kind in outcomes.OUTCOMES if any(e.get("outcome") == kind for e in handled)},
+                "events": events}
+
+    # -- events ------------------------------------------------------------------------------------
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        if event.get("event") == "signal":
+            self.recent.append(event)
+        if self._captured is not None:
+            self._captured.append(event)
+        self.on_event(event)
+
+    def _emit_error(self, exc: Exception, where: str) -> None:
+        from loki.errors import LokiError
+
+        message = exc.message if isinstance(exc, LokiError) else f"{type(exc).__name__}: {exc}"
+        self._emit({"event": "error", "detail": f"{where}: {message}; retrying on the next cycle"})
+
+    # -- the observer (a hint) -------------------------------------------------------------------------
+
+    def _start_observer(self) -> None:
+        if self.observer_mode == "polling" or self._observer is not None:
+            self.observer = "polling" if self._observer is None else self.observer
+            return
+        try:
+            self._observer = _native_observer(self.store.ensure_dir(layout.SIGNALS_DIR), self._wake.set)
+            self.observer = "native"
+        except Exception as exc:  # inotify limits, an exotic filesystem: the rescan timer still works
+            if self.observer_mode == "native":
+                raise
+            self.observer = "polling"
+            self._emit({"event": "warning", "detail": f"no native file observer ({exc}); polling every "
+                                                      f"{self.rescan_seconds:g}s"})
+
+    def _stop_observer(self) -> None:
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=5)
+            self._observer = None
+
+
+def _native_observer(directory: str, wake: Callable[[], None]) -> Any:
+    """A started watchdog observer that calls ``wake`` when something may have arrived in ``directory``."""
+    import logging
+
+    from watchdog.events import FileSystemEvent, FileSystemEventHandler
+    from watchdog.observers import Observer
+
+    # watchdog logs a warning when its thread is stopped mid-read; with no handler configured
+    # Python would print it on stderr, in the middle of --no-tui output.
+    logging.getLogger("watchdog").addHandler(logging.NullHandler())
+
+    class Hint(FileSystemEventHandler):
+        def on_any_event(self, event: FileSystemEvent) -> None:
+            if event.event_type in ("created", "modified", "moved", "closed"):
+                path = event.dest_path if event.event_type == "moved" else event.src_path
+                name = os.path.basename(os.fsdecode(path))
+                if name and not name.startswith("."):
+                    wake()
+
+    observer = Observer()
+    observer.schedule(Hint(), directory, recursive=False)
+    observer.daemon = True
+    observer.start()
+    return observer
+
+
+def describe_holder(holder: dict[str, Any] | None) -> str:
+    """The consuming watcher in words (``consumer_status``'s record), for messages."""
+    if not holder:
+        return "another watcher"
+    return f"pid {holder.get('pid')} on {holder.get('host')} ({holder.get('command')}, since {holder.get('since')})"

@@ -1,0 +1,221 @@
+"""The ``.loki/`` tree: which files exist, what kind each is, and what an empty one holds.
+
+One table maps a state path to its :class:`FileKind`: the schema of the whole file,
+where its records are (so a write validates only the records it changed), and its
+empty content. The store consults it for every read and write.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+QUEUE_STATES = ("pending", "in-progress", "blocked", "completed", "failed", "cancelled")
+"""Queue files that hold tasks (``queue/<state>.json``)."""
+
+QUEUE_DIR = "queue"
+QUEUE_LOCK = "queue/.lock"
+DEADLETTER = "queue/dead-letter.json"
+ABANDONED = "queue/abandoned.json"
+BREAKERS = "state/circuit-breakers.json"
+WATCH_STATE = "state/watch.json"
+FRICTION_MAP = "state/friction-map.json"
+KNOWLEDGE = "institutional-knowledge.md"
+CONFIG = "config/loki.json"
+CONTINUITY = "CONTINUITY.md"
+STRIKES_DIR = "state/errors"
+SIGNALS_DIR = "signals"
+ESCALATIONS_DIR = "escalations"
+ARCHIVE_DIR = "archive"
+LOGS_DIR = "logs"
+MEMORY_DIR = "memory"
+MEMORY_LOG = f"{MEMORY_DIR}/errors.jsonl"
+"""Error memory: every captured failure and resolution, append-only (the truth; docs/memory.md)."""
+MEMORY_INDEX = f"{MEMORY_DIR}/errors.db"
+"""The SQLite FTS5 search index over MEMORY_LOG: a cache, rebuilt from the log whenever in doubt."""
+MEMORY_HINTS_DIR = f"{MEMORY_DIR}/hints"
+"""One small file per resolved command prefix, read lock-free by the PreToolUse hook."""
+TEMPLATES_DIR = "templates"
+ESCALATION_TEMPLATE = f"{TEMPLATES_DIR}/escalation.md"
+
+DIRECTORIES = (
+    "config",
+    QUEUE_DIR,
+    "state",
+    STRIKES_DIR,
+    SIGNALS_DIR,
+    ESCALATIONS_DIR,
+    MEMORY_DIR,
+    LOGS_DIR,
+    ARCHIVE_DIR,
+    TEMPLATES_DIR,
+)
+
+
+def queue_file(state: str) -> str:
+    return f"{QUEUE_DIR}/{state}.json"
+
+
+class FileKind:
+    """What a JSON state file holds and how to check it cheaply.
+
+    A plain class, not a dataclass: ``dataclasses`` costs ~18 ms of import here.
+    """
+
+    __slots__ = ("empty", "name", "normalise", "record_schema", "records_are_values", "records_key", "schema")
+
+    def __init__(
+        self,
+        name: str,
+        schema: str,
+        empty: Callable[[], Any],
+        records_key: str | None = None,
+        record_schema: str | None = None,
+        *,
+        records_are_values: bool = False,
+        normalise: Callable[[Any, str, Callable[[], str]], Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.schema = schema
+        self.empty = empty
+        self.records_key = records_key
+        """Key of the record list inside the document ("tasks"), when there is one."""
+        self.record_schema = record_schema
+        self.records_are_values = records_are_values
+        """The document is a mapping name -> record (circuit breakers)."""
+        self.normalise = normalise
+        """Turn an accepted on-disk shape into the canonical one (Loki Mode's shapes into loki's).
+
+        Called as ``normalise(doc, rel, stamp)``; ``stamp()`` is the time that stands in for one a
+        foreign record does not give (docs/loki-mode-compat.md): stable between reads."""
+
+    def envelope(self, doc: Any) -> Any:
+        """The document with its records taken out, for a cheap check of everything else."""
+        if self.records_are_values:
+            return {}
+        if self.records_key is not None and isinstance(doc, dict) and self.records_key in doc:
+            return {**doc, self.records_key: []}
+        return doc
+
+    def records(self, doc: Any) -> list[Any]:
+        if self.records_are_values:
+            return list(doc.values()) if isinstance(doc, dict) else []
+        if self.records_key is not None and isinstance(doc, dict):
+            value = doc.get(self.records_key)
+            return value if isinstance(value, list) else []
+        return []
+
+
+def _normalise_queue(doc: Any, rel: str, stamp: Callable[[], str]) -> Any:
+    from loki.queue import compat
+
+    if compat.is_foreign_queue(doc):
+        tasks = compat.tasks_of(doc) or []
+        state = rel.rsplit("/", 1)[-1][: -len(".json")]
+        return {"version": 1, "tasks": compat.import_tasks(tasks, stamp(), status=state)}
+    return doc
+
+
+def _normalise_deadletter(doc: Any, rel: str, stamp: Callable[[], str]) -> Any:
+    from loki.queue import compat
+
+    return compat.import_deadletter(doc, stamp()) if compat.is_foreign_deadletter(doc) else doc
+
+
+def _empty_queue() -> dict[str, Any]:
+    return {"version": 1, "tasks": []}
+
+
+def _empty_deadletter() -> dict[str, Any]:
+    return {"tasks": [], "metadata": {"last_reviewed": None, "total_abandoned": 0, "total_recovered": 0}}
+
+
+QUEUE_KIND = FileKind("queue", "queue-file.json", _empty_queue, "tasks", "task.json", normalise=_normalise_queue)
+DEADLETTER_KIND = FileKind("dead-letter", "deadletter-file.json", _empty_deadletter, "tasks", "deadletter-entry.json",
+                           normalise=_normalise_deadletter)
+ABANDONED_KIND = FileKind("abandoned", "abandoned-file.json", _empty_queue, "tasks", None)
+BREAKERS_KIND = FileKind("circuit-breakers", "circuit-breakers-file.json", dict, None, "circuit-breaker.json",
+                         records_are_values=True)
+STRIKES_KIND = FileKind("strikes", "strikes-file.json", lambda: None)
+WATCH_KIND = FileKind("watch-state", "watch-state.json", lambda: {"version": 1})
+FRICTION_KIND = FileKind("friction-map", "friction-map.json", lambda: {"version": 1, "frictions": []}, "frictions")
+CONFIG_KIND = FileKind("config", "config.json", lambda: {"version": 1})
+
+
+def kind_for(rel: str) -> FileKind | None:
+    """The kind of a JSON state file, or None for files loki does not parse as one document."""
+    if rel == DEADLETTER:
+        return DEADLETTER_KIND
+    if rel == ABANDONED:
+        return ABANDONED_KIND
+    if rel.startswith(QUEUE_DIR + "/") and rel.endswith(".json") and rel.count("/") == 1:
+        state = rel[len(QUEUE_DIR) + 1 : -len(".json")]
+        return QUEUE_KIND if state in QUEUE_STATES else None
+    if rel == BREAKERS:
+        return BREAKERS_KIND
+    if rel == WATCH_STATE:
+        return WATCH_KIND
+    if rel == FRICTION_MAP:
+        return FRICTION_KIND
+    if rel == CONFIG:
+        return CONFIG_KIND
+    if rel.startswith(STRIKES_DIR + "/") and rel.endswith(".json") and rel.count("/") == 2:
+        return STRIKES_KIND
+    return None
+
+
+def archive_file(kind: str, month: str) -> str:
+    """``archive/completed-2026-01.jsonl``: rotated-out tasks of one state and month."""
+    return f"{ARCHIVE_DIR}/{kind}-{month}.jsonl"
+
+
+def lock_for(rel: str) -> str:
+    """The permanent lock file that guards ``rel``.
+
+    One lock for all queue files and the archive they rotate into (a rotation moves
+    tasks between them in one journaled change); ``<file>.lock`` for everything else.
+    """
+    if rel.startswith(QUEUE_DIR + "/") or rel.startswith(ARCHIVE_DIR + "/"):
+        return QUEUE_LOCK
+    return rel + ".lock"
+
+
+def journal_for(lock: str) -> str:
+    """Where the redo journal of a lock domain lives (beside its lock)."""
+    directory = lock.rsplit("/", 1)[0]
+    return f"{directory}/.journal.json" if lock.endswith("/.lock") else lock[: -len(".lock")] + ".journal.json"
+
+
+def lock_of_journal(journal: str) -> str:
+    """The lock whose domain a journal belongs to (the inverse of :func:`journal_for`)."""
+    directory, _, name = journal.rpartition("/")
+    if name == ".journal.json":
+        return f"{directory}/.lock"
+    return journal[: -len(".journal.json")] + ".lock"
+
+
+def _shipped_template() -> str:
+    import os
+
+    from loki.storage.paths import resource_dir
+
+    with open(os.path.join(resource_dir("templates"), "escalation.md"), encoding="utf-8") as f:
+        return f.read()
+
+
+def initial_files() -> dict[str, Any]:
+    """Every file ``loki init`` creates, with its initial content (text for non-JSON files)."""
+    files: dict[str, Any] = {queue_file(state): _empty_queue() for state in QUEUE_STATES}
+    files[DEADLETTER] = _empty_deadletter()
+    files[ABANDONED] = _empty_queue()
+    files[BREAKERS] = {}
+    files[CONFIG] = {"version": 1}
+    files[ESCALATION_TEMPLATE] = _shipped_template()
+    files[CONTINUITY] = (
+        "# CONTINUITY\n\n"
+        "Working memory shared by the agents on this repository. loki appends drift\n"
+        "consolidations here; agents read it first thing every turn.\n"
+    )
+    return files

@@ -1,0 +1,620 @@
+"""Whole-tree operations: ``init``, ``validate``, ``doctor`` and ``status``.
+
+``validate`` is the thorough check: strict parsing and the reference validator
+(jsonschema) on every file, plus the invariants no single schema can express
+(every task id in exactly one state file, each task's status matching its file).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from loki.clock import format_ts
+from loki.config import setting
+from loki.errors import FileTooLarge, InvalidInput, LockTimeout, LokiError, StateFileError
+from loki.signals import types as signaltypes
+from loki.storage import jsonio, layout
+from loki.storage.locks import in_use
+from loki.storage.schema import pointer, registry
+from loki.storage.store import TEMP_SUFFIX, Store, fsync_dir, hard_link_reason, write_temp
+
+STALE_TEMP_SECONDS = 300
+_TEMP_NAME = re.compile(r"^\..+\.(\d+)\.[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + "$")
+QUEUE_FILES = [layout.queue_file(s) for s in layout.QUEUE_STATES]
+_QUARANTINE = f"{layout.SIGNALS_DIR}/.quarantine/"
+_OUTCOME_LOG = f"{layout.LOGS_DIR}/signals.jsonl"
+
+
+@dataclass
+class Problem:
+    file: str
+    pointer: str
+    message: str
+    whole_file: bool = True
+    """The file itself is broken (it does not parse or breaks its schema). False for a problem that
+    only shows across files (a task in two files, a status that does not match its file): moving
+    the file aside would not fix it, it would take good records out of the queue."""
+
+    def __str__(self) -> str:
+        where = f"{self.file}{' at ' + self.pointer if self.pointer else ''}"
+        return f"{where}: {self.message}"
+
+
+# -- init ------------------------------------------------------------------------------------------
+
+
+def init_tree(root: str) -> list[str]:
+    """Create the tree under ``root``; never touches an existing file. Returns what it created."""
+    created: list[str] = []
+    if os.path.lexists(root) and not os.path.isdir(root):
+        raise InvalidInput(f"{root} exists and is not a directory; move it away to create the loki tree there",
+                           file=root)
+    if not os.path.isdir(root):
+        os.makedirs(root, exist_ok=True)
+        created.append(".")
+    store = Store(root)
+    for directory in layout.DIRECTORIES:
+        if not os.path.isdir(store.path(directory)):
+            created.append(directory + "/")
+        store.ensure_dir(directory)
+    for rel, content in layout.initial_files().items():
+        if store.exists(rel):
+            continue
+        if isinstance(content, str):
+            data = content.encode("utf-8")
+        else:
+            kind = layout.kind_for(rel)
+            data = jsonio.dumps_document(content, kind.records_key if kind else None)
+        # Whole or not at all: a temp file linked into place, which fails if the name exists (a
+        # crash half-way through init must not leave an empty pending.json that init then skips).
+        tmp = write_temp(store.path(rel), data)
+        try:
+            os.link(tmp, store.path(rel))
+        except FileExistsError:
+            continue
+        finally:
+            os.unlink(tmp)
+        created.append(rel)
+    for directory in {os.path.dirname(store.path(rel)) for rel in layout.initial_files()}:
+        fsync_dir(directory)
+    return created
+
+
+# -- validate --------------------------------------------------------------------------------------
+
+
+class _ReferenceValidator:
+    """jsonschema over loki's schemas, built once per validate run."""
+
+    def __init__(self) -> None:
+        from jsonschema import Draft202012Validator
+        from referencing import Registry, Resource
+
+        raw = registry().all_raw()
+        resources = [(uri, Resource.from_contents(doc)) for uri, doc in raw.items()]
+        self._registry = Registry().with_resources(resources)
+        self._cls = Draft202012Validator
+        self._validators: dict[str, Any] = {}
+
+    def problems(self, schema_name: str, doc: Any) -> list[tuple[str, str]]:
+        validator = self._validators.get(schema_name)
+        if validator is None:
+            validator = self._cls(registry().raw(schema_name), registry=self._registry)
+            self._validators[schema_name] = validator
+        found = []
+        for error in (leaf for top in validator.iter_errors(doc) for leaf in _branch_errors(top)):
+            message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
+            found.append((pointer(str(p) for p in error.absolute_path), message))
+        return found
+
+
+def _branch_errors(error: Any) -> list[Any]:
+    """An anyOf/oneOf failure as every problem of the branch the value was meant for.
+
+    As in the fast validator (loki/storage/schema.py): a branch whose very type does not fit ranks after
+    one that fails deeper inside, then the branch with fewer problems wins -- and *all* of its
+    problems are reported, so `validate` counts what a reading command's "(and N more problems)"
+    counts. A failure that matched more than one branch (oneOf) has no branch errors: it stays.
+    """
+    if not error.context:
+        return [error]
+    branches: dict[Any, list[Any]] = {}
+    for sub in error.context:
+        branches.setdefault(sub.relative_schema_path[0] if sub.relative_schema_path else None, []).append(sub)
+    ranked = []
+    for subs in branches.values():
+        leaves = [leaf for sub in subs for leaf in _branch_errors(sub)]
+        # A branch whose very type does not fit, or that refuses the value's own keys (Loki Mode's
+        # queue file has no "version"), is not the branch the value was meant for.
+        wrong_type = any(sub.validator in ("type", "additionalProperties") and not sub.relative_path for sub in subs)
+        ranked.append(((1 if wrong_type else 0, len(leaves)), leaves))
+    return min(ranked, key=lambda item: item[0])[1]
+
+
+def _walk(root: str) -> Iterator[tuple[str, os.stat_result]]:
+    """Every entry under root as (relative path, lstat), not following symlinks."""
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in sorted(dirnames + filenames):
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            yield rel, os.lstat(full)
+
+
+def validate_tree(store: Store) -> list[Problem]:
+    """Every problem in the tree; an empty list means the tree is valid."""
+    problems: list[Problem] = []
+    reference = _ReferenceValidator()
+    docs: dict[str, Any] = {}
+
+    def check_document(rel: str, schema_name: str) -> Any:
+        try:
+            data = store.read_bytes(rel)
+        except LokiError as exc:
+            problems.append(_problem_from(rel, exc))
+            return None
+        if data is None:
+            return None
+        try:
+            doc = jsonio.loads_strict(data)
+        except jsonio.JsonError as exc:
+            problems.append(Problem(rel, exc.pointer, exc.reason))
+            return None
+        found = reference.problems(schema_name, doc)
+        problems.extend(Problem(rel, p or "/", m) for p, m in found)
+        return None if found else doc
+
+    for rel, st in _walk(store.root):
+        if rel.startswith(_QUARANTINE):
+            continue  # known bad and isolated by the watcher; why is in logs/signals.jsonl
+        if stat.S_ISLNK(st.st_mode):
+            problems.append(Problem(rel, "", "is a symbolic link; loki refuses to follow links in .loki/"))
+            continue
+        if rel.endswith(".lock"):
+            if not stat.S_ISREG(st.st_mode):
+                problems.append(Problem(rel, "", "lock file is not a regular file"))
+            elif st.st_nlink > 1:
+                problems.append(Problem(rel, "", f"lock file has {st.st_nlink} hard links; loki refuses to write "
+                                        "its holder record through them", whole_file=False))
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        name = rel.rsplit("/", 1)[-1]
+        if name.endswith(".journal.json"):
+            # Under a held lock it is a commit in flight (gone in milliseconds), not a crash's leftover.
+            if not in_use(store.path(layout.lock_of_journal(rel))):
+                problems.append(Problem(rel, "", "an unfinished multi-file change; `loki doctor` finishes it"))
+            continue
+        if _TEMP_NAME.match(name) or ".corrupt." in name:
+            continue
+        if st.st_nlink > 1 and _hard_link_matters(rel):
+            # As a symbolic link: appending to it would write outside .loki/. Not broken, though:
+            # doctor --repair gives it its own copy instead of setting it aside (whole_file=False).
+            problems.append(Problem(rel, "", hard_link_reason(st.st_nlink), whole_file=False))
+            continue
+        kind = layout.kind_for(rel)
+        if kind is not None:
+            doc = check_document(rel, kind.schema)
+            if doc is not None:
+                docs[rel] = (kind.normalise(doc, rel, lambda: store.foreign_stamp(rel)) if kind.normalise  # noqa: B023
+                             else doc)
+        elif _is_signal_file(rel):
+            _check_signal(store, rel, problems, reference)
+        elif rel == layout.MEMORY_LOG:
+            _check_jsonl(store, rel, problems, reference, "memory-record.json")
+        elif rel.startswith(layout.MEMORY_HINTS_DIR + "/") and rel.endswith(".json"):
+            check_document(rel, "memory-hint.json")
+        elif rel.startswith(layout.ARCHIVE_DIR + "/") and rel.endswith(".jsonl"):
+            _check_jsonl(store, rel, problems, reference, "task.json")
+        elif rel == _OUTCOME_LOG:
+            _check_jsonl(store, rel, problems, reference, "signal-outcome.json")
+        elif rel.startswith(layout.LOGS_DIR + "/") and rel.endswith(".jsonl"):
+            _check_jsonl(store, rel, problems, reference, None)
+    queue_rels = [*QUEUE_FILES, layout.DEADLETTER, layout.ABANDONED]
+    unfinished = (os.path.lexists(store.path(layout.journal_for(layout.QUEUE_LOCK)))
+                  and not in_use(store.path(layout.QUEUE_LOCK)))
+    if not unfinished and all(rel in docs or not store.exists(rel) for rel in queue_rels):
+        # Every queue file checked out on its own: read them again as one consistent snapshot, or a
+        # claim committing between two reads would look like a task in two files (or in none).
+        # With a journal left by a crash (reported above) the snapshot would take the lock, and
+        # taking it finishes the journal: validate only looks, so it skips the cross-file check.
+        # (A journal under a held lock is a live commit: the snapshot waits for it, as it should.)
+        try:
+            docs.update(store.snapshot(queue_rels, wait=True))
+        except LockTimeout:
+            raise  # not a problem of the tree: nothing was checked across files (exit 5)
+        except LokiError as exc:
+            problems.append(_problem_from(layout.QUEUE_LOCK, exc))
+    if not unfinished:  # mid-change, a task may well be in two files: the journal says which one wins
+        problems.extend(_cross_file_problems(docs))
+        problems.extend(_dead_dependency_problems(store, docs))
+    return problems
+
+
+def _hard_link_matters(rel: str) -> bool:
+    """Whether a second link to ``rel`` is a problem. A signal file is never written in place (it is
+    published by ``link()``, claimed by rename and deleted), and copying it could race the consumer's
+    claim into a second delivery; the drift log, appended to, is a state file like any other."""
+    return not _is_signal_file(rel) or signaltypes.type_of_file(rel.rsplit("/", 1)[-1]) == signaltypes.DRIFT
+
+
+def _is_signal_file(rel: str) -> bool:
+    """An unconsumed signal, or one being processed; quarantined ones are known to be bad."""
+    parts = rel.split("/")
+    if parts[0] != layout.SIGNALS_DIR or parts[-1].startswith("."):
+        return False
+    return len(parts) == 2 or (len(parts) == 3 and parts[1] == ".processing")
+
+
+def _problem_from(rel: str, exc: LokiError) -> Problem:
+    if isinstance(exc, FileTooLarge):
+        # Too big to read is not broken: it may hold every live task of the queue, so repair must not
+        # set it aside (whole_file=False keeps doctor --repair's hands off it); a human splits it.
+        return Problem(exc.path, exc.pointer, f"{exc.reason}; loki cannot use it until it is made smaller by hand "
+                       "(`loki doctor --repair` leaves it where it is: it may hold live records)", whole_file=False)
+    if isinstance(exc, StateFileError):
+        return Problem(exc.path, exc.pointer, exc.reason)
+    return Problem(rel, "", exc.message)
+
+
+def _check_signal(store: Store, rel: str, problems: list[Problem], reference: _ReferenceValidator) -> None:
+    name = rel.rsplit("/", 1)[-1]
+    signal_type = signaltypes.type_of_file(name)
+    schema_name = signaltypes.schema_for(signal_type)
+    if signal_type == signaltypes.DRIFT:
+        _check_jsonl(store, rel, problems, reference, schema_name)
+        return
+    if signaltypes.left_for_others(name, tuple(setting(store.config, "signals", "leave_for_others"))):
+        return  # another tool's signal (docs/signals.md): its content is that tool's business
+    data = None
+    try:
+        data = store.read_bytes(rel)
+        doc = jsonio.loads_strict(data or b"")
+    except jsonio.JsonError as exc:
+        # An empty or plain-text file is a signal whose text is its message (Loki Mode's idiom).
+        if signaltypes.text_of(data or b"") is None:
+            problems.append(Problem(rel, exc.pointer, exc.reason))
+        return
+    except LokiError as exc:
+        problems.append(_problem_from(rel, exc))
+        return
+    problems.extend(Problem(rel, p or "/", m) for p, m in reference.problems(schema_name, doc))
+
+
+def _check_jsonl(
+    store: Store, rel: str, problems: list[Problem], reference: _ReferenceValidator, schema_name: str | None
+) -> None:
+    """Every line of a log parses and, given a schema, validates (read in chunks: logs grow)."""
+    try:
+        for number, _, raw in store.iter_lines(rel):
+            if not raw.strip():
+                continue
+            try:
+                record = jsonio.loads_strict(raw)
+            except jsonio.JsonError as exc:
+                problems.append(Problem(rel, f"line {number}", exc.reason))
+                continue
+            if schema_name is not None:
+                problems.extend(Problem(rel, f"line {number}{pointer}", message)
+                                for pointer, message in reference.problems(schema_name, record))
+    except LokiError as exc:
+        problems.append(_problem_from(rel, exc))
+
+
+def _cross_file_problems(docs: dict[str, Any]) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: dict[str, str] = {}
+
+    def note(task_id: str, rel: str, where: str) -> None:
+        if task_id in seen:
+            problems.append(Problem(rel, where, f"task {task_id!r} is also in {seen[task_id]}", whole_file=False))
+        else:
+            seen[task_id] = rel
+
+    for rel in QUEUE_FILES:
+        doc = docs.get(rel)
+        if not doc:
+            continue
+        state = rel.rsplit("/", 1)[-1][: -len(".json")]
+        for index, task in enumerate(doc["tasks"]):
+            note(task["id"], rel, f"/tasks/{index}")
+            if task.get("status") != state:
+                problems.append(Problem(rel, f"/tasks/{index}/status",
+                                        f"task {task['id']!r} has status {task.get('status')!r} but is in {rel}",
+                                        whole_file=False))
+    for rel in (layout.DEADLETTER, layout.ABANDONED):
+        doc = docs.get(rel)
+        for index, entry in enumerate((doc or {}).get("tasks", [])):
+            note(entry["task_id"], rel, f"/tasks/{index}")
+    return problems
+
+
+def _dead_dependency_problems(store: Store, docs: dict[str, Any]) -> list[Problem]:
+    """Pending or blocked tasks that wait on a cancelled or abandoned task, directly or through
+    another waiting task: every file is valid, yet they would wait for ever."""
+    from loki.queue.queue import never_ready
+
+    states: dict[str, str | None] = {}
+    for rel in QUEUE_FILES:
+        for task in (docs.get(rel) or {}).get("tasks", []):
+            states[task["id"]] = rel.rsplit("/", 1)[-1][: -len(".json")]
+    for rel, state in ((layout.DEADLETTER, "dead-letter"), (layout.ABANDONED, "abandoned")):
+        for entry in (docs.get(rel) or {}).get("tasks", []):
+            states[entry["task_id"]] = state
+
+    def state_of(task_id: str) -> str | None:
+        if task_id not in states:
+            found = store.tasks().find_archived(task_id)
+            states[task_id] = found[0] if found is not None else None
+        return states[task_id]
+
+    waiting = [t for s in ("pending", "blocked") for t in (docs.get(layout.queue_file(s)) or {}).get("tasks", [])]
+    stuck = never_ready(waiting, state_of)
+    problems = []
+    for state in ("pending", "blocked"):
+        rel = layout.queue_file(state)
+        for index, task in enumerate((docs.get(rel) or {}).get("tasks", [])):
+            info = stuck.get(task["id"])
+            if info is not None:
+                position = task["dependencies"].index(info["dependency"])
+                problems.append(Problem(rel, f"/tasks/{index}/dependencies/{position}",
+                                        f"task {task['id']!r} can never be ready: it {info['why']} (retry "
+                                        f"{info['root']!r} or cancel {task['id']!r})", whole_file=False))
+    return problems
+
+
+# -- doctor ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class DoctorReport:
+    journals_finished: list[str] = field(default_factory=list)
+    temp_files: list[str] = field(default_factory=list)
+    temp_removed: list[str] = field(default_factory=list)
+    detached: list[str] = field(default_factory=list)
+    """State files that had other hard links and were given their own copy (``--repair``)."""
+    problems: list[Problem] = field(default_factory=list)
+    moved_aside: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["healthy"] = self.healthy
+        return data
+
+
+def doctor(store: Store, repair: bool = False) -> DoctorReport:
+    """Finish journals, report stale temp files and broken files; with ``repair``, clean up.
+
+    Repair never deletes data: temp files older than 5 minutes, or whose writer process is
+    gone, are partial writes that were never published; a corrupt file is moved aside as
+    ``<name>.corrupt.<ts>``; a state file with other hard links gets its own copy (the other
+    names keep theirs, untouched); a file only too large to read is reported and left alone.
+    """
+    report = DoctorReport()
+    stamp = format_ts(store.clock.now()).replace(":", "")
+    for rel, st in list(_walk(store.root)):
+        name = rel.rsplit("/", 1)[-1]
+        if name.endswith(".journal.json") and stat.S_ISREG(st.st_mode):
+            lock = layout.lock_of_journal(rel)
+            try:
+                if store.recover(lock):
+                    report.journals_finished.append(rel)
+            except StateFileError:
+                if not repair:
+                    raise
+                # It cannot be finished (unreadable, or a log it appends to was truncated by hand):
+                # keep it, out of the way, so the domain works again.
+                target = f"{rel}.corrupt.{stamp}"
+                _move_aside(store, rel, target)
+                report.moved_aside.append({"file": rel, "moved_to": target})
+    now = store.clock.now().timestamp()
+    for rel, st in _walk(store.root):
+        name = rel.rsplit("/", 1)[-1]
+        match = _TEMP_NAME.match(name)
+        if stat.S_ISREG(st.st_mode) and match:
+            report.temp_files.append(rel)
+            if repair and (now - st.st_mtime >= STALE_TEMP_SECONDS or not _writer_alive(int(match.group(1)))):
+                os.unlink(store.path(rel))
+                report.temp_removed.append(rel)
+    if repair:
+        for rel, st in list(_walk(store.root)):
+            name = rel.rsplit("/", 1)[-1]
+            if (stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and not rel.endswith(".lock") and _hard_link_matters(rel)
+                    and not _TEMP_NAME.match(name) and ".corrupt." not in name and not rel.startswith(_QUARANTINE)):
+                with store.transaction(layout.lock_for(rel)):  # no append lands in the old inode meanwhile
+                    if store.detach(rel):
+                        report.detached.append(rel)
+    report.problems = validate_tree(store)
+    if repair:
+        bad_lines: dict[str, set[int]] = {}
+        for problem in report.problems:
+            if _line_repairable(problem.file) and problem.pointer.startswith("line "):
+                bad_lines.setdefault(problem.file, set()).add(int(problem.pointer.split()[1].split("/")[0]))
+        for rel, numbers in sorted(bad_lines.items()):
+            report.moved_aside.append(_set_aside_lines(store, rel, numbers, stamp))
+        bad_records: dict[str, set[int]] = {}
+        for problem in report.problems:
+            index = _record_index(problem)
+            if index is not None and problem.whole_file:
+                bad_records.setdefault(problem.file, set()).add(index)
+        for rel in sorted(bad_records):
+            moved = _set_aside_records(store, rel, stamp)
+            if moved is not None:
+                report.moved_aside.append(moved)
+            else:
+                del bad_records[rel]  # the envelope itself is broken: the whole file goes below
+        broken = sorted({p.file for p in report.problems
+                         if p.file not in bad_lines and p.file not in bad_records and _movable(store, p)})
+        for rel in broken:
+            target = f"{rel}.corrupt.{stamp}"
+            _move_aside(store, rel, target)
+            report.moved_aside.append({"file": rel, "moved_to": target})
+        if broken or bad_lines or bad_records:
+            report.problems = validate_tree(store)
+    return report
+
+
+def _record_index(problem: Problem) -> int | None:
+    """The record a problem is in, for a file of records (``/tasks/3/priority`` -> 3)."""
+    kind = layout.kind_for(problem.file)
+    if kind is None or kind.records_key is None:
+        return None
+    parts = problem.pointer.split("/")
+    if len(parts) >= 3 and parts[1] == kind.records_key and parts[2].isdigit():
+        return int(parts[2])
+    return None
+
+
+def _set_aside_records(store: Store, rel: str, stamp: str) -> dict[str, Any] | None:
+    """Move the invalid records of a file of records into ``<file>.corrupt.<ts>`` and keep the rest.
+
+    One bad task must not take the whole queue file (and every good task in it) out of the queue.
+    None when the file cannot be split that way (it does not parse, or its envelope is broken).
+    """
+    kind = layout.kind_for(rel)
+    assert kind is not None and kind.records_key is not None
+    with store.transaction(layout.lock_for(rel)) as txn:
+        data = store.read_bytes(rel)
+        try:
+            doc = jsonio.loads_strict(data or b"")
+        except jsonio.JsonError:
+            return None
+        if not isinstance(doc, dict) or store.schemas.problems(kind.schema, kind.envelope(doc)):
+            return None
+        good: list[Any] = []
+        bad: list[Any] = []
+        for record in kind.records(doc):
+            wrapped = {**doc, kind.records_key: [record]}
+            (bad if store.schemas.problems(kind.schema, wrapped) else good).append(record)
+        directory, name = rel.rsplit("/", 1)
+        target = store.create_unique(directory, f"{name}.corrupt.{stamp}",
+                                     jsonio.dumps_document({kind.records_key: bad}, kind.records_key),
+                                     state_file=False)
+        txn.write(rel, {**doc, kind.records_key: good})
+    return {"file": rel, "moved_to": target, "records": len(bad)}
+
+
+def _line_repairable(rel: str) -> bool:
+    """Logs whose bad lines can be set aside one by one (the drift log cannot: the watcher keeps a byte
+    offset into it, and its bad lines are already logged as rejected)."""
+    return rel.endswith(".jsonl") and rel.split("/", 1)[0] in (layout.LOGS_DIR, layout.ARCHIVE_DIR,
+                                                                 layout.MEMORY_DIR)
+
+
+def _set_aside_lines(store: Store, rel: str, numbers: set[int], stamp: str) -> dict[str, Any]:
+    """Move a log's bad lines into ``<log>.corrupt.<ts>`` and rewrite the log without them, under its lock."""
+    with store.transaction(rel):
+        kept: list[Any] = []
+        removed: list[bytes] = []
+        for number, _, raw in store.iter_lines(rel):
+            if number in numbers or not raw.strip():
+                if raw.strip():
+                    removed.append(raw)
+                continue
+            try:
+                kept.append(jsonio.loads_strict(raw))
+            except jsonio.JsonError:
+                removed.append(raw)
+        directory, name = rel.rsplit("/", 1)
+        target = store.create_unique(directory, f"{name}.corrupt.{stamp}", b"\n".join(removed) + b"\n",
+                                     state_file=False)
+        store.rewrite_lines(rel, kept)
+    return {"file": rel, "moved_to": target, "lines": sorted(numbers)}
+
+
+def _writer_alive(pid: int) -> bool:
+    """Whether the process that named a temp file may still be writing it.
+
+    A temp file carries its writer's pid. If no such process exists on this machine the
+    write can never be published, so the file may go at once instead of after 5 minutes.
+    Unsure (pid reused, no permission to ask) counts as alive.
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _movable(store: Store, problem: Problem) -> bool:
+    """Only whole files that fail to parse or validate are moved; cross-file conflicts need a human."""
+    if not problem.whole_file or problem.file.endswith(".journal.json") or problem.file.endswith(".lock"):
+        return False
+    if problem.pointer.startswith("line ") and problem.file.endswith("DRIFT_DETECTED"):
+        return False  # its bad lines are logged as rejected by the watcher, which keeps an offset into it
+    try:
+        st = os.lstat(store.path(problem.file))
+    except (FileNotFoundError, LokiError):
+        return False
+    return stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)
+
+
+def _move_aside(store: Store, rel: str, target: str) -> None:
+    """Rename a broken file out of the way under its domain's lock, so no writer is mid-change."""
+    from loki.storage.locks import FileLock
+
+    lock = layout.lock_for(rel)
+    with FileLock(store.path(lock), store.lock_timeout, lock):
+        os.replace(store.path(rel), store.path(target))
+        fsync_dir(os.path.dirname(store.path(rel)))
+
+
+# -- status ----------------------------------------------------------------------------------------
+
+
+def status(store: Store) -> dict[str, Any]:
+    """Counts per queue file, breakers by state, signals waiting, dead-letter size and last review."""
+    queue_docs = store.snapshot([*QUEUE_FILES, layout.DEADLETTER, layout.ABANDONED])
+    counts = {rel.rsplit("/", 1)[-1][:-5]: len(queue_docs[rel]["tasks"]) for rel in QUEUE_FILES}
+    deadletter = queue_docs[layout.DEADLETTER]
+    counts["dead-letter"] = len(deadletter["tasks"])
+    counts["abandoned"] = len(queue_docs[layout.ABANDONED]["tasks"])
+    from loki.breakers.breakers import Breakers
+
+    by_state = {"CLOSED": 0, "OPEN": 0, "HALF_OPEN": 0}
+    for breaker in Breakers(store).status():
+        by_state[breaker.state.value] += 1  # the effective state: an OPEN one past its cooldown is probing
+    return {
+        "root": store.root,
+        "queue": counts,
+        "breakers": by_state,
+        "signals_waiting": count_signals(store),
+        "dead_letter": {"size": counts["dead-letter"], "last_reviewed": deadletter["metadata"]["last_reviewed"]},
+        "escalations": _escalation_counts(store),
+        "watcher": _watcher(store),
+    }
+
+
+def _watcher(store: Store) -> dict[str, Any]:
+    """Whether a ``loki watch`` consumes signals now (and which), and how far it got."""
+    from loki.signals.consumer import consumer_status
+
+    holder = consumer_status(store)
+    state = store.read(layout.WATCH_STATE)
+    return {"consuming": holder is not None, "holder": holder, "last_tick": state.get("last_tick"),
+            "signals_processed": state.get("signals_processed", 0)}
+
+
+def _escalation_counts(store: Store) -> dict[str, int]:
+    from loki.queue.escalations import list_escalations
+
+    rows = list_escalations(store)
+    return {"open": sum(1 for r in rows if r["open"]), "total": len(rows)}
+
+
+def count_signals(store: Store) -> int:
+    try:
+        names = os.listdir(store.path(layout.SIGNALS_DIR))
+    except FileNotFoundError:
+        return 0
+    return sum(1 for n in names if not n.startswith(".") and signaltypes.type_of_file(n) != signaltypes.DRIFT)
