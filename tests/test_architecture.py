@@ -149,3 +149,24 @@ def test_the_errors_command_group_is_not_called_errors() -> None:
     modules = {command.callback.__module__ for command in group.commands.values()}
     assert modules == {"loki.cli.errormemory"}
 
+
+SHARED_TOP_LEVEL = {"__init__.py", "__main__.py", "entry.py", "errors.py", "clock.py", "config.py", "wording.py",
+                    "textsafe.py", "lazyre.py", "stopsignals.py", "regularfile.py"}
+CONCEPTS = {"storage", "queue", "breakers", "signals", "strikes", "hooks", "memory", "cli"}
+
+
+def test_each_concept_is_a_folder_and_the_top_level_holds_only_what_they_share() -> None:
+    """docs/design.md §5: a newcomer finds each concept in one folder named for it."""
+    assert {path.name for path in LOKI.glob("*.py")} == SHARED_TOP_LEVEL
+    assert {path.parent.name for path in LOKI.glob("*/__init__.py")} == CONCEPTS
+
+
+def test_package_inits_import_nothing() -> None:
+    """An ``__init__`` that imported its package's modules would make every hook pay for all of them
+    (docs/STYLE.md); ``loki/__init__.py`` itself imports only importlib, for its lazy exports."""
+    for path in sorted(LOKI.rglob("__init__.py")):
+        imports = {alias.name if isinstance(node, ast.Import) else node.module or "."
+                   for node in ast.parse(path.read_text(encoding="utf-8")).body  # top level: what importing runs
+                   if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+        allowed = {"__future__", "importlib"} if path.parent == LOKI else {"__future__"}
+        assert imports <= allowed, f"{path.relative_to(LOKI.parent)} imports {sorted(imports - allowed)}"
