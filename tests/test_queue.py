@@ -499,3 +499,20 @@ def test_heartbeat_extends_by_the_claims_own_lease(queue: Queue, clock: ManualCl
     queue.claim("a", lease_seconds=120)
     clock.advance(100)
     assert queue.heartbeat("t1", "a")["lease_until"] == "2026-01-25T10:03:40Z"  # now + 120 s, not 3600
+
+
+def test_a_task_rotated_out_is_archived_for_the_rest_of_the_unit(store: Store) -> None:
+    """Within one unit of work a rotated task is in the archive at once (TaskTxn.rotate): found by id and
+    by key, and a dependency on it is met (both task stores answer the same)."""
+    done = [task(f"d{n}", status="completed", completed_at=f"2026-01-0{n + 1}T00:00:00Z",
+                 idempotency_key=f"key-{n}") for n in range(3)]
+    put_tasks(store, "completed", done)
+    put_tasks(store, "pending", [task("next", dependencies=["d0"])])
+    with store.tasks().transaction() as unit:
+        unit.rotate("completed", 1)
+        assert [t["id"] for t in unit.tasks("completed")] == ["d2"]
+        assert unit.find_archived("d0") == ("completed", done[0] | {"status": "completed"})
+        assert unit.find_archived_by_key("key-1") is not None
+        assert unit.find_outside("d1") is not None
+        ready, _ = unit.next_ready((), "2026-01-25T10:00:00Z", not_after="2026-01-25T10:00:00Z")
+        assert ready is not None and ready["id"] == "next"

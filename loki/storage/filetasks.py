@@ -135,6 +135,8 @@ class FileTaskTxn:
         self._docs: dict[str, Any] = {}
         self._changed: dict[str, list[Any]] = {}
         self.dead_lettered: list[dict[str, Any]] = []
+        self._archived: list[tuple[str, dict[str, Any]]] = []
+        """Tasks this unit rotated out: in the archive from then on, though appended only at commit."""
 
     def __enter__(self) -> FileTaskTxn:
         self._txn = self.store.transaction(layout.QUEUE_LOCK)
@@ -191,13 +193,15 @@ class FileTaskTxn:
             for entry in (self.dead_letters() if state == DEAD_LETTER else self.abandoned()):
                 if entry["task_id"] == task_id:
                     return state, entry["task_data"]
-        return self._owner.find_archived(task_id)
+        return self.find_archived(task_id)
 
     def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
-        return self._owner.find_archived(task_id)
+        staged = next(((s, t) for s, t in reversed(self._archived) if t["id"] == task_id), None)
+        return staged or self._owner.find_archived(task_id)
 
     def find_archived_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
-        return self._owner.find_archived_by_key(key)
+        staged = next(((s, t) for s, t in reversed(self._archived) if t.get("idempotency_key") == key), None)
+        return staged or self._owner.find_archived_by_key(key)
 
     def put(self, state: str, task: dict[str, Any]) -> None:
         task["status"] = state
@@ -278,6 +282,7 @@ class FileTaskTxn:
             return
         for month, moved in by_month:
             self.txn.append(layout.archive_file(state, month), moved)
+            self._archived.extend((state, task) for task in moved)
         doc["tasks"] = kept
         self._touch(layout.queue_file(state))
 
