@@ -516,3 +516,19 @@ def test_a_task_rotated_out_is_archived_for_the_rest_of_the_unit(store: Store) -
         assert unit.find_outside("d1") is not None
         ready, _ = unit.next_ready((), "2026-01-25T10:00:00Z", not_after="2026-01-25T10:00:00Z")
         assert ready is not None and ready["id"] == "next"
+
+
+def test_the_live_view_counts_the_queue_of_either_store(queue: Queue, clock: ManualClock) -> None:
+    """The dashboard reads the queue through the task store, so it counts the same on both backends, and
+    its cache sees a change."""
+    from loki.signals.dashboard import Dashboard
+
+    for n in range(3):
+        queue.add(f"t{n}", task_id=f"t{n}")
+    queue.claim("a")
+    dashboard = Dashboard(queue.store)
+    first = dashboard.snapshot()
+    assert first["queue"]["pending"] == 2 and first["queue"]["in-progress"] == 1
+    assert [row["id"] for row in first["in_progress"]["tasks"]] == ["t0"]
+    queue.fail("t0", "a", error="boom", final=True)
+    assert dashboard.snapshot()["queue"] | {} == {**first["queue"], "in-progress": 0, "failed": 1}

@@ -47,10 +47,8 @@ class Dashboard:
 
     def snapshot(self, *, consuming: bool | None = None, holder: dict[str, Any] | None = None) -> dict[str, Any]:
         now = self.store.clock.now()
-        queue = {state: self._summary(layout.queue_file(state))["count"] for state in layout.QUEUE_STATES}
-        queue["dead-letter"] = self._summary(layout.DEADLETTER)["count"]
-        queue["abandoned"] = self._summary(layout.ABANDONED)["count"]
-        held = self._summary(layout.queue_file("in-progress"))
+        queue = {state: self._summary(state)["count"] for state in (*layout.QUEUE_STATES, "dead-letter", "abandoned")}
+        held = self._summary("in-progress")
         rows = []
         for task in held["tasks"][: self.in_progress_limit]:
             lease = task.get("lease_until")
@@ -73,22 +71,23 @@ class Dashboard:
 
     # -- cached file summaries ---------------------------------------------------------------------
 
-    def _summary(self, rel: str) -> dict[str, Any]:
-        key = self.store.change_token(rel)
-        cached = self._files.get(rel)
+    def _summary(self, state: str) -> dict[str, Any]:
+        """A state's count (and the in-progress tasks), through the task store: re-read only when changed."""
+        queue = self.store.tasks()
+        key = queue.change_token(state)
+        cached = self._files.get(state)
         if cached is not None and cached[0] == key and key is not None:
             summary: dict[str, Any] = cached[1]
             return summary
-        doc = self.store.read(rel)
-        tasks = doc["tasks"]
+        tasks = queue.tasks_in(state)
         summary = {"count": len(tasks), "tasks": []}
-        if rel == layout.queue_file("in-progress"):
+        if state == "in-progress":
             # Soonest lease first: those are the tasks about to be requeued.
             summary["tasks"] = [
                 {k: t.get(k) for k in ("id", "title", "claimed_by", "lease_until")}
                 for t in sorted(tasks, key=lambda t: t.get("lease_until") or "9999")[:KEPT_IN_PROGRESS]
             ]
-        self._files[rel] = (key, summary)
+        self._files[state] = (key, summary)
         return summary
 
     def _breakers(self) -> list[dict[str, Any]]:

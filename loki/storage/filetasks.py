@@ -25,7 +25,7 @@ from loki.storage import jsonio, layout
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable, Iterator
+    from collections.abc import Collection, Hashable, Iterable, Iterator
     from typing import Any
 
     from loki.storage.store import Store, Transaction
@@ -74,6 +74,9 @@ class FileTasks:
     def dead_letter_doc(self) -> dict[str, Any]:
         doc: dict[str, Any] = self.store.read(layout.DEADLETTER)
         return doc
+
+    def change_token(self, state: str) -> Hashable | None:
+        return self.store.change_token(self._files([state])[state])
 
     def abandoned_doc(self) -> dict[str, Any]:
         doc: dict[str, Any] = self.store.read(layout.ABANDONED)

@@ -48,6 +48,7 @@ class MemoryStore:
         self.validate_all = True
         self.lock_timeout = lock_timeout
         self.max_file_bytes = DEFAULT_MAX_BYTES
+        self.root = ":memory:"
         self._lock = threading.RLock()
         self._items: dict[str, bytes] = {}
         self._versions: dict[str, int] = {}
@@ -333,6 +334,7 @@ class MemoryTasks:
         self._dead: dict[str, Any] = layout.kind_for(layout.DEADLETTER).empty()  # type: ignore[union-attr]
         self._abandoned: list[dict[str, Any]] = []
         self._archive: list[tuple[str, dict[str, Any]]] = []
+        self._versions: dict[str, int] = {}
 
     def transaction(self) -> MemoryTaskTxn:
         return MemoryTaskTxn(self)
@@ -355,6 +357,10 @@ class MemoryTasks:
     def dead_letter_doc(self) -> dict[str, Any]:
         with self.store._lock:
             return copy.deepcopy(self._dead)
+
+    def change_token(self, state: str) -> int | None:
+        """The store's write counter at the last commit that changed ``state``."""
+        return self._versions.get(state)
 
     def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
         with self.store._lock:
@@ -395,6 +401,9 @@ class MemoryTaskTxn:
                 self._validate()
                 owner._states, owner._dead, owner._abandoned = self._states, self._dead, self._abandoned
                 owner._archive.extend(self._archived)
+                for state in self._changed:
+                    owner.store._counter += 1
+                    owner._versions[state] = owner.store._counter
         finally:
             owner.store._lock.release()
 

@@ -41,6 +41,8 @@ class StateStore(Protocol):
     clock: Clock
     schemas: Registry
     notes: list[str]
+    root: str
+    """Where the state lives, for messages (files: the ``.loki/`` directory; memory: ``:memory:``)."""
 
     @property
     def config(self) -> dict[str, Any]: ...

@@ -19,7 +19,7 @@ only (``typing`` costs ~10 ms, which a hook cannot pay).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Hashable, Iterable
 from typing import Any, Protocol
 
 Task = dict[str, Any]
@@ -105,5 +105,7 @@ class TaskStore(Protocol):
         """One state's tasks, read without the lock (a cheap "is anything to do?" check)."""
     def dead_letter_doc(self) -> dict[str, Any]:
         """``{"tasks": [entries], "metadata": {...}}``, read without the lock."""
+    def change_token(self, state: str) -> Hashable | None:
+        """Equal tokens: ``state`` (a hot state, dead-letter or abandoned) has not changed in between."""
     def find_archived(self, task_id: str) -> tuple[str, Task] | None: ...
     def find_archived_by_key(self, key: str) -> tuple[str, Task] | None: ...
