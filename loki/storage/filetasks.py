@@ -78,10 +78,6 @@ class FileTasks:
     def change_token(self, state: str) -> Hashable | None:
         return self.store.change_token(self._files([state])[state])
 
-    def abandoned_doc(self) -> dict[str, Any]:
-        doc: dict[str, Any] = self.store.read(layout.ABANDONED)
-        return doc
-
     # -- the archive: append-only monthly logs -----------------------------------------------------
 
     def archive_files(self) -> list[str]:
