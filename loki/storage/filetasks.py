@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from loki.storage.store import Store, Transaction
-    from loki.storage.tasks import TaskTxn
+    from loki.storage.tasks import TaskStore
 
 HOT_STATES = tuple(s.value for s in TASK_STATES)
 ROTATED_STATES = ("completed", "cancelled")
@@ -59,8 +59,7 @@ class FileTasks:
         return FileTaskTxn(self)
 
     def _files(self, states: Iterable[str]) -> dict[str, str]:
-        return {state: (layout.DEADLETTER if state == DEAD_LETTER else layout.ABANDONED if state == ABANDONED
-                        else layout.queue_file(state)) for state in states}
+        return {state: _file_of(state) for state in states}
 
     def view(self, states: Iterable[str]) -> dict[str, list[Any]]:
         files = self._files(states)
@@ -124,18 +123,139 @@ def _finished_at(task: dict[str, Any]) -> str:
     return str(task.get("completed_at") or task.get("updated_at") or task["created_at"])
 
 
-class FileTaskTxn:
+class TaskTxnBase:
+    """What every unit of work does the same way, whatever holds the tasks (both stores subclass it).
+
+    A store gives two hooks: :meth:`_list`, the live list of a state (a hot state, ``dead-letter`` or
+    ``abandoned``), and :meth:`_mark`, which records that a state changed (with the records to validate);
+    plus :meth:`dead_letter_metadata`, :meth:`rotate` and the ``with`` block, which are its own.
+    """
+
+    _owner: TaskStore
+
+    def __init__(self) -> None:
+        self.dead_lettered: list[dict[str, Any]] = []
+        self._archived: list[tuple[str, dict[str, Any]]] = []
+        """Tasks this unit rotated out: in the archive from then on, though the store has them only at commit."""
+
+    def _list(self, state: str) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _mark(self, state: str, *records: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def dead_letter_metadata(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # -- hot states ------------------------------------------------------------------------------
+
+    def tasks(self, state: str) -> list[dict[str, Any]]:
+        return self._list(state)
+
+    def find(self, task_id: str, states: Iterable[str] = HOT_STATES) -> tuple[str, dict[str, Any]] | None:
+        for state in states:
+            for task in self._list(state):
+                if task["id"] == task_id:
+                    return state, task
+        return None
+
+    def find_outside(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
+        for state in (DEAD_LETTER, ABANDONED):
+            for entry in self._list(state):
+                if entry["task_id"] == task_id:
+                    return state, entry["task_data"]
+        return self.find_archived(task_id)
+
+    def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
+        staged = next(((s, t) for s, t in reversed(self._archived) if t["id"] == task_id), None)
+        return staged or self._owner.find_archived(task_id)
+
+    def find_archived_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
+        staged = next(((s, t) for s, t in reversed(self._archived) if t.get("idempotency_key") == key), None)
+        return staged or self._owner.find_archived_by_key(key)
+
+    def put(self, state: str, task: dict[str, Any]) -> None:
+        task["status"] = state
+        self._list(state).append(task)
+        self._mark(state, task)
+
+    def remove(self, state: str, task: dict[str, Any]) -> None:
+        tasks = self._list(state)
+        for index, candidate in enumerate(tasks):
+            if candidate is task:
+                del tasks[index]
+                break
+        self._mark(state)
+
+    def move(self, task: dict[str, Any], source: str, target: str) -> None:
+        self.remove(source, task)
+        self.put(target, task)
+
+    def update(self, state: str, *tasks: dict[str, Any]) -> None:
+        self._mark(state, *tasks)
+
+    def next_ready(self, types: Collection[str], now: str, *, not_after: str,
+                   skip_types: Collection[str] = ()) -> tuple[dict[str, Any] | None, Census]:
+        return select_ready(self._list("pending"), types, now, not_after, skip_types, DependencyIndex(self))
+
+    # -- dead-letter and abandoned -----------------------------------------------------------------
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        return self._list(DEAD_LETTER)
+
+    def find_dead_letter(self, task_id: str) -> dict[str, Any] | None:
+        return next((e for e in self.dead_letters() if e["task_id"] == task_id), None)
+
+    def dead_letter(self, entry: dict[str, Any]) -> None:
+        self.dead_letters().append(entry)
+        self._mark(DEAD_LETTER, entry)
+
+    def update_dead_letter(self, *entries: dict[str, Any]) -> None:
+        self._mark(DEAD_LETTER, *entries)
+
+    def _take_out(self, entry: dict[str, Any], counter: str) -> None:
+        self.dead_letters().remove(entry)
+        self.dead_letter_metadata()[counter] += 1
+        self._mark(DEAD_LETTER)
+
+    def recover(self, entry: dict[str, Any]) -> dict[str, Any]:
+        self._take_out(entry, "total_recovered")
+        task: dict[str, Any] = entry["task_data"]
+        return task
+
+    def abandon(self, entry: dict[str, Any], reason: str, now: str) -> dict[str, Any]:
+        self._take_out(entry, "total_abandoned")
+        record = abandoned_record(entry, reason, now)
+        self.abandoned().append(record)
+        self._mark(ABANDONED, record)
+        return record
+
+    def mark_reviewed(self, now: str) -> None:
+        self.dead_letter_metadata()["last_reviewed"] = now
+        self._mark(DEAD_LETTER)
+
+    def abandoned(self) -> list[dict[str, Any]]:
+        return self._list(ABANDONED)
+
+
+def _file_of(state: str) -> str:
+    """The file a state lives in."""
+    return layout.DEADLETTER if state == DEAD_LETTER else layout.ABANDONED if state == ABANDONED \
+        else layout.queue_file(state)
+
+
+class FileTaskTxn(TaskTxnBase):
     """One unit of work: the queue lock, the files read lazily, each changed file written once at the end."""
 
+    _owner: FileTasks
+
     def __init__(self, tasks: FileTasks) -> None:
+        super().__init__()
         self._owner = tasks
         self.store = tasks.store
         self._txn: Transaction | None = None
         self._docs: dict[str, Any] = {}
         self._changed: dict[str, list[Any]] = {}
-        self.dead_lettered: list[dict[str, Any]] = []
-        self._archived: list[tuple[str, dict[str, Any]]] = []
-        """Tasks this unit rotated out: in the archive from then on, though appended only at commit."""
 
     def __enter__(self) -> FileTaskTxn:
         self._txn = self.store.transaction(layout.QUEUE_LOCK)
@@ -174,102 +294,18 @@ class FileTaskTxn:
             txn.write(rel, self._docs[rel], changed=records)
         self._changed = {}
 
-    # -- hot states ------------------------------------------------------------------------------
+    # -- the hooks of TaskTxnBase ------------------------------------------------------------------
 
-    def tasks(self, state: str) -> list[dict[str, Any]]:
-        tasks: list[dict[str, Any]] = self._doc(layout.queue_file(state))["tasks"]
+    def _list(self, state: str) -> list[dict[str, Any]]:
+        tasks: list[dict[str, Any]] = self._doc(_file_of(state))["tasks"]
         return tasks
 
-    def find(self, task_id: str, states: Iterable[str] = HOT_STATES) -> tuple[str, dict[str, Any]] | None:
-        for state in states:
-            for task in self.tasks(state):
-                if task["id"] == task_id:
-                    return state, task
-        return None
-
-    def find_outside(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
-        for state in (DEAD_LETTER, ABANDONED):
-            for entry in (self.dead_letters() if state == DEAD_LETTER else self.abandoned()):
-                if entry["task_id"] == task_id:
-                    return state, entry["task_data"]
-        return self.find_archived(task_id)
-
-    def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
-        staged = next(((s, t) for s, t in reversed(self._archived) if t["id"] == task_id), None)
-        return staged or self._owner.find_archived(task_id)
-
-    def find_archived_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
-        staged = next(((s, t) for s, t in reversed(self._archived) if t.get("idempotency_key") == key), None)
-        return staged or self._owner.find_archived_by_key(key)
-
-    def put(self, state: str, task: dict[str, Any]) -> None:
-        task["status"] = state
-        self.tasks(state).append(task)
-        self._touch(layout.queue_file(state), task)
-
-    def remove(self, state: str, task: dict[str, Any]) -> None:
-        tasks = self.tasks(state)
-        for index, candidate in enumerate(tasks):
-            if candidate is task:
-                del tasks[index]
-                break
-        self._touch(layout.queue_file(state))
-
-    def move(self, task: dict[str, Any], source: str, target: str) -> None:
-        self.remove(source, task)
-        self.put(target, task)
-
-    def update(self, state: str, *tasks: dict[str, Any]) -> None:
-        self._touch(layout.queue_file(state), *tasks)
-
-    def next_ready(self, types: Collection[str], now: str, *, not_after: str,
-                   skip_types: Collection[str] = ()) -> tuple[dict[str, Any] | None, Census]:
-        return select_ready(self.tasks("pending"), types, now, not_after, skip_types, DependencyIndex(self))
-
-    # -- dead-letter and abandoned -----------------------------------------------------------------
-
-    def dead_letters(self) -> list[dict[str, Any]]:
-        entries: list[dict[str, Any]] = self._doc(layout.DEADLETTER)["tasks"]
-        return entries
+    def _mark(self, state: str, *records: dict[str, Any]) -> None:
+        self._touch(_file_of(state), *records)
 
     def dead_letter_metadata(self) -> dict[str, Any]:
         metadata: dict[str, Any] = self._doc(layout.DEADLETTER)["metadata"]
         return metadata
-
-    def find_dead_letter(self, task_id: str) -> dict[str, Any] | None:
-        return next((e for e in self.dead_letters() if e["task_id"] == task_id), None)
-
-    def dead_letter(self, entry: dict[str, Any]) -> None:
-        self.dead_letters().append(entry)
-        self._touch(layout.DEADLETTER, entry)
-
-    def update_dead_letter(self, *entries: dict[str, Any]) -> None:
-        self._touch(layout.DEADLETTER, *entries)
-
-    def _take_out(self, entry: dict[str, Any], counter: str) -> None:
-        self.dead_letters().remove(entry)
-        self.dead_letter_metadata()[counter] += 1
-        self._touch(layout.DEADLETTER)
-
-    def recover(self, entry: dict[str, Any]) -> dict[str, Any]:
-        self._take_out(entry, "total_recovered")
-        task: dict[str, Any] = entry["task_data"]
-        return task
-
-    def abandon(self, entry: dict[str, Any], reason: str, now: str) -> dict[str, Any]:
-        self._take_out(entry, "total_abandoned")
-        record = abandoned_record(entry, reason, now)
-        self.abandoned().append(record)
-        self._touch(layout.ABANDONED, record)
-        return record
-
-    def mark_reviewed(self, now: str) -> None:
-        self.dead_letter_metadata()["last_reviewed"] = now
-        self._touch(layout.DEADLETTER)
-
-    def abandoned(self) -> list[dict[str, Any]]:
-        entries: list[dict[str, Any]] = self._doc(layout.ABANDONED)["tasks"]
-        return entries
 
     # -- the archive -------------------------------------------------------------------------------
 
@@ -344,7 +380,7 @@ def select_ready(pending: list[dict[str, Any]], types: Collection[str], now: str
 class DependencyIndex:
     """Answers "are these dependencies completed?" for one claim, loading what it needs lazily."""
 
-    def __init__(self, unit: TaskTxn) -> None:
+    def __init__(self, unit: TaskTxnBase) -> None:
         self.unit = unit
         self._completed: set[str] | None = None
         self._unfinished: set[str] | None = None

@@ -22,16 +22,15 @@ import threading
 from loki.clock import default_clock, format_ts
 from loki.errors import InvalidInput, LockTimeout
 from loki.storage import jsonio, layout
-from loki.storage.filetasks import HOT_STATES, DependencyIndex, abandoned_record, rotation, select_ready
+from loki.storage.filetasks import HOT_STATES, TaskTxnBase, rotation
 from loki.storage.schema import registry
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable, Iterator
+    from collections.abc import Iterable, Iterator
     from typing import Any
 
     from loki.clock import Clock
-    from loki.storage.filetasks import Census
     from loki.storage.schema import Registry
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -377,14 +376,15 @@ class MemoryTasks:
         return None
 
 
-class MemoryTaskTxn:
+class MemoryTaskTxn(TaskTxnBase):
     """A unit of work: a private copy of the domain, swapped in at commit if the block ends cleanly."""
 
+    _owner: MemoryTasks
+
     def __init__(self, owner: MemoryTasks) -> None:
+        super().__init__()
         self._owner = owner
-        self.dead_lettered: list[dict[str, Any]] = []
         self._changed: set[str] = set()
-        self._archived: list[tuple[str, dict[str, Any]]] = []
 
     def __enter__(self) -> MemoryTaskTxn:
         owner = self._owner
@@ -419,104 +419,22 @@ class MemoryTaskTxn:
                 doc["tasks"] = self._abandoned if state == "abandoned" else self._states[state]
             schemas.validate(layout.kind_for(rel).schema, doc, rel)  # type: ignore[union-attr]
 
-    # -- hot states --------------------------------------------------------------------------------
+    # -- the hooks of TaskTxnBase ------------------------------------------------------------------
 
-    def tasks(self, state: str) -> list[dict[str, Any]]:
+    def _list(self, state: str) -> list[dict[str, Any]]:
+        if state == "dead-letter":
+            entries: list[dict[str, Any]] = self._dead["tasks"]
+            return entries
+        if state == "abandoned":
+            return self._abandoned
         return self._states[state]
 
-    def find(self, task_id: str, states: Iterable[str] = HOT_STATES) -> tuple[str, dict[str, Any]] | None:
-        for state in states:
-            for task in self._states[state]:
-                if task["id"] == task_id:
-                    return state, task
-        return None
-
-    def find_outside(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
-        for state, entries in (("dead-letter", self._dead["tasks"]), ("abandoned", self._abandoned)):
-            for entry in entries:
-                if entry["task_id"] == task_id:
-                    return state, entry["task_data"]
-        return self.find_archived(task_id)
-
-    def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
-        for state, task in reversed(self._archived):
-            if task["id"] == task_id:
-                return state, task
-        return self._owner.find_archived(task_id)
-
-    def find_archived_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
-        for state, task in reversed(self._archived):
-            if task.get("idempotency_key") == key:
-                return state, task
-        return self._owner.find_archived_by_key(key)
-
-    def put(self, state: str, task: dict[str, Any]) -> None:
-        task["status"] = state
-        self._states[state].append(task)
-        self._changed.add(state)
-
-    def remove(self, state: str, task: dict[str, Any]) -> None:
-        tasks = self._states[state]
-        for index, candidate in enumerate(tasks):
-            if candidate is task:
-                del tasks[index]
-                break
-        self._changed.add(state)
-
-    def move(self, task: dict[str, Any], source: str, target: str) -> None:
-        self.remove(source, task)
-        self.put(target, task)
-
-    def update(self, state: str, *tasks: dict[str, Any]) -> None:
-        self._changed.add(state)
-
-    def next_ready(self, types: Collection[str], now: str, *, not_after: str,
-                   skip_types: Collection[str] = ()) -> tuple[dict[str, Any] | None, Census]:
-        return select_ready(self._states["pending"], types, now, not_after, skip_types, DependencyIndex(self))
-
-    # -- dead-letter and abandoned -----------------------------------------------------------------
-
-    def dead_letters(self) -> list[dict[str, Any]]:
-        entries: list[dict[str, Any]] = self._dead["tasks"]
-        return entries
+    def _mark(self, state: str, *records: dict[str, Any]) -> None:
+        self._changed.add(state)  # validated in full at commit: the records need not be named
 
     def dead_letter_metadata(self) -> dict[str, Any]:
         metadata: dict[str, Any] = self._dead["metadata"]
         return metadata
-
-    def find_dead_letter(self, task_id: str) -> dict[str, Any] | None:
-        return next((e for e in self.dead_letters() if e["task_id"] == task_id), None)
-
-    def dead_letter(self, entry: dict[str, Any]) -> None:
-        self.dead_letters().append(entry)
-        self._changed.add("dead-letter")
-
-    def update_dead_letter(self, *entries: dict[str, Any]) -> None:
-        self._changed.add("dead-letter")
-
-    def _take_out(self, entry: dict[str, Any], counter: str) -> None:
-        self.dead_letters().remove(entry)
-        self.dead_letter_metadata()[counter] += 1
-        self._changed.add("dead-letter")
-
-    def recover(self, entry: dict[str, Any]) -> dict[str, Any]:
-        self._take_out(entry, "total_recovered")
-        task: dict[str, Any] = entry["task_data"]
-        return task
-
-    def abandon(self, entry: dict[str, Any], reason: str, now: str) -> dict[str, Any]:
-        self._take_out(entry, "total_abandoned")
-        record = abandoned_record(entry, reason, now)
-        self._abandoned.append(record)
-        self._changed.add("abandoned")
-        return record
-
-    def mark_reviewed(self, now: str) -> None:
-        self.dead_letter_metadata()["last_reviewed"] = now
-        self._changed.add("dead-letter")
-
-    def abandoned(self) -> list[dict[str, Any]]:
-        return self._abandoned
 
     # -- the archive -------------------------------------------------------------------------------
 
@@ -526,7 +444,6 @@ class MemoryTaskTxn:
             self._archived.extend((state, task) for _, moved in by_month for task in moved)
             self._states[state] = kept
             self._changed.add(state)
-
 
 if TYPE_CHECKING:
     from loki.storage.state import StateStore
