@@ -117,3 +117,74 @@ def test_the_interfaces_cost_the_hot_paths_nothing() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=LOKI.parent).stdout.strip()
     assert out == ""
+
+
+# Log positions are opaque outside the storage layer (docs/storage.md, "Log positions") ----------------------------
+
+BYTE_OFFSET_READS = {"read_from", "iter_lines"}
+"""The stores' byte-offset reads: only the storage layer calls them; the rest read after opaque positions."""
+POSITION_CALLS = {"log_end"}
+"""Calls that return a position."""
+EQUALITY = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)
+
+
+def _is_position(node: ast.expr) -> bool:
+    """A position, as far as the source shows: a ``LogLine``'s ``.position`` or what ``log_end()`` returns."""
+    if isinstance(node, ast.Attribute) and node.attr == "position":
+        return True
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in POSITION_CALLS
+
+
+def _computes(node: ast.AST) -> str | None:
+    """What ``node`` does with a position beyond keeping it and comparing it for equality, if anything."""
+    if isinstance(node, ast.BinOp):
+        operands = [node.left, node.right]
+    elif isinstance(node, ast.AugAssign):
+        operands = [node.target, node.value]
+    elif isinstance(node, ast.UnaryOp):
+        operands = [node.operand]
+    elif isinstance(node, ast.Compare):
+        if all(isinstance(op, EQUALITY) for op in node.ops):
+            return None
+        return "ordering" if any(_is_position(side) for side in [node.left, *node.comparators]) else None
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"int", "min", "max"}:
+        return node.func.id if any(_is_position(arg) for arg in node.args) else None
+    else:
+        return None
+    return "arithmetic" if any(_is_position(operand) for operand in operands) else None
+
+
+def position_arithmetic(source: str) -> list[tuple[str, int]]:
+    """(what, line) for every byte-offset read and every computation with a position (beyond equality)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in BYTE_OFFSET_READS:
+            found.append((node.func.attr, node.lineno))
+        elif (what := _computes(node)) is not None:
+            found.append((what, getattr(node, "lineno", 0)))
+    return found
+
+
+def test_no_module_outside_the_storage_layer_computes_with_a_log_position() -> None:
+    offences = []
+    for path in sorted(LOKI.rglob("*.py")):
+        rel = path.relative_to(LOKI).as_posix()
+        if not in_storage_layer(rel):
+            offences += [f"loki/{rel}:{line}: {what}" for what, line in position_arithmetic(path.read_text("utf-8"))]
+    assert offences == [], "a log position used as a number outside the storage layer (keep it, hand it back, " \
+                           "compare it for equality; ask the store the rest):\n" + "\n".join(offences)
+
+
+def test_the_position_checker_sees_each_kind_of_use() -> None:
+    source = ("store.read_from(LOG, 0, 0)\nstore.iter_lines(LOG)\nline.position + 1\nx -= line.position\n"
+              "store.log_end(LOG) < saved\nint(line.position)\nline.position == saved\nstore.log_end(LOG) != p\n")
+    assert sorted(what for what, _ in position_arithmetic(source)) == [
+        "arithmetic", "arithmetic", "int", "iter_lines", "ordering", "read_from"]
+
+
+def test_the_state_store_protocol_hands_out_no_byte_offsets() -> None:
+    tree = ast.parse((LOKI / "storage" / "state.py").read_text("utf-8"))
+    protocol = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "StateStore")
+    methods = {n.name for n in protocol.body if isinstance(n, ast.FunctionDef)}
+    assert methods & BYTE_OFFSET_READS == set()
+    assert {"log_end", "log_valid", "read_after", "read_line", "read_tail", "log_windows"} <= methods

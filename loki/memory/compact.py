@@ -32,11 +32,14 @@ if TYPE_CHECKING:
     from loki.storage.store import Store
 
 
+CHUNK = 1 << 20
+"""Bytes read from the log at a time (a longer line is still read whole)."""
+
 
 class _Group:
     """Every error of one content hash, as read in the first pass."""
 
-    __slots__ = ("aliases", "count", "first_seen", "ids", "latest_id", "length", "line", "lines", "offset")
+    __slots__ = ("aliases", "count", "first_seen", "ids", "latest_id", "line", "lines", "position")
 
     def __init__(self) -> None:
         self.count = 0
@@ -45,7 +48,9 @@ class _Group:
         """Every id the group's records carried (their own and their aliases)."""
         self.latest_id = ""
         self.aliases: list[str] = []
-        self.offset = self.length = self.line = self.lines = 0
+        self.position: Any = None
+        """Where its latest record's line starts in the log (the store's position: kept, handed back)."""
+        self.line = self.lines = 0
 
 
 def live_memory_ids(store: Store) -> set[str]:
@@ -70,8 +75,8 @@ def compact(store: Store, *, max_records: int) -> dict[str, Any]:
         resolutions: list[dict[str, Any]] = []
         corrupt: list[tuple[int, bytes]] = []
         lines = events = 0
-        _, bytes_before = store.read_from(layout.MEMORY_LOG, 0, 0)
-        for number, offset, raw in store.iter_lines(layout.MEMORY_LOG):
+        bytes_before = store.log_size(layout.MEMORY_LOG)
+        for number, position, raw in _lines(store):
             if not raw.strip():
                 continue
             lines += 1
@@ -95,7 +100,7 @@ def compact(store: Store, *, max_records: int) -> dict[str, Any]:
             group.first_seen = min(group.first_seen, first) if group.first_seen else first
             group.ids += [record["id"], *record.get("aliases", [])]
             group.latest_id = record["id"]
-            group.offset, group.length, group.line = offset, len(raw), number
+            group.position, group.line = position, number
 
         survivor = {old: group.latest_id for group in groups.values() for old in group.ids}
         held = live_memory_ids(store)
@@ -141,7 +146,7 @@ def compact(store: Store, *, max_records: int) -> dict[str, Any]:
             yield from kept_resolutions
 
         written = store.rewrite_lines(layout.MEMORY_LOG, records())
-        _, bytes_after = store.read_from(layout.MEMORY_LOG, 0, 0)
+        bytes_after = store.log_size(layout.MEMORY_LOG)
     return {
         "lines_before": lines,
         "lines_after": written,
@@ -162,9 +167,21 @@ def compact(store: Store, *, max_records: int) -> dict[str, Any]:
     }
 
 
+def _lines(store: Store) -> Iterator[tuple[int, Any, bytes]]:
+    """``(line number, position, raw line)`` of every line of the log, a torn last one included (the
+    caller holds the log's lock, so no line is still being written)."""
+    number, position = 0, None
+    while True:
+        lines, position = store.read_after(layout.MEMORY_LOG, position, CHUNK, whole=True, final=True)
+        if not lines:
+            return
+        for line in lines:
+            number += 1
+            yield number, line.position, line.data or b""
+
+
 def _read_record(store: Store, group: _Group) -> dict[str, Any]:
-    data, _ = store.read_from(layout.MEMORY_LOG, group.offset, group.length)
-    record: dict[str, Any] = jsonio.loads_strict(data)
+    record: dict[str, Any] = jsonio.loads_strict(store.read_line(layout.MEMORY_LOG, group.position))
     return record
 
 

@@ -3,12 +3,12 @@
 Nothing is ever only here: every row comes from the log, and the index is thrown away and rebuilt
 whenever it cannot be trusted. Deleting ``memory/errors.db`` loses nothing.
 
-* **Lazily caught up.** The hooks only append to the log. The index remembers the byte offset
-  (and line number) it has read up to; each search first indexes the complete lines after it, in
-  one SQLite transaction (``BEGIN IMMEDIATE``: two searchers never index the same line twice). A
-  line still being written (no newline yet) waits for the next search.
-* **Stale** means the log is no longer the one that was indexed: it is shorter than the offset
-  (truncated), or the 4 KiB at its start or the 4 KiB just before the offset differ from what was
+* **Lazily caught up.** The hooks only append to the log. The index remembers the store's position
+  (opaque: kept and handed back) and the line number it has read up to; each search first indexes the
+  complete lines after it, in one SQLite transaction (``BEGIN IMMEDIATE``: two searchers never index the
+  same line twice). A line still being written (no newline yet) waits for the next search.
+* **Stale** means the log is no longer the one that was indexed: it no longer reaches the position
+  (truncated), or the 4 KiB at its start or the 4 KiB just before the position differ from what was
   indexed (compacted, rewritten, edited). Checking costs two small reads and two hashes, so it is
   done before every search; a stale index is rebuilt from the log.
 * **Corrupt** (not a database, a malformed page, a missing table): the files are deleted and the
@@ -137,7 +137,7 @@ class MemoryIndex:
         """Index what the log gained since the last time; rebuild if the index is stale or corrupt.
 
         Returns ``{"added": lines indexed now, "skipped": lines skipped now, "rebuilt": reason or None,
-        "offset": bytes of the log indexed}``.
+        "offset": the store's position in the log indexed up to}``.
         """
         try:
             return self._sync()
@@ -242,40 +242,34 @@ class MemoryIndex:
     def _state(self, db: sqlite3.Connection) -> _State:
         return _State(dict(db.execute("SELECT key, value FROM meta").fetchall()))
 
-    def _log_size(self) -> int:
-        _, size = self.store.read_from(layout.MEMORY_LOG, 0, 0)
-        return size
-
-    def _fingerprint(self, offset: int) -> tuple[str, str]:
-        head, _ = self.store.read_from(layout.MEMORY_LOG, 0, min(WINDOW, offset))
-        tail, _ = self.store.read_from(layout.MEMORY_LOG, max(0, offset - WINDOW), min(WINDOW, offset))
+    def _fingerprint(self, position: Any) -> tuple[str, str]:
+        head, tail = self.store.log_windows(layout.MEMORY_LOG, position, WINDOW)
         return digest(head), digest(tail)
 
-    def _stale_reason(self, state: _State, size: int) -> str | None:
+    def _stale_reason(self, state: _State) -> str | None:
         if state.version is None:
             return None if state.offset == 0 else "the index has no version"
         if state.version != VERSION:
             return f"the index format changed (version {state.version}, now {VERSION})"
-        if state.offset > size:
-            return (f"the log is {size} bytes, shorter than the {state.offset} bytes indexed "
-                    "(truncated or rewritten)")
-        if state.offset and self._fingerprint(state.offset) != (state.head, state.tail):
+        if not self.store.log_valid(layout.MEMORY_LOG, state.offset):
+            return (f"the log is {self.store.log_size(layout.MEMORY_LOG)} bytes, shorter than the "
+                    f"{state.offset} bytes indexed (truncated or rewritten)")
+        if state.offset != 0 and self._fingerprint(state.offset) != (state.head, state.tail):
             return "the log was rewritten since it was indexed (compacted or edited)"
         return None
 
     def _sync(self) -> dict[str, Any]:
         db = self._connect()
-        size = self._log_size()
         state = self._state(db)
-        reason = self._stale_reason(state, size)
+        reason = self._stale_reason(state)
         if reason is not None:
             return self._rebuild(db, reason)
-        if state.offset >= size and state.version is not None:
+        if state.version is not None and state.offset == self.store.log_end(layout.MEMORY_LOG):
             return {"added": 0, "skipped": 0, "rebuilt": None, "offset": state.offset}
         db.execute("BEGIN IMMEDIATE")
         try:
             state = self._state(db)  # another process may have caught up while we waited
-            reason = self._stale_reason(state, size)
+            reason = self._stale_reason(state)
             if reason is not None:
                 db.execute("ROLLBACK")
                 return self._rebuild(db, reason)
@@ -304,19 +298,15 @@ class MemoryIndex:
     def _consume(self, db: sqlite3.Connection, state: _State) -> dict[str, Any]:
         """Index every complete line after ``state.offset``; record the new position (inside a transaction)."""
         self.warnings = []
-        offset, line = state.offset, state.lines
+        position, line = state.offset, state.lines
         added = skipped = 0
-        pending = b""
         while True:
-            data, size = self.store.read_from(layout.MEMORY_LOG, offset + len(pending), CHUNK)
-            if not data:
-                break
-            pending += data
-            end = pending.rfind(b"\n")
-            if end < 0:
-                continue  # one long line, or a line still being written: read on
-            for raw in pending[:end].split(b"\n"):
+            lines, position = self.store.read_after(layout.MEMORY_LOG, position, CHUNK, whole=True)
+            if not lines:
+                break  # the end, or a line still being written: it waits
+            for entry in lines:
                 line += 1
+                raw = entry.data or b""
                 if not raw.strip():
                     continue
                 problem = self._index_line(db, raw, line)
@@ -327,15 +317,11 @@ class MemoryIndex:
                     state.skipped = [*state.skipped, line][-SKIPPED_KEPT:]
                     state.skipped_count += 1
                     self.warnings.append(f"{layout.MEMORY_LOG} line {line}: {problem}; skipped")
-            offset += end + 1
-            pending = pending[end + 1 :]
-            if offset + len(pending) >= size:
-                break
-        head, tail = self._fingerprint(offset)
-        meta = {"version": VERSION, "offset": str(offset), "lines": str(line), "head": head, "tail": tail,
+        head, tail = self._fingerprint(position)
+        meta = {"version": VERSION, "offset": str(position), "lines": str(line), "head": head, "tail": tail,
                 "skipped": json.dumps(state.skipped), "skipped_count": str(state.skipped_count)}
         db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta.items())
-        return {"added": added, "skipped": skipped, "rebuilt": None, "offset": offset}
+        return {"added": added, "skipped": skipped, "rebuilt": None, "offset": position}
 
     def _index_line(self, db: sqlite3.Connection, raw: bytes, line: int) -> str | None:
         """Index one line; the reason it was skipped, or None."""
@@ -502,6 +488,7 @@ class MemoryIndex:
             "most_frequent": frequent,
             "skipped_lines": state.skipped_count,
             "skipped_line_numbers": state.skipped,
-            "indexed_bytes": state.offset,
+            "indexed_bytes": self.store.log_size(layout.MEMORY_LOG)
+            - self.store.log_bytes_after(layout.MEMORY_LOG, state.offset),
             "indexed_lines": state.lines,
         }

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from loki.storage.locks import FileLock
+    from loki.storage.logpos import LogLine
     from loki.storage.store import Store
 
     EventSink = Callable[[dict[str, Any]], None]
@@ -137,7 +138,7 @@ class Consumer:
         self._failures: dict[str, int] = {}
         # Ids already in the outcome log, loaded once when recovering from a crash.
         self._logged: dict[str, dict[str, Any]] = {}
-        self._drift_offset: int | None = None
+        self._drift_offset: Any = None  # the store's position (opaque), as last saved
         self._drift_unsaved: set[str] = set()
         self._unsaved_count = 0
         self.processed = 0
@@ -375,47 +376,49 @@ class Consumer:
     # DRIFT_DETECTED ----------------------------------------------------------------------------------
 
     def follow_drift(self, should_stop: Callable[[], bool] = lambda: False) -> list[dict[str, Any]]:
-        """Apply the complete lines appended to the drift log since the saved offset."""
-        _, size = self.store.read_from(signals.DRIFT_LOG, 0, 0)
-        if self._drift_offset is not None and size == self._drift_offset:
+        """Apply the complete lines appended to the drift log since the saved position.
+
+        The position (``drift_offset`` in state/watch.json) is the store's: it is kept, saved and handed
+        back, never computed with.
+        """
+        if self._drift_offset is not None and self.store.log_end(signals.DRIFT_LOG) == self._drift_offset:
             return []
         state = self.store.read(layout.WATCH_STATE)
-        offset = int(state.get("drift_offset", 0))
-        if size < offset:
+        position = state.get("drift_offset")
+        if not self.store.log_valid(signals.DRIFT_LOG, position):
+            size = self.store.log_size(signals.DRIFT_LOG)
             self.on_event({"event": "warning", "detail": f"{signals.DRIFT_LOG} shrank to {size} bytes (below the "
-                                                         f"applied offset {offset}); reading it from the start"})
-            offset = 0
+                                                         f"applied offset {position}); reading it from the start"})
+            position = None
         done: list[dict[str, Any]] = []
         applied_since_save = 0
-        while not should_stop():
-            data, size = self.store.read_from(signals.DRIFT_LOG, offset, DRIFT_CHUNK)
-            end = data.rfind(b"\n")
-            if end < 0:
-                if len(data) >= DRIFT_CHUNK:  # one line longer than a chunk: reject it whole
-                    offset = self._reject_long_line(offset, done)
-                    continue
+        stopped = False
+        while not stopped and not should_stop():
+            lines, after = self.store.read_after(signals.DRIFT_LOG, position, DRIFT_CHUNK)
+            if not lines:
+                position = after  # the same position, or the log's start as the store names it
                 break  # nothing, or a line still being written: it waits
-            position = 0
-            while position <= end and not should_stop():
-                newline = data.index(b"\n", position)
-                line, line_offset = data[position:newline], offset + position
-                position = newline + 1
-                if line.strip():
-                    record = self._drift_line(line, line_offset, state)
+            for line, following in zip(lines, [*(line.position for line in lines[1:]), after], strict=True):
+                if should_stop():
+                    stopped = True
+                    break
+                if line.data is None:  # one line longer than a chunk: reject it whole
+                    self._reject_long_line(line, done)
+                elif line.data.strip():
+                    record = self._drift_line(line.data, line.position, state)
                     if record is not None:
                         done.append(record)
                     applied_since_save += 1
+                position = following
                 if applied_since_save >= DRIFT_SAVE_EVERY:
-                    self._save_drift(state, offset + position)
+                    self._save_drift(state, position)
                     applied_since_save = 0
-            offset += position
-            if position <= end:
-                break
-        self._save_drift(state, offset)
+        if position is not None:
+            self._save_drift(state, position)
         return done
 
-    def _drift_line(self, line: bytes, offset: int, state: dict[str, Any]) -> dict[str, Any] | None:
-        entry = f"{signaltypes.DRIFT}@{offset}"
+    def _drift_line(self, line: bytes, position: Any, state: dict[str, Any]) -> dict[str, Any] | None:
+        entry = f"{signaltypes.DRIFT}@{position}"
         try:
             body = jsonio.loads_strict(line)
             found = self.store.schemas.problems(signaltypes.schema_for(signaltypes.DRIFT), body) \
@@ -441,29 +444,18 @@ class Consumer:
         self.on_event({"event": "signal", **record})
         return record
 
-    def _reject_long_line(self, offset: int, done: list[dict[str, Any]]) -> int:
-        position = offset
-        while True:
-            data, _ = self.store.read_from(signals.DRIFT_LOG, position, DRIFT_CHUNK)
-            newline = data.find(b"\n")
-            if newline >= 0:
-                end = position + newline + 1
-                break
-            if not data:
-                return offset  # still being written
-            position += len(data)
-        entry = f"{signaltypes.DRIFT}@{offset}"
+    def _reject_long_line(self, line: LogLine, done: list[dict[str, Any]]) -> None:
+        entry = f"{signaltypes.DRIFT}@{line.position}"
         if entry not in self._logged and entry not in self._drift_unsaved:
-            reason = f"a line of {end - offset - 1} bytes, over the {DRIFT_CHUNK}-byte limit"
+            reason = f"a line of {line.length} bytes, over the {DRIFT_CHUNK}-byte limit"
             record = self._record(entry, signaltypes.DRIFT, signaltypes.DRIFT,
                                   {"rule": "drift", "outcome": "rejected", "detail": f"line rejected: {reason}",
                                    "reason": reason}, None, False)
             outcomes.append(self.store, [record])
             self._drift_unsaved.add(entry)
             done.append(record)
-        return end
 
-    def _save_drift(self, state: dict[str, Any], offset: int) -> None:
+    def _save_drift(self, state: dict[str, Any], offset: Any) -> None:
         if offset == self._drift_offset and not self._drift_unsaved:
             return
         keys = ("drift_counts", "drift_total", "drift_unconsolidated", "drift_consolidations")

@@ -208,10 +208,9 @@ def entries(store: Store, place: str = "waiting") -> list[dict[str, Any]]:
 
 def drift_backlog(store: Store) -> dict[str, Any]:
     """Size of the drift log and how much of it the watcher has applied."""
-    _, size = store.read_from(DRIFT_LOG, 0, 0)
-    offset = int(store.read(layout.WATCH_STATE).get("drift_offset", 0))
-    return {"file": DRIFT_LOG, "bytes": size, "applied_bytes": min(offset, size),
-            "pending_bytes": max(0, size - offset)}
+    size = store.log_size(DRIFT_LOG)
+    pending = store.log_bytes_after(DRIFT_LOG, store.read(layout.WATCH_STATE).get("drift_offset"))
+    return {"file": DRIFT_LOG, "bytes": size, "applied_bytes": size - pending, "pending_bytes": pending}
 
 
 def list_signals(store: Store, *, places: Iterable[str] = ("waiting", "processing", "quarantined")) -> dict[str, Any]:

@@ -53,19 +53,9 @@ def parse_lines(data: bytes) -> list[dict[str, Any]]:
 
 
 def tail(store: Store, max_bytes: int = TAIL_BYTES) -> list[dict[str, Any]]:
-    """The records in the last ``max_bytes`` of the log, oldest first."""
-    _, size = store.read_from(LOG, 0, 0)
-    start = max(0, size - max_bytes)
-    data, _ = store.read_from(LOG, start, max_bytes)
-    if start > 0:
-        # The first line is probably cut in the middle: drop it rather than misread it.
-        cut = data.find(b"\n")
-        data = data[cut + 1:] if cut >= 0 else b""
-    if not data.endswith(b"\n"):
-        # A line still being written (or torn by a crash) is not an outcome yet.
-        cut = data.rfind(b"\n")
-        data = data[: cut + 1]
-    return parse_lines(data)
+    """The records in the last ``max_bytes`` of the log, oldest first (a line still being written, or
+    torn by a crash, is not an outcome yet)."""
+    return parse_lines(b"\n".join(store.read_tail(LOG, max_bytes)))
 
 
 def recent(store: Store, limit: int = 20, *, type_prefix: str | None = None) -> list[dict[str, Any]]:
@@ -88,15 +78,10 @@ class Follower:
     def __init__(self, store: Store, *, from_end: bool = True, log: str = LOG) -> None:
         self.store = store
         self.log = log
-        self.offset = store.read_from(log, 0, 0)[1] if from_end else 0
+        self.position = store.log_end(log) if from_end else None
 
     def poll(self) -> list[dict[str, Any]]:
-        data, size = self.store.read_from(self.log, self.offset)
-        if size < self.offset:  # the log was replaced (by hand): start over from its beginning
-            self.offset = 0
-            data, size = self.store.read_from(self.log, 0)
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            return []
-        self.offset += cut + 1
-        return parse_lines(data[: cut + 1])
+        if not self.store.log_valid(self.log, self.position):  # replaced (by hand): start over
+            self.position = None
+        lines, self.position = self.store.read_after(self.log, self.position)
+        return parse_lines(b"\n".join(line.data for line in lines if line.data is not None))

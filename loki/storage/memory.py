@@ -23,6 +23,7 @@ from loki.clock import default_clock, format_ts
 from loki.errors import InvalidInput, LockTimeout
 from loki.storage import jsonio, layout
 from loki.storage.filetasks import HOT_STATES, TaskTxnBase, rotation
+from loki.storage.logpos import LogReads
 from loki.storage.schema import registry
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
 
-class MemoryStore:
+class MemoryStore(LogReads):
     """A tree's state in memory (:class:`loki.storage.state.StateStore`)."""
 
     def __init__(self, *, clock: Clock | None = None, config: dict[str, Any] | None = None,

@@ -14,10 +14,12 @@ only (``typing`` costs ~10 ms, which a hook cannot pay).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator
+import builtins
+from collections.abc import Hashable, Iterable
 from typing import Any, Protocol
 
 from loki.clock import Clock
+from loki.storage.logpos import LogLine
 from loki.storage.schema import Registry
 from loki.storage.tasks import TaskStore
 
@@ -67,10 +69,26 @@ class StateStore(Protocol):
 
     # -- logs ------------------------------------------------------------------------------------
     def append_lines(self, rel: str, records: Iterable[Any]) -> int: ...
-    def read_from(self, rel: str, position: int, limit: int = ...) -> tuple[bytes, int]:
-        """Up to ``limit`` bytes of a log after ``position``, and the position of its end. A reader keeps
-        the position and hands it back; only the store knows what it counts."""
-    def iter_lines(self, rel: str) -> Iterator[tuple[int, int, bytes]]: ...
+    def log_end(self, rel: str) -> Any:
+        """The position after the last line of a log now (a follower starting "from now" keeps it)."""
+    def log_valid(self, rel: str, position: Any) -> bool:
+        """False if the log no longer reaches ``position`` (replaced or truncated by hand): start over."""
+    def read_after(self, rel: str, position: Any, limit: int = ..., *, whole: bool = ...,
+                   final: bool = ...) -> tuple[builtins.list[LogLine], Any]:
+        """The complete lines after ``position`` (None: the log's start), about ``limit`` bytes of them,
+        and the position after the last one. A line is never split (one longer than ``limit`` comes
+        whole with ``whole``, else without its data); a last line without its newline is not returned
+        until it is complete, unless ``final`` (the caller holds the log's lock: it is torn)."""
+    def read_line(self, rel: str, position: Any) -> bytes:
+        """The line starting at ``position`` (one :meth:`read_after` returned)."""
+    def read_tail(self, rel: str, limit: int) -> builtins.list[bytes]:
+        """The complete lines within roughly the last ``limit`` bytes of a log, oldest first."""
+    def log_windows(self, rel: str, position: Any, window: int) -> tuple[bytes, bytes]:
+        """The first and last ``window`` bytes before ``position``: if they change, the log was rewritten."""
+    def log_size(self, rel: str) -> int:
+        """The log's size in bytes (a measure for reports, never a position)."""
+    def log_bytes_after(self, rel: str, position: Any) -> int:
+        """How many bytes of the log come after ``position`` (a backlog, for reports)."""
 
     # -- published items (signals, escalations) --------------------------------------------------
     def create_unique(self, rel_dir: str, name: str, data: bytes, *, suffix: str = ...,

@@ -46,6 +46,7 @@ from loki.errors import (
 )
 from loki.storage import jsonio, layout
 from loki.storage.locks import DEFAULT_TIMEOUT, FileLock, current_holder, describe_holder, in_use, read_lock_record
+from loki.storage.logpos import LogReads
 from loki.storage.paths import check_relpath
 from loki.storage.schema import Registry, pointer, registry
 from loki.wording import plural
@@ -139,7 +140,7 @@ def _os_error(rel: str, exc: OSError, action: str) -> LokiError:
     return StateFileError(rel, f"cannot {action}: {describe_os_error(exc)}")
 
 
-class Store:
+class Store(LogReads):
     """A ``.loki/`` directory and the rules for touching it."""
 
     def __init__(
@@ -1194,3 +1195,4 @@ class Transaction:
         record = dict(self._lock.record)
         record["digests"] = self._digests
         self._lock.write_record(record)  # a hint: if it cannot be written, the next reader validates
+
