@@ -30,8 +30,6 @@ def in_storage_layer(rel: str) -> bool:
 EXCEPTIONS = {
     ("strikes/view.py", "os.listdir"): "the PreToolUse hot path reads strike and hint files itself, read only "
                                        "(docs/storage.md, 'The one reader outside the store')",
-    ("memory/hints.py", "os.listdir"): "the same hot-path reader: any_hints() looks for a hint before the store "
-                                       "is imported (docs/storage.md)",
     ("memory/index.py", "sqlite3.connect"): "error memory's SQLite index is a cache beside the log, not state "
                                             "(docs/storage.md, 'Error memory's search index is a cache'); the "
                                             "store says where it lives (Store.index_database)",

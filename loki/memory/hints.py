@@ -23,8 +23,6 @@ reader's rules (:func:`loki.strikes.view.read_json`); any problem means no hint.
 
 from __future__ import annotations
 
-import os
-
 from loki.storage import layout
 from loki.strikes import key as strikekey
 
@@ -50,11 +48,9 @@ def hint_file(tool: str, prefix: str) -> str:
 
 def any_hints(root: str) -> bool:
     """False when no prefix was ever resolved (the common case: skip everything)."""
-    try:
-        names = os.listdir(os.path.join(root, *layout.MEMORY_HINTS_DIR.split("/")))
-    except OSError:
-        return False
-    return any(name.endswith(".json") and not name.startswith(".") for name in names)
+    from loki.strikes.view import any_json_file  # the hot path has it loaded already
+
+    return any_json_file(root, layout.MEMORY_HINTS_DIR)
 
 
 # -- reading (PreToolUse) -----------------------------------------------------------------------------

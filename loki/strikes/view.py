@@ -33,13 +33,19 @@ def strike_file(branch_file_name: str) -> str:
     return f"{layout.STRIKES_DIR}/{branch_file_name}.json"
 
 
-def any_strike_files(root: str) -> bool:
-    """False when no branch has strike state at all (the common case: skip everything)."""
+def any_json_file(root: str, rel_dir: str) -> bool:
+    """Whether ``rel_dir`` under the tree holds any (non-hidden) ``.json`` file: the hot path's cheap
+    "is there anything at all" test, one directory listing, before it reads or imports more."""
     try:
-        names = os.listdir(os.path.join(root, *layout.STRIKES_DIR.split("/")))
+        names = os.listdir(os.path.join(root, *rel_dir.split("/")))
     except OSError:
         return False
     return any(name.endswith(".json") and not name.startswith(".") for name in names)
+
+
+def any_strike_files(root: str) -> bool:
+    """False when no branch has strike state at all (the common case: skip everything)."""
+    return any_json_file(root, layout.STRIKES_DIR)
 
 
 def read_json(root: str, rel: str) -> Any:
