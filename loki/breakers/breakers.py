@@ -63,7 +63,8 @@ if TYPE_CHECKING:
     from datetime import datetime
     from typing import Any, overload
 
-    from loki.storage.store import Store, Transaction
+    from loki.storage.state import StateStore as Store
+    from loki.storage.state import StateTxn as Transaction
 
 RECOVERY_LOG = "logs/circuit-recovery.log"
 MAX_NAME_LENGTH = 200
@@ -524,9 +525,9 @@ class Breakers:
     @classmethod
     def open(cls, root: str | None = None) -> Breakers:
         """The Breakers of the nearest ``.loki/`` (or ``root``), like the CLI finds it."""
-        from loki.storage.store import Store as _Store
+        from loki.storage.opening import open_store
 
-        return cls(_Store.open(root))
+        return cls(open_store(root))
 
     def settings(self, name: str) -> Settings:
         return Settings.from_config(self.store.config, name)

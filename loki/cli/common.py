@@ -16,16 +16,16 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from loki.storage.store import Store
+    from loki.storage.state import StateStore as Store
 
 JSON_HELP = "Print one JSON document on stdout (stable keys, for agents and scripts)."
 
 
 def store_from(ctx: typer.Context) -> Store:
     """The store for this invocation (``--root``/``LOKI_ROOT`` or the nearest ``.loki/``)."""
-    from loki.storage.store import Store
+    from loki.storage.opening import open_store
 
-    return Store.open(root_option(ctx))
+    return open_store(root_option(ctx))
 
 
 def root_option(ctx: typer.Context) -> str | None:

@@ -48,9 +48,9 @@ def breaker_check(args: list[str]) -> int | None:
 
     def check() -> int:
         from loki.breakers.breakers import Breakers
-        from loki.storage.store import Store
+        from loki.storage.opening import open_store
 
-        decision = Breakers(Store.open(root)).check(name)
+        decision = Breakers(open_store(root)).check(name)
         code = emit_check(decision, json_output)
         if not decision.allowed:
             write_error(decision.error(), json_output)
@@ -134,10 +134,10 @@ def signal_emit(args: list[str]) -> int | None:
 
     def run_emit() -> int:
         from loki.signals.emit import emit, fields_from
-        from loki.storage.store import Store
+        from loki.storage.opening import open_store
 
         fields = fields_from(text("data"), [str(f) for f in parsed["fields"]])
-        result = emit(Store.open(text("root")), str(parsed["type"]), fields, subject=text("subject"),
+        result = emit(open_store(text("root")), str(parsed["type"]), fields, subject=text("subject"),
                       task_id=text("task_id"), severity=text("severity"), agent=text("agent"))
         print_emitted(result, json_output)
         return 0
@@ -181,9 +181,9 @@ def queue_claim(args: list[str]) -> int | None:
 
     def run_claim() -> int:
         from loki.queue.queue import Queue
-        from loki.storage.store import Store
+        from loki.storage.opening import open_store
 
-        task = Queue(Store.open(parsed["root"])).claim(parsed["agent"], types=parsed["types"],
+        task = Queue(open_store(parsed["root"])).claim(parsed["agent"], types=parsed["types"],
                                                        lease_seconds=parsed["lease"])
         from loki.textsafe import for_terminal, json_for_terminal
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from loki.hooks.tooloutcome import Outcome
-    from loki.storage.store import Store
+    from loki.storage.state import StateStore as Store
     from loki.strikes.strikes import Strikes
 
 BRIEFING_MAX_CHARS = 4000
@@ -59,9 +59,9 @@ def _tool(payload: dict[str, Any]) -> tuple[str, Any]:
 
 
 def _store(root: str) -> Store:
-    from loki.storage.store import Store
+    from loki.storage.opening import open_store
 
-    return Store(root)
+    return open_store(root)
 
 
 # -- PreToolUse (hot path) ---------------------------------------------------------------------

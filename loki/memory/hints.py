@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
 
-    from loki.storage.store import Store
+    from loki.storage.state import StateStore as Store
 
 HINT_SCHEMA = "memory-hint.json"
 HINT_FIELDS = ("tool", "prefix", "command", "error_message", "error_class", "location", "resolution",

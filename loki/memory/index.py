@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import Any, TypeVar
 
-    from loki.storage.store import Store
+    from loki.storage.state import StateStore as Store
 
     T = TypeVar("T")
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from loki.hooks.errorscan import ScanResult
     from loki.memory.index import MemoryIndex
-    from loki.storage.store import Store
+    from loki.storage.state import StateStore as Store
 
 OUTPUT_CHARS = 1000
 """The reference keeps the first 1000 characters of a failed command's output."""
@@ -268,9 +268,9 @@ class ErrorMemory:
     @classmethod
     def open(cls, root: str | None = None) -> ErrorMemory:
         """The ErrorMemory of the nearest ``.loki/`` (or ``root``), like the CLI finds it."""
-        from loki.storage.store import Store as _Store
+        from loki.storage.opening import open_store
 
-        return cls(_Store.open(root))
+        return cls(open_store(root))
 
     def __enter__(self) -> ErrorMemory:
         return self

@@ -26,7 +26,7 @@ TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from typing import Any
 
-    from loki.storage.store import Store
+    from loki.storage.state import StateStore as Store
 
 WAITING_STATES = ("blocked", "dead-letter")
 """The states in which a task waits for a human decision (``escalate`` puts it there)."""

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-    from loki.storage.store import Store
+    from loki.storage.state import StateStore as Store
     from loki.storage.tasks import TaskTxn
 
 
@@ -32,9 +32,9 @@ class DeadLetter:
 
     @classmethod
     def open(cls, root: str | None = None) -> DeadLetter:
-        from loki.storage.store import Store
+        from loki.storage.opening import open_store
 
-        return cls(Store.open(root))
+        return cls(open_store(root))
 
     def _setting(self, key: str) -> Any:
         return setting(self.store.config, "deadletter", key)

@@ -43,8 +43,8 @@ from loki.queue.tasks import (
     summary,
 )
 from loki.storage import jsonio, layout
+from loki.storage.opening import open_store
 from loki.storage.paths import check_id
-from loki.storage.store import Store
 from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from datetime import datetime
     from typing import Any
 
+    from loki.storage.state import StateStore as Store
     from loki.storage.tasks import TaskStore, TaskTxn
 
 
@@ -73,7 +74,7 @@ class Queue:
 
     @classmethod
     def open(cls, root: str | None = None) -> Queue:
-        return cls(Store.open(root))
+        return cls(open_store(root))
 
     # -- settings ------------------------------------------------------------------------------
 

@@ -48,9 +48,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from loki.storage.locks import FileLock
     from loki.storage.logpos import LogLine
-    from loki.storage.store import Store
+    from loki.storage.state import HeldLock
+    from loki.storage.state import StateStore as Store
 
     EventSink = Callable[[dict[str, Any]], None]
 
@@ -71,7 +71,7 @@ class ConsumerLock:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._lock: FileLock | None = None
+        self._lock: HeldLock | None = None
 
     @property
     def held(self) -> bool:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from loki.storage.store import Store
+    from loki.storage.state import StateStore as Store
 
 KEPT_IN_PROGRESS = 200
 """In-progress tasks kept from a parse (the soonest leases first); the view shows fewer."""

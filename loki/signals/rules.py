@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from datetime import datetime
     from typing import Any
 
-    from loki.storage.store import Store
+    from loki.storage.state import StateStore as Store
     from loki.storage.tasks import TaskTxn
 
     Handler = Callable[["Store", "Signal"], dict[str, Any]]

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from datetime import datetime
     from typing import Any
 
-    from loki.storage.store import Store
+    from loki.storage.state import StateStore as Store
 
 EVENTS_LOG = f"{layout.LOGS_DIR}/events.jsonl"
 SOURCE = "loki watch"

@@ -40,6 +40,8 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 class MemoryStore(LogReads):
     """A tree's state in memory (:class:`loki.storage.state.StateStore`)."""
 
+    backend = "memory"
+
     def __init__(self, *, clock: Clock | None = None, config: dict[str, Any] | None = None,
                  schemas: Registry | None = None, lock_timeout: float = 10.0) -> None:
         self.clock = clock or default_clock()
@@ -183,6 +185,12 @@ class MemoryStore(LogReads):
 
     def append_text(self, rel: str, lines: Iterable[str], *, lock: bool = True, read_whole: bool = False) -> int:
         return self.append_bytes(rel, "".join(line + "\n" for line in lines).encode("utf-8"), read_whole=read_whole)
+
+    def rewrite_lines(self, rel: str, records: Iterable[Any]) -> int:
+        lines = [jsonio.dumps_compact(r) + "\n" for r in records]
+        with self._lock:
+            self._put(rel, "".join(lines).encode("utf-8"))
+        return len(lines)
 
     def read_from(self, rel: str, offset: int, limit: int = 1 << 20) -> tuple[bytes, int]:
         data = self._items.get(rel, b"")

@@ -35,6 +35,18 @@ class StateTxn(Protocol):
         """Stage ``doc``; ``changed`` are the records that changed (only they are validated)."""
     def append(self, rel: str, records: Iterable[Any]) -> None:
         """Stage records appended to a log of this domain, committed with the documents."""
+    def commit(self) -> None:
+        """Commit what is staged now, keeping the lock (a log line written after it, under the lock)."""
+
+
+class HeldLock(Protocol):
+    """A lock a process keeps while it runs (the signal consumer's): ``acquire`` raises
+    :class:`loki.errors.LockTimeout` when another holder has it past the timeout."""
+
+    @property
+    def held(self) -> bool: ...
+    def acquire(self) -> object: ...
+    def release(self) -> None: ...
 
 
 class StateStore(Protocol):
@@ -45,6 +57,14 @@ class StateStore(Protocol):
     notes: list[str]
     root: str
     """Where the state lives, for messages (files: the ``.loki/`` directory; memory: ``:memory:``)."""
+    backend: str
+    """``files``, ``memory`` or ``postgresql``: what ``status``, ``validate`` and ``doctor`` say they are on."""
+
+    @property
+    def lock_timeout(self) -> float: ...
+    @property
+    def max_file_bytes(self) -> int:
+        """The largest document or published item the store reads (and so writes)."""
 
     @property
     def config(self) -> dict[str, Any]: ...
@@ -59,6 +79,8 @@ class StateStore(Protocol):
         """A consistent read of several documents of one domain without its lock."""
     def exists(self, rel: str) -> bool: ...
     def read_text(self, rel: str) -> str | None: ...
+    def read_bytes(self, rel: str, *, limit: int | None = ...) -> bytes | None:
+        """An item's bytes (None: absent), refused over ``limit`` (:attr:`max_file_bytes` unless given)."""
     def write_text(self, rel: str, text: str) -> None: ...
     def remove(self, rel: str) -> bool:
         """Delete a derived item (a hint, an index); True if it existed."""
@@ -66,9 +88,19 @@ class StateStore(Protocol):
         """The names under ``rel_dir``, sorted ([] when there are none)."""
     def change_token(self, rel: str) -> Hashable | None:
         """A change token: equal tokens, the item has not changed in between (None: it does not exist)."""
+    def entry(self, rel: str) -> dict[str, Any] | None:
+        """What is at ``rel``: ``{"name", "kind", "bytes", "mtime_ns"}`` (kind: file, symlink, directory,
+        other), None when nothing is."""
+    def scan(self, rel_dir: str) -> builtins.list[dict[str, Any]]:
+        """:meth:`entry` for every name under ``rel_dir`` ([] when there are none); unsorted."""
 
     # -- logs ------------------------------------------------------------------------------------
-    def append_lines(self, rel: str, records: Iterable[Any]) -> int: ...
+    def append_lines(self, rel: str, records: Iterable[Any], *, lock: bool = ...) -> int:
+        """Append JSON lines under the log's lock (``lock=False``: the caller holds it)."""
+    def append_text(self, rel: str, lines: Iterable[str], *, lock: bool = ..., read_whole: bool = ...) -> int:
+        """Append plain text lines (a text log, a Markdown file read back whole with ``read_whole``)."""
+    def rewrite_lines(self, rel: str, records: Iterable[Any]) -> int:
+        """Replace a log with ``records`` (compaction; the caller holds the log's lock)."""
     def log_end(self, rel: str) -> Any:
         """The position after the last line of a log now (a follower starting "from now" keeps it)."""
     def log_valid(self, rel: str, position: Any) -> bool:
@@ -92,8 +124,19 @@ class StateStore(Protocol):
 
     # -- published items (signals, escalations) --------------------------------------------------
     def create_unique(self, rel_dir: str, name: str, data: bytes, *, suffix: str = ...,
-                      separator: str = ..., mtime_ns: int | None = ...) -> str:
-        """Publish if absent: ``name``, else ``name-2``, ``name-3`` ...; returns the key it got."""
+                      separator: str = ..., mtime_ns: int | None = ..., state_file: bool = ...) -> str:
+        """Publish if absent: ``name``, else ``name-2``, ``name-3`` ...; returns the key it got.
+        ``state_file=False``: not bounded by the state-file limit (an archive of a compacted log)."""
+    def claim_into(self, rel: str, rel_dir: str, entry: str) -> bool:
+        """Move a published item to ``rel_dir/entry`` so that exactly one claimer gets it (False: gone)."""
+    def drop_twin(self, claimed_rel: str, waiting_rel: str) -> None:
+        """After a crash mid-claim: drop the waiting name of an item already claimed."""
+    def finish(self, rel: str, target_dir: str | None) -> None:
+        """A claimed item is done: delete it, or move it into ``target_dir`` (quarantine, archive)."""
+    def lock(self, rel: str, timeout: float) -> HeldLock:
+        """A lock (not yet taken) that a process holds while it runs: one signal consumer per tree."""
+    def lock_holder(self, rel: str) -> dict[str, Any] | None:
+        """Who holds the lock ``rel`` now (pid, command, host, since), or None."""
 
     def ensure_dir(self, rel_dir: str) -> str:
         """Make room for items under ``rel_dir`` (files: the directory, refusing links; memory: nothing)."""

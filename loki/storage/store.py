@@ -143,6 +143,8 @@ def _os_error(rel: str, exc: OSError, action: str) -> LokiError:
 class Store(LogReads):
     """A ``.loki/`` directory and the rules for touching it."""
 
+    backend = "files"
+
     def __init__(
         self,
         root: str | os.PathLike[str],

@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from loki.hooks.errorscan import ScanResult
-    from loki.storage.store import Store, Transaction
+    from loki.storage.state import StateStore as Store
+    from loki.storage.state import StateTxn as Transaction
 
 MAX_KEYS = 500
 """Calls tracked per branch; beyond it the longest-quiet keys are dropped (their attempts stay)."""
@@ -98,9 +99,9 @@ class Strikes:
     @classmethod
     def open(cls, root: str | None = None, *, branch: str | None = None) -> Strikes:
         """The strikes of the nearest ``.loki/`` (or ``root``), on ``branch`` (default: the current one)."""
-        from loki.storage.store import Store as _Store
+        from loki.storage.opening import open_store
 
-        return cls(_Store.open(root), branch=branch)
+        return cls(open_store(root), branch=branch)
 
     # -- configuration -------------------------------------------------------------------------
 

@@ -1,0 +1,54 @@
+"""Opening a tree's state: the file store, or the database its config names (docs/postgres.md).
+
+A tree always has a ``.loki/`` directory on each machine (the hooks' local caches live there).
+Its ``config/loki.json`` says where the state is: absent ``storage``, in the files beside it; with
+``{"storage": {"backend": "postgresql", "database": URL}}``, in that database, shared by every machine
+whose tree names it. ``LOKI_DATABASE_URL``, when set, replaces the saved URL (it may carry the
+password the saved one never holds).
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from typing import Any
+
+    from loki.storage.state import StateStore
+
+URL_ENV = "LOKI_DATABASE_URL"
+
+
+def database_url(root: str) -> str | None:
+    """The database a tree is on, or None for a file tree. Reads the config without validating it
+    (the store validates it when it is used): one small read, no jsonschema on the hot path."""
+    import json
+
+    from loki.storage.layout import CONFIG
+
+    try:
+        with open(os.path.join(root, *CONFIG.split("/")), "rb") as handle:
+            config = json.loads(handle.read(1 << 20))
+    except (OSError, ValueError):
+        return None  # absent or broken: the file store reports it where it matters
+    storage = config.get("storage") if isinstance(config, dict) else None
+    if not isinstance(storage, dict) or storage.get("backend") != "postgresql":
+        return None
+    return os.environ.get(URL_ENV) or str(storage.get("database") or "")
+
+
+def open_store(root: str | os.PathLike[str] | None = None, **kwargs: Any) -> StateStore:
+    """The store of the tree at ``root`` (found like git finds ``.git`` when None)."""
+    from loki.storage.paths import find_root
+
+    found = find_root(root)
+    url = database_url(found)
+    if url is None:
+        from loki.storage.store import Store
+
+        return Store(found, **kwargs)
+    from loki.storage.postgres.store import PgStore  # type: ignore[import-not-found, import-untyped, unused-ignore]
+
+    store: StateStore = PgStore.open(url, root=found, **kwargs)
+    return store

@@ -1,0 +1,163 @@
+"""Reaching a tree's database: the URL, the driver, and errors a user can act on.
+
+Where the URL comes from: ``LOKI_DATABASE_URL`` when set, else the ``storage.database`` of the tree's
+``config/loki.json``. The saved URL never holds a password (:func:`without_password`): libpq's own
+``PGPASSWORD``, ``PGPASSFILE``/``~/.pgpass`` and the other ``PG*`` variables supply what it leaves out,
+so a secret never lands in the tree or a log.
+
+Exit codes (docs/design.md §5): what stops a tree from being opened at all -- psycopg missing, a
+malformed URL, a refused password, no such database, a host that cannot be reached within the retry
+window -- is exit 1 (:class:`DatabaseError`), with one line naming the database (password removed)
+and the server's reason. A connection lost in the middle of a run is retried within the same bounded
+window and then is exit 5 (:class:`DatabaseUnavailable`), like a lock that cannot be had.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from loki.errors import ExitCode, LokiError
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from typing import Any
+
+    import psycopg
+
+EXTRA = "pip install 'loki[postgres]'"
+URL_ENV = "LOKI_DATABASE_URL"
+RETRY_ENV = "LOKI_DB_RETRY_SECONDS"
+DEFAULT_RETRY_SECONDS = 10.0
+CONNECT_TIMEOUT_SECONDS = 5
+"""libpq's connect_timeout: a host that drops packets fails in seconds, never hangs."""
+
+
+class DatabaseError(LokiError):
+    """The tree's database cannot be used: bad URL, refused login, no such database, another app's
+    tables, a schema newer than this loki, the driver missing (exit 1)."""
+
+    kind = "database_error"
+
+
+class DatabaseUnavailable(LokiError):
+    """The database went away mid-run and did not come back within the retry window (exit 5)."""
+
+    exit_code = ExitCode.LOCK_TIMEOUT
+    kind = "database_unavailable"
+
+
+def driver() -> Any:
+    """psycopg, or a clear error naming the extra that installs it."""
+    try:
+        import psycopg
+    except ImportError:
+        raise DatabaseError(f"this tree is on PostgreSQL, and PostgreSQL support is not installed: {EXTRA}",
+                            missing="psycopg") from None
+    return psycopg
+
+
+def is_database_url(text: str) -> bool:
+    return text.startswith(("postgresql://", "postgres://"))
+
+
+def without_password(url: str) -> str:
+    """``url`` with any password taken out (userinfo and ``password=`` query parameter)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}@{hostport}" if user else hostport
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def check_url(url: str, where: str = URL_ENV) -> str:
+    """Refuse what is not a PostgreSQL URL before any connection is tried (exit 1, naming it)."""
+    from urllib.parse import urlsplit
+
+    if not is_database_url(url):
+        raise DatabaseError(f"{where}: {without_password(url)!r} is not a PostgreSQL URL "
+                            "(postgresql://[user@]host[:port]/database)", field=where)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises on a port that is not a number
+    except ValueError as exc:
+        raise DatabaseError(f"{where}: {without_password(url)!r} is not a valid URL: {exc}", field=where) from None
+    if not parts.path.strip("/") and "dbname=" not in parts.query:
+        raise DatabaseError(f"{where}: {without_password(url)!r} names no database (…/DATABASE)", field=where)
+    return url
+
+
+def retry_seconds() -> float:
+    raw = os.environ.get(RETRY_ENV)
+    if raw is None:
+        return DEFAULT_RETRY_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        from loki.errors import InvalidArgument
+
+        raise InvalidArgument(f"{RETRY_ENV}={raw!r} must be a number of seconds from 0 to 3600", field=RETRY_ENV)
+    return value
+
+
+_TRANSIENT_MARKERS = (
+    "connection refused", "the database system is starting up", "the database system is shutting down",
+    "the database system is in recovery mode", "server closed the connection", "no such file or directory",
+    "terminating connection due to administrator command", "could not receive data", "timeout expired",
+    "connection timed out", "consuming input failed", "server conn crashed",
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A failure that a restarting or briefly unreachable server explains (worth a retry)."""
+    text = str(exc).lower()
+    return any(marker in text for marker in _TRANSIENT_MARKERS)
+
+
+def describe(exc: BaseException) -> str:
+    """The server's or libpq's reason, on one line, without the password."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    reason = lines[0] if lines else type(exc).__name__
+    # libpq repeats the conninfo's host in its messages, never the password; trim its prefix noise
+    return reason.removeprefix("connection failed: ")
+
+
+def connect(url: str, *, autocommit: bool = False, application_name: str = "loki",
+            mid_run: bool = False) -> psycopg.Connection[Any]:
+    """A connection to ``url``, retried while the server is restarting or unreachable.
+
+    Transient failures are retried with a growing pause for up to ``LOKI_DB_RETRY_SECONDS`` (10 s);
+    past that, :class:`DatabaseError` (exit 1), or :class:`DatabaseUnavailable` (exit 5) when the
+    connection was lost ``mid_run``. A refused password or a missing database is not retried.
+    """
+    pg = driver()
+    deadline = time.monotonic() + retry_seconds()
+    pause = 0.05
+    while True:
+        try:
+            conn: psycopg.Connection[Any] = pg.connect(
+                url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_SECONDS, application_name=application_name)
+            return conn
+        except pg.Error as exc:
+            if is_transient(exc) and time.monotonic() + pause < deadline:
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+                continue
+            raise unreachable(url, exc, mid_run=mid_run) from None
+
+
+def unreachable(url: str, exc: BaseException, *, mid_run: bool = False) -> LokiError:
+    """The error for a connection that could not be made (or kept), naming the database and the cause."""
+    where = without_password(url)
+    reason = describe(exc)
+    if mid_run:
+        return DatabaseUnavailable(f"lost the connection to {where} and could not reconnect within "
+                                   f"{retry_seconds():g}s ({RETRY_ENV}): {reason}", database=where, reason=reason)
+    return DatabaseError(f"cannot connect to {where}: {reason}", database=where, reason=reason)
