@@ -8,6 +8,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -67,3 +68,27 @@ def breaker_settings(config: dict[str, Any], name: str) -> dict[str, Any]:
     merged.update(section.get("defaults") or {})
     merged.update((section.get("per_breaker") or {}).get(name) or {})
     return merged
+
+
+def lock_timeout_setting(read_config: Callable[[], dict[str, Any]], default: float) -> float:
+    """How long to wait for a lock: ``LOKI_LOCK_TIMEOUT``, else the config's ``lock_timeout`` (a config
+    that cannot be read gives the default: the error that matters is raised where it is read)."""
+    import os
+
+    from loki.errors import InvalidArgument, LokiError
+
+    env = os.environ.get("LOKI_LOCK_TIMEOUT")
+    if env:
+        try:
+            value = float(env)
+        except ValueError:
+            value = -1.0
+        if not 0 < value <= 86400:
+            raise InvalidArgument(f"LOKI_LOCK_TIMEOUT={env!r}: expected seconds, more than 0 and at most 86400",
+                                  field="LOKI_LOCK_TIMEOUT")
+        return value
+    try:
+        value = float(read_config().get("lock_timeout", default))
+    except LokiError:
+        value = default
+    return min(value, 86400.0) if value > 0 else default

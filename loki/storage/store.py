@@ -239,21 +239,9 @@ class Store(LogReads):
     def lock_timeout(self) -> float:
         if self._lock_timeout is not None:
             return self._lock_timeout
-        env = os.environ.get("LOKI_LOCK_TIMEOUT")
-        if env:
-            try:
-                value = float(env)
-            except ValueError:
-                value = -1.0
-            if not 0 < value <= 86400:
-                raise InvalidArgument(f"LOKI_LOCK_TIMEOUT={env!r}: expected seconds, more than 0 and at most 86400",
-                                      field="LOKI_LOCK_TIMEOUT")
-            return value
-        try:
-            value = float(self.config.get("lock_timeout", DEFAULT_TIMEOUT))
-        except LokiError:
-            value = DEFAULT_TIMEOUT
-        return min(value, 86400.0) if value > 0 else DEFAULT_TIMEOUT
+        from loki.config import lock_timeout_setting
+
+        return lock_timeout_setting(lambda: self.config, DEFAULT_TIMEOUT)
 
     @property
     def max_file_bytes(self) -> int:

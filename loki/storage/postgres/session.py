@@ -1,0 +1,113 @@
+"""One process's connection to a tree's database, and its units of work.
+
+Both stores of a tree (the state store and the task store) share one :class:`Database`: one
+connection per process, opened on first use (a command that touches no state never connects) and
+checked against the schema version once (:func:`loki.storage.postgres.migrations.check`).
+
+Units of work: :meth:`Database.transaction` is one PostgreSQL transaction; nested, a savepoint (a
+task unit opened inside a state unit commits with it). A connection that broke (the server restarted,
+the network dropped) is replaced at the start of the next unit, with the bounded retries of
+:func:`loki.storage.postgres.connect.connect`; a unit the break interrupted was rolled back by the
+server, so nothing of it was applied, and the caller gets :class:`DatabaseUnavailable` (exit 5) to
+run it again. A long-running process (the watcher, ``loki work``) simply carries on with its next unit.
+
+Locks by name (the lock domains of the file store) are advisory locks keyed by the schema and the
+name, so two teams in two schemas of one database never block each other.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from loki.storage.postgres import connect as connecting
+from loki.storage.postgres import migrations
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
+
+    import psycopg
+
+
+class Database:
+    """The connection of one process to one tree's database (see the module's docstring)."""
+
+    def __init__(self, url: str, *, application_name: str = "loki", check_schema: bool = True) -> None:
+        self.url = url
+        self.application_name = application_name
+        self.check_schema = check_schema
+        self._conn: psycopg.Connection[Any] | None = None
+        self._depth = 0
+        self.schema: str | None = None
+        self.schema_version: int | None = None
+
+    # -- the connection --------------------------------------------------------------------------
+
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        """The open connection (made, or made again after a break, on first use)."""
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            conn = self._open(mid_run=conn is not None)
+        return conn
+
+    def _open(self, *, mid_run: bool) -> psycopg.Connection[Any]:
+        self.close()
+        conn = connecting.connect(self.url, autocommit=True, application_name=self.application_name,
+                                  mid_run=mid_run)
+        try:
+            self.schema = migrations.schema_name(conn)
+            if self.check_schema:
+                self.schema_version = migrations.check(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            finally:
+                self._conn = None
+
+    @property
+    def where(self) -> str:
+        """The database for messages: its URL without a password, and the schema."""
+        return f"{connecting.without_password(self.url)} (schema {self.schema or '?'})"
+
+    # -- units of work ---------------------------------------------------------------------------
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._depth > 0
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """One transaction (a savepoint when nested): committed when the block ends cleanly."""
+        psycopg = connecting.driver()
+        conn = self.conn
+        self._depth += 1
+        try:
+            with conn.transaction():
+                yield conn
+        except psycopg.OperationalError as exc:
+            if conn.broken or connecting.is_transient(exc):
+                raise connecting.unreachable(self.url, exc, mid_run=True) from None
+            raise
+        finally:
+            self._depth -= 1
+
+    def lock(self, name: str) -> None:
+        """Hold the lock ``name`` until the current transaction ends (a lock domain of the tree)."""
+        assert self._depth > 0, "a named lock is taken inside a transaction"
+        self.conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':' || %s))", (name,))
+
+    def try_lock(self, name: str) -> bool:
+        """Take the lock ``name`` for the current transaction if nobody holds it; never waits."""
+        assert self._depth > 0, "a named lock is taken inside a transaction"
+        row = self.conn.execute("SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || ':' || %s))",
+                                (name,)).fetchone()
+        return bool(row and row[0])
