@@ -1,31 +1,31 @@
-"""The live view: a dashboard snapshot (loki/signals/dashboard.py) drawn by loki/cli/watchview.py on a
-recording console."""
+"""The live view's data: a dashboard snapshot (loki/signals/dashboard.py) of a busy tree, laid out by
+loki/signals/screen.py (its layout at each size: test_watchscreen.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from loki.breakers.breakers import Breakers
-from loki.cli.watchview import lease_left, render
 from loki.clock import ManualClock
 from loki.queue.escalations import escalate
 from loki.queue.tasks import make_task
 from loki.signals import emit as signals
 from loki.signals.consumer import Consumer
 from loki.signals.dashboard import Dashboard
+from loki.signals.feed import Feed
+from loki.signals.screen import View, compose, plain
 from loki.storage import layout
 from loki.storage.store import Store
 
 NOW = "2026-01-25T10:00:00Z"
 
 
-def draw(snapshot: dict[str, object], message: str | None = None) -> str:
-    console = Console(record=True, width=160, color_system=None)
-    console.print(render(snapshot, message))
-    return console.export_text()
+def draw(snapshot: dict[str, object], *events: dict[str, object]) -> str:
+    feed = Feed()
+    feed.extend(list(events), NOW)
+    return plain(compose(snapshot, feed, View(), 160, 60))
 
 
 @pytest.fixture
@@ -54,22 +54,24 @@ def test_the_view_shows_counts_holders_leases_breakers_signals_and_escalations(b
     signals.emit(busy, "PLAN_APPROVED")  # one left waiting
     clock.advance(2)
     snapshot = Dashboard(busy).snapshot(consuming=True)
-    text = draw(snapshot, "10:00:02 tick lease_expired: w0000: lease expired")
-    assert "loki watch consuming" in text and "1 waiting, 0 processing, 0 quarantined" in text
+    text = draw(snapshot, *[{"event": "signal", **r} for r in snapshot["recent"]],
+                {"event": "tick", "timestamp": "2026-01-25T10:00:02Z", "action": "lease_expired",
+                 "detail": "w0000: lease expired"})
+    assert "loki watch · consuming" in text and "1 waiting  0 processing  0 quarantined" in text
     assert snapshot["queue"] == {"pending": 8999, "in-progress": 999, "blocked": 1, "completed": 1, "failed": 0,
                                  "cancelled": 0, "dead-letter": 0, "abandoned": 0}
     assert "8999" in text and "999" in text
-    assert "in progress (999, soonest 12 leases)" in text
+    assert "in progress (999, the 12 soonest leases)" in text
     assert "w0000" in text and "eng-000" in text and "EXPIRED 1s ago" in text and "w0002" in text and "1s" in text
     assert "api/claude" in text and "OPEN" in text and "298s left" in text
-    assert "TESTS_PASSED_auth" in text and "applied" in text and "w0500: in-progress -> completed" in text
+    assert "TESTS_PASSED_auth applied: w0500: in-progress -> completed" in text
     assert "open escalations (1)" in text and "p00001" in text and "security_decision" in text
-    assert "lease_expired" in text
+    assert "10:00:02 lease  w0000: lease expired" in text
 
 
 def test_display_only_says_who_consumes(store: Store) -> None:
     text = draw(Dashboard(store).snapshot(consuming=False, holder={"pid": 4242}))
-    assert "display-only (pid 4242 consumes)" in text
+    assert "loki watch · display-only (pid 4242 consumes)" in text
 
 
 def test_a_snapshot_rereads_only_files_that_changed(busy: Store) -> None:
@@ -90,8 +92,3 @@ def test_a_snapshot_rereads_only_files_that_changed(busy: Store) -> None:
     busy.read = original  # type: ignore[method-assign]
     assert dashboard.snapshot()["queue"] == first["queue"]
 
-
-@pytest.mark.parametrize(("seconds", "text"), [(None, "-"), (0, "0s"), (59, "59s"), (61, "1m01s"),
-                                               (3600, "1h00m"), (-40, "EXPIRED 40s ago")])
-def test_lease_left_reads_like_a_clock(seconds: int | None, text: str) -> None:
-    assert lease_left(seconds) == text

@@ -1,12 +1,15 @@
 """What the live view of ``loki watch`` shows, as data (rendering is loki/cli/watchview.py).
 
 A snapshot: queue counts by state, the in-progress tasks with holder and lease left,
-the breakers, the signals waiting, the last outcomes and the open escalations.
+the breakers, the signals waiting, the last outcomes and the open escalations. How it is laid
+out on a terminal of a given size is :mod:`loki.signals.screen`.
 
 It is taken every second while 10,000 tasks sit in the queue files, so it re-reads a
 file only when the file changed (``Store.change_token``; on the files it is the inode, size,
 mtime and ctime: every write is a rename or an append) and keeps from it only what the view
-shows. Escalation files are listed at most every ``escalations_every`` seconds.
+shows. Escalation files are listed at most every ``escalations_every`` seconds, and each is
+re-read only when it changed (:class:`loki.signals.activity.EscalationFiles`, which the live view
+shares with the feed).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import time
 from loki.clock import format_ts, parse_ts
 from loki.signals import emit as signals
 from loki.signals import outcomes
+from loki.signals.activity import EscalationFiles
 from loki.storage import layout
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -35,8 +39,9 @@ class Dashboard:
 
     def __init__(self, store: Store, *, in_progress_limit: int = 12, recent_limit: int = 10,
                  escalations_limit: int = 6, escalations_every: float = 5.0,
-                 timer: Callable[[], float] = time.monotonic) -> None:
+                 timer: Callable[[], float] = time.monotonic, escalations: EscalationFiles | None = None) -> None:
         self.store = store
+        self.escalation_files = escalations or EscalationFiles(store)
         self.in_progress_limit = in_progress_limit
         self.recent_limit = recent_limit
         self.escalations_limit = escalations_limit
@@ -120,9 +125,7 @@ class Dashboard:
         return recent
 
     def _open_escalations(self) -> list[dict[str, Any]]:
-        from loki.queue.escalations import list_escalations
-
         now = self._timer()
         if self._escalations is None or now - self._escalations[0] >= self.escalations_every:
-            self._escalations = (now, list_escalations(self.store, open_only=True))
+            self._escalations = (now, self.escalation_files.open_rows())
         return self._escalations[1]

@@ -102,8 +102,10 @@ class Tick:
         from loki.breakers.breakers import Breakers
 
         breakers = Breakers(self.store)
+        # ``at``: when the cooldown ended, as the recovery log dates it (the live view shows it once).
         return [_event("breaker_half_open", f"{t.name}: cooldown over, HALF_OPEN (one probe per "
-                                            f"{breakers.settings(t.name).half_open_interval:g}s)", breaker=t.name)
+                                            f"{breakers.settings(t.name).half_open_interval:g}s)", breaker=t.name,
+                       at=t.at)
                 for t in breakers.settle()]
 
     def deadletter_review(self, now: datetime) -> list[dict[str, Any]]:
@@ -119,7 +121,8 @@ class Tick:
             return []
         counts = result["counts"]
         return [_event("deadletter_review", f"dead-letter review of {plural(result['entries'], 'entry', 'entries')}: "
-                                            + ", ".join(f"{v} {k}" for k, v in counts.items() if v), counts=counts)]
+                                            + ", ".join(f"{v} {k}" for k, v in counts.items() if v), counts=counts,
+                       reviewed_at=result["reviewed_at"])]
 
 
 def _overdue(task: dict[str, Any], now: datetime) -> bool:

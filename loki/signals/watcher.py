@@ -11,7 +11,12 @@ missing observer (``watch.observer: polling``) delays signals and loses none.
 
 The loop is driven from outside for tests and cron: :meth:`Watcher.step` does one
 cycle (``loki watch --once`` is ``start`` + ``step(force_tick=True)`` + ``close``) and
-the timer that schedules rescans and ticks is injectable. A stop request (SIGINT,
+the timer that schedules rescans and ticks is injectable.
+
+The live loop (:meth:`Watcher.run`) also reports what other processes did
+(:mod:`loki.signals.activity`: breaker changes, strikes, escalations, dead-letter reviews run
+elsewhere), through the same ``on_event`` as its own events; a happening two sources report
+(the tick's HALF_OPEN and the breaker's own log line) is reported once. A stop request (SIGINT,
 SIGTERM -- the CLI installs the handlers) is honoured between two signals: the one in
 hand is finished, logged and deleted first.
 """
@@ -25,6 +30,7 @@ from collections import deque
 
 from loki.config import setting
 from loki.signals import outcomes
+from loki.signals.activity import Activity, identity
 from loki.signals.consumer import Consumer, ConsumerLock, consumer_status
 from loki.signals.ticks import EVENTS_LOG, Tick
 from loki.storage import layout
@@ -38,6 +44,8 @@ if TYPE_CHECKING:
 
 OBSERVERS = ("auto", "native", "polling")
 RECENT = 50
+SEEN = 256
+"""Happenings remembered to report each once (:func:`loki.signals.activity.identity`)."""
 
 
 class Watcher:
@@ -73,6 +81,9 @@ class Watcher:
         self._started = False
         self._observe = True
         self._captured: list[dict[str, Any]] | None = None
+        self.activity: Activity | None = None
+        """What other processes do (breakers, strikes, escalations, reviews), once :meth:`follow_activity`."""
+        self._seen: dict[Any, None] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -120,9 +131,19 @@ class Watcher:
         consumer.recover()
         self._next_tick = self._timer()
 
+    def follow_activity(self) -> None:
+        """From now on, each cycle also reports what other processes did (:mod:`loki.signals.activity`)."""
+        if self.activity is None:
+            self.activity = Activity(self.store)
+            self.activity.start()
+
     def stop(self) -> None:
         """Ask the loop to end after the signal in hand (safe from a signal handler or a thread)."""
         self._stop.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        """End the current wait now (a key was pressed; safe from a thread)."""
         self._wake.set()
 
     def close(self) -> None:
@@ -144,16 +165,17 @@ class Watcher:
         """Consume what is waiting and tick if due. Returns how many signals were handled."""
         if self.consumer is None:
             self._display_only_step()
-            if self.consumer is None:
-                return 0
-        assert self.consumer is not None
         handled = 0
-        try:
-            handled = len(self.consumer.run_pass(self._stop.is_set))
-        except Exception as exc:  # never let one bad pass end the watcher; the next pass retries
-            self._emit_error(exc, "consuming")
-        if (force_tick or self._timer() >= self._next_tick) and not self._stop.is_set():
-            self.run_tick()
+        if self.consumer is not None:
+            try:
+                handled = len(self.consumer.run_pass(self._stop.is_set))
+            except Exception as exc:  # never let one bad pass end the watcher; the next pass retries
+                self._emit_error(exc, "consuming")
+            if (force_tick or self._timer() >= self._next_tick) and not self._stop.is_set():
+                self.run_tick()
+        if self.activity is not None:
+            for event in self.activity.poll():
+                self._emit(event)
         return handled
 
     def run_tick(self) -> list[dict[str, Any]]:
@@ -193,6 +215,7 @@ class Watcher:
         """The live loop, until :meth:`stop`. ``on_cycle`` runs after every cycle (the view redraws)."""
         self.start()
         try:
+            self.follow_activity()
             while not self._stop.is_set():
                 self._wake.clear()
                 handled = self.step()
@@ -223,6 +246,13 @@ class Watcher:
     # -- events ------------------------------------------------------------------------------------
 
     def _emit(self, event: dict[str, Any]) -> None:
+        key = identity(event)
+        if key is not None:
+            if key in self._seen:
+                return  # the other report of a happening already reported
+            self._seen[key] = None
+            if len(self._seen) > SEEN:
+                del self._seen[next(iter(self._seen))]
         if event.get("event") == "signal":
             self.recent.append(event)
         if self._captured is not None:
