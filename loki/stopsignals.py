@@ -13,15 +13,16 @@ from contextlib import contextmanager
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextmanager
-def stop_requests(request_stop: Callable[[int], None]) -> Iterator[None]:
-    """While inside, SIGINT and SIGTERM call ``request_stop(signum)``; the previous handlers
-    come back on the way out. Outside the main thread, where Python cannot set handlers,
+def stop_requests(request_stop: Callable[[int], None],
+                  signals: Iterable[signal.Signals] | None = None) -> Iterator[None]:
+    """While inside, SIGINT and SIGTERM (or ``signals``) call ``request_stop(signum)``; the previous
+    handlers come back on the way out. Outside the main thread, where Python cannot set handlers,
     nothing is installed (the caller can still request a stop itself)."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -30,7 +31,7 @@ def stop_requests(request_stop: Callable[[int], None]) -> Iterator[None]:
     def handler(signum: int, frame: object) -> None:
         request_stop(signum)
 
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, handler) for sig in (STOP_SIGNALS if signals is None else signals)}
     try:
         yield
     finally:

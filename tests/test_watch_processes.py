@@ -278,6 +278,44 @@ def test_a_second_watcher_is_display_only_and_takes_over_when_the_first_dies(roo
     assert [r["signal"]["n"] for r in outcomes(root)] == [1, 2]
 
 
+# -- what other processes do, in the event lines ------------------------------------------------------------------
+
+
+def test_no_tui_prints_breaker_changes_strikes_escalations_and_reviews_made_elsewhere(root: Path,
+                                                                                     tmp_path: Path) -> None:
+    from loki.strikes.strikes import Strikes
+
+    env = {"LOKI_NOW": "2026-01-25T10:00:00Z"}
+    queue = Queue(Store(root))
+    queue.add("deploy", task_id="t1")
+    queue.add("flaky", task_id="t2", max_attempts=1)
+    queue.claim("a", lease_seconds=60)  # t1
+    watcher = WatchProcess(root, tmp_path, "--no-tui", "--observer", "polling", env=env)
+    try:
+        watcher.wait_for_output("started: consuming")
+        assert loki_proc(["breaker", "trip", "api/claude"], root=root, env=env).code == 0
+        watcher.wait_for_output("10:00:00 breaker tripped manually: api/claude (for 300s; cooldown until "
+                                "2026-01-25T10:05:00Z)")
+        Strikes(Store(root), branch="main").record_failure("Bash", {"command": "npm test"}, "FAIL login.test.ts")
+        watcher.wait_for_output("strike 1 (record): Bash `npm test` on main: FAIL login.test.ts")
+        assert loki_proc(["escalate", "t1", "--trigger", "security_decision"], root=root, env=env).code == 0
+        watcher.wait_for_output("escalation opened: 20260125T100000Z-t1 (task t1, security_decision)")
+        closed = loki_proc(["escalations", "close", "20260125T100000Z-t1", "--note", "done elsewhere", "--by", "bo"],
+                           root=root, env=env)
+        assert closed.code == 0, closed.stderr
+        watcher.wait_for_output("escalation resolved: 20260125T100000Z-t1: ")
+        queue.claim("b")  # t2, whose one attempt fails into the dead-letter queue
+        queue.fail("t2", "b", error="boom")
+        assert loki_proc(["deadletter", "review", "--force"], root=root, env=env).code == 0
+        watcher.wait_for_output("review: dead-letter review: 0 recovered, 0 abandoned, 1 left")
+        assert watcher.stop() == 0
+    finally:
+        watcher.kill()
+    lines = watcher.output().splitlines()
+    assert sum(1 for line in lines if "escalation opened" in line) == 1  # each happening once
+    assert sum(1 for line in lines if " breaker " in line) == 1
+
+
 # -- the live view in a real terminal ----------------------------------------------------------------------------
 
 
@@ -297,7 +335,7 @@ def test_the_live_view_renders_in_a_terminal_and_exits_on_ctrl_c(root: Path, tmp
                               text=True).stdout
 
     try:
-        wait_until(lambda: "loki watch consuming" in screen() and "eng-007" in screen(), timeout=60,
+        wait_until(lambda: "loki watch · consuming" in screen() and "eng-007" in screen(), timeout=60,
                    what="the first frame")
         assert "in progress (1)" in screen() and "queue" in screen()
         assert loki_proc(["signal", "emit", "TESTS_PASSED_auth", "--task", "t1"], root=root).code == 0

@@ -1,17 +1,23 @@
 """``loki watch``: consume signals, run the periodic tick, show it live (a thin layer over loki.signals.watcher).
 
-Output modes: a live rich view on a terminal; ``--no-tui`` one line per event (the
-default when stdout is not a terminal); ``--json`` one JSON object per event line. With
-``--once``, one pass and exit: a summary (``--json``: one JSON document).
+Output modes: a live view on a terminal (full screen, composed for its size by
+:mod:`loki.signals.screen`; keys ``q`` quit, ``p`` pause, ``?`` help, arrows scroll the events);
+``--no-tui`` one line per event (the default when stdout is not a terminal): the same events as
+the live view's feed; ``--json`` one JSON object per event line. With ``--once``, one pass and
+exit: a summary (``--json``: one JSON document).
 
-SIGINT and SIGTERM ask the watcher to stop: the signal in hand is finished (applied,
-logged, deleted) and the process exits 0.
+SIGINT and SIGTERM (and SIGHUP in the live view) ask the watcher to stop: the signal in hand is
+finished (applied, logged, deleted) and the process exits 0; the live view gives the terminal
+back as it found it on every way out (loki/cli/watchkeys.py).
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import typer
@@ -39,8 +45,10 @@ def watch(
     if once and json_output:
         printer = None  # one document at the end
     watcher = Watcher(store, on_event=printer, observer=observer)
-    # SIGINT/SIGTERM stop the loop after the signal in hand, instead of interrupting it.
-    with stop_requests(lambda signum: watcher.stop()):
+    # SIGINT/SIGTERM stop the loop after the signal in hand, instead of interrupting it; in the live
+    # view SIGHUP too, so a closed terminal or a `kill -HUP` still restores the terminal's mode.
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if live else None
+    with stop_requests(lambda signum: watcher.stop(), stops):
         if once:
             _once(watcher, json_output)
         elif live:
@@ -69,44 +77,82 @@ def _live(watcher: Any, refresh: float) -> None:
     from rich.live import Live
 
     from loki.cli.common import console
-    from loki.cli.watchview import render
+    from loki.cli.watchkeys import KeyReader, cbreak
+    from loki.cli.watchview import to_text
+    from loki.signals.activity import history
     from loki.signals.dashboard import Dashboard
+    from loki.signals.feed import Feed
+    from loki.signals.screen import View, compose
 
-    dashboard = Dashboard(watcher.store)
-    message: list[str] = []  # the last event that is not a signal (signals have their own table)
-    drawn = [0.0]
-
-    def remember(event: dict[str, Any]) -> None:
-        if event.get("event") != "signal":
-            message[:] = [event_text(event, watcher.store.now_ts())]
-
-    watcher.on_event = remember
+    store = watcher.store
+    watcher.follow_activity()  # before the history is read: nothing falls between the two
+    assert watcher.activity is not None
+    # Escalation files are re-read only when they change, so the panel can follow them every second.
+    dashboard = Dashboard(store, in_progress_limit=200, escalations_limit=200, escalations_every=1.0,
+                          escalations=watcher.activity.escalations)
+    feed, view = Feed(), View()
+    feed.extend(history(store), store.now_ts())
+    watcher.on_event = lambda event: feed.add(event, store.now_ts())
+    screen = console()
+    state: dict[str, Any] = {"snap": None, "drawn": 0.0, "resized": False}
 
     def frame() -> Any:
-        snap = dashboard.snapshot(consuming=watcher.consuming, holder=watcher.holder)
-        return render(snap, message[0] if message else None)
+        if state["snap"] is None or not view.paused:
+            state["snap"] = dashboard.snapshot(consuming=watcher.consuming, holder=watcher.holder)
+        width, height = screen.size
+        return to_text(compose(state["snap"], feed, view, width, height))
 
-    with Live(frame(), console=console(), auto_refresh=False, vertical_overflow="crop") as view:
+    def on_resize(signum: int, frame_: Any) -> None:
+        state["resized"] = True
+        watcher.wake()
+
+    with ExitStack() as stack:  # unwound in reverse: the screen first, the terminal's mode last
+        keys: Any = _NoKeys()
+        if sys.stdin.isatty():
+            stack.enter_context(cbreak(sys.stdin.fileno()))
+            keys = stack.enter_context(KeyReader(sys.stdin.fileno(), watcher.wake))
+        stack.enter_context(_handler(signal.SIGWINCH, on_resize))
+        live = stack.enter_context(Live(frame(), console=screen, auto_refresh=False, screen=True))
 
         def draw(_: Any) -> None:
-            if time.monotonic() - drawn[0] >= refresh:
-                view.update(frame(), refresh=True)
-                drawn[0] = time.monotonic()
+            pressed = keys.drain()
+            for key in pressed:
+                view.press(key, feed)
+            if view.quit:
+                watcher.stop()
+                return
+            # Paused, the snapshot and the feed stay as they were; only "N new" moves.
+            due = time.monotonic() - state["drawn"] >= refresh
+            if pressed or due or state["resized"]:
+                state["resized"] = False
+                live.update(frame(), refresh=True)
+                state["drawn"] = time.monotonic()
 
         watcher.run(on_cycle=draw)
 
 
+class _NoKeys:
+    """Stands in for the KeyReader when stdin is not a terminal (``loki watch < /dev/null``)."""
+
+    def drain(self) -> list[str]:
+        return []
+
+
+@contextmanager
+def _handler(signum: int, handler: Any) -> Iterator[None]:
+    """``handler`` for ``signum`` inside, the previous one back on the way out."""
+    previous = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signum, previous)
+
+
 def event_text(event: dict[str, Any], now: str) -> str:
-    """One event as one line for people (--no-tui)."""
-    stamp = str(event.get("timestamp") or now)[11:19]
-    kind = event.get("event")
-    if kind == "signal":
-        seen = " (seen in the log)" if event.get("observed") else ""
-        return f"{stamp} {event.get('name')} {event.get('outcome')}: {event.get('detail')}{seen}"
-    if kind == "tick":
-        seen = " (seen in the log)" if event.get("observed") else ""
-        return f"{stamp} tick {event.get('action')}: {event.get('detail')}{seen}"
-    return f"{stamp} {kind}: {event.get('detail')}"
+    """One event as one line for people (--no-tui): :func:`loki.signals.feed.event_line`."""
+    from loki.signals.feed import event_line
+
+    return event_line(event, now)
 
 
 def _text_line(event: dict[str, Any]) -> None:
