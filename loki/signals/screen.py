@@ -277,7 +277,7 @@ class View:
             self.quit = True
         elif self.help:
             self.help = False
-        elif key in ("?", "h"):
+        elif key == "?":
             self.help = True
         elif key in ("p", "P", " "):
             self.toggle_pause(feed)
@@ -310,7 +310,7 @@ def compose(snap: dict[str, Any], feed: Feed, view: View, width: int, height: in
     queue = queue_lines(snap, width, rows=2 if height >= 20 else 1)
     footer = [keys_line(view, feed, width)]
     room = height - len(top) - len(queue) - len(footer)
-    body = help_lines(width) if view.help else panels(snap, feed, view, width, room)
+    body = help_lines(width) if view.help else panels(snap, feed, view, width, room, tall=height >= TALL)
     body = body[:room] + [[] for _ in range(room - len(body))]
     # Every part fits by itself down to 80 columns or so; below that, the end of a line gives way.
     return [_fit(line, width) for line in (*top, *queue, *body, *footer)]
@@ -400,8 +400,12 @@ def help_lines(width: int) -> list[Line]:
 # -- the panels ---------------------------------------------------------------------------------------------
 
 
-def panels(snap: dict[str, Any], feed: Feed, view: View, width: int, room: int) -> list[Line]:
-    """Breakers, in-progress tasks, open escalations and the events, in ``room`` rows."""
+def panels(snap: dict[str, Any], feed: Feed, view: View, width: int, room: int, *, tall: bool) -> list[Line]:
+    """Breakers, in-progress tasks, open escalations and the events, in ``room`` rows.
+
+    Each panel first gets the least it can show (a title; a header and one row when it has rows), then
+    the panels that want more get one row each in turn. The breakers keep one line unless the screen
+    is ``tall`` and their table is small next to it, or everything else fits and rows are left."""
     held = snap["in_progress"]
     escalations = snap["escalations"]["items"]
     breakers = sorted(snap["breakers"], key=lambda b: (b["state"] == "CLOSED", str(b["name"])))
@@ -414,7 +418,7 @@ def panels(snap: dict[str, Any], feed: Feed, view: View, width: int, room: int) 
     give = {name: low for name, (low, _) in want.items()}
     give["breakers"] = 1
     spare = room - sum(give.values())
-    if breakers and room >= TALL - 5 and table_rows - 1 <= spare // 3:  # a tall screen: the table
+    if breakers and tall and table_rows - 1 <= spare // 3:
         give["breakers"], spare = table_rows, spare - (table_rows - 1)
     while spare > 0:
         hungry = [name for name in ("held", "events", "escalations") if give[name] < want[name][1]]
