@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Hashable
     from typing import Any
 
-    from loki.storage.store import Store
+    from loki.storage.state import StateStore as Store
 
 HISTORY_BYTES = 64 * 1024
 """How far back into each log the live view looks for the events it shows at start."""
