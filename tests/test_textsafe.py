@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from loki.cli.watchview import render
+from loki.cli.watchview import to_text
 from loki.signals.dashboard import Dashboard
+from loki.signals.feed import Feed
+from loki.signals.screen import View, compose
 from loki.storage import layout
 from loki.storage.store import Store
 from loki.textsafe import for_terminal, json_for_terminal
@@ -95,8 +97,10 @@ def test_the_watch_view_escapes_titles_holders_and_breakers(store: Store) -> Non
     held = task("w1", title=EVIL, status="in-progress", claimed_by="eng\u202e", claimed_at="2026-01-25T10:00:00Z",
                 claim_token="t", lease_until="2026-01-25T11:00:00Z")
     put_tasks(store, "in-progress", [held])
+    feed = Feed()
+    feed.add({"event": "warning", "detail": f"note {EVIL}"}, "2026-01-25T10:00:00Z")
     console = Console(record=True, width=200, color_system=None)
-    console.print(render(Dashboard(store).snapshot(), message=f"note {EVIL}"))
+    console.print(to_text(compose(Dashboard(store).snapshot(), feed, View(), 200, 40)))
     text = console.export_text()
     assert_safe(text)
     assert "\\x1b[2J" in text
