@@ -1,4 +1,4 @@
-"""What the live view of ``loki watch`` shows, as data (rendering is loki/cli/watchview.py).
+"""What the live view of ``loki watch`` shows, as data (laid out by loki/signals/screen.py).
 
 A snapshot: queue counts by state, the in-progress tasks with holder and lease left,
 the breakers, the signals waiting, the last outcomes and the open escalations. How it is laid
