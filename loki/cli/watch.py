@@ -36,7 +36,10 @@ def watch(
                                         help="auto (default), native (inotify... or fail) or polling (rescan only)."),
     refresh: float = typer.Option(1.0, "--refresh", help="Seconds between two frames of the live view."),
 ) -> None:
-    """Consume signals (one consumer at a time; a second watcher is display-only) and show the state live."""
+    """Consume signals (one consumer at a time; a second watcher is display-only) and show the state live.
+
+    Keys in the live view: q quit, p pause, ? help, arrows scroll the events.
+    """
     from loki.signals.watcher import Watcher
 
     store = store_from(ctx)
