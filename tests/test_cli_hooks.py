@@ -1,4 +1,6 @@
-"""``loki hooks install|uninstall``: merging into Claude Code's settings (loki/hooks/claudesettings.py)."""
+"""``loki hooks install|uninstall``: merging into Claude Code's settings (loki/hooks/agentsettings.py).
+
+Gemini CLI's settings (``--agent gemini``, the same merge) are tested in test_cli_hooks_gemini.py."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from loki.hooks import claudesettings
+from loki.hooks import agentsettings
 from tests.helpers import cli, loki_proc
 
 EVENTS = ["PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionStart", "Stop"]
@@ -46,7 +48,7 @@ def install(root: Path, *args: str) -> Any:
 
 
 def loki_commands(doc: dict[str, Any]) -> dict[str, list[str]]:
-    return {event: [h["command"] for g in groups for h in g["hooks"] if claudesettings.loki_event(h.get("command"))]
+    return {event: [h["command"] for g in groups for h in g["hooks"] if agentsettings.loki_hook(h.get("command"))]
             for event, groups in doc.get("hooks", {}).items()}
 
 
@@ -88,6 +90,19 @@ def test_uninstall_removes_exactly_lokis_entries(root: Path, settings: Path) -> 
     assert json.loads(settings.read_text()) == EXISTING
     empty = cli(["hooks", "uninstall", "--json"], root=root).json()
     assert empty["changed"] is False and empty["actions"] == []
+
+
+def test_uninstall_deletes_a_file_left_empty_and_only_that(root: Path, settings: Path) -> None:
+    install(root)
+    report = cli(["hooks", "uninstall", "--json"], root=root).json()
+    assert report["removed"] is True and report["document"] is None
+    assert not settings.exists() and not settings.parent.exists()  # .claude/ was loki's too
+    settings.parent.mkdir()
+    settings.write_text("{}")
+    install(root)
+    (settings.parent / "settings.local.json").write_text("{}")
+    assert cli(["hooks", "uninstall", "--json"], root=root).json()["removed"] is True
+    assert (settings.parent / "settings.local.json").exists()  # the directory holds something else: it stays
 
 
 def test_a_group_shared_with_another_hook_keeps_the_other_hook(root: Path, settings: Path) -> None:
@@ -167,11 +182,11 @@ def test_settings_option_and_a_symlinked_file(root: Path, tmp_path: Path) -> Non
 def test_the_default_command(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = os.path.join(os.path.dirname(sys.executable), "loki")
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    assert claudesettings.default_command(str(root.parent)) == "loki"  # portable: this loki is on PATH
+    assert agentsettings.default_command(str(root.parent)) == "loki"  # portable: this loki is on PATH
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert claudesettings.default_command(str(root.parent)) == script  # not on PATH: where it is
+    assert agentsettings.default_command(str(root.parent)) == script  # not on PATH: where it is
     project = os.path.dirname(os.path.dirname(os.path.dirname(script)))  # .venv/bin/loki inside the repository
-    assert claudesettings.default_command(project) == '"$CLAUDE_PROJECT_DIR"/' + os.path.relpath(
+    assert agentsettings.default_command(project) == '"$CLAUDE_PROJECT_DIR"/' + os.path.relpath(
         os.path.realpath(script), os.path.realpath(project))
 
 
@@ -187,7 +202,7 @@ def test_the_default_command(root: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     (42, None),
 ])
 def test_which_commands_are_lokis(command: object, event: str | None) -> None:
-    assert claudesettings.loki_event(command) == event
+    assert agentsettings.loki_hook(command) == (None if event is None else ("claude", event))
 
 
 def test_every_hook_command_has_help() -> None:
@@ -205,7 +220,7 @@ def test_uninstall_without_a_settings_file_says_so(tmp_path: Path) -> None:
 
 def test_a_machine_specific_command_is_flagged_only_for_a_shared_settings_file(
         root: Path, settings: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(claudesettings, "default_command", lambda project: "/opt/tools/bin/loki")
+    monkeypatch.setattr(agentsettings, "default_command", lambda project, agent: "/opt/tools/bin/loki")
     shared = cli(["hooks", "install", "--dry-run"], root=root)
     assert shared.code == 0 and "a path on this machine only" in shared.stderr
     local = cli(["hooks", "install", "--dry-run", "--settings", str(settings.parent / "settings.local.json")],

@@ -33,8 +33,9 @@ EXCEPTIONS = {
     ("memory/index.py", "sqlite3.connect"): "error memory's SQLite index is a cache beside the log, not state "
                                             "(docs/storage.md, 'Error memory's search index is a cache'); the "
                                             "store says where it lives (Store.index_database)",
-    ("hooks/claudesettings.py", "os.replace"): ".claude/settings.json is outside .loki/ (the hooks' install)",
-    ("hooks/claudesettings.py", "os.unlink"): "the same file's temp copy",
+    ("hooks/agentsettings.py", "os.replace"): "the agents' settings (.claude/, .gemini/) are outside .loki/ "
+                                              "(the hooks' install)",
+    ("hooks/agentsettings.py", "os.unlink"): "the same file's temp copy, and the file once uninstall emptied it",
     ("queue/escalations.py", "open"): "the shipped escalation template, in the package (the tree's copy goes "
                                       "through the store)",
 }

@@ -1,8 +1,9 @@
-"""``loki hook EVENT`` and ``loki hooks install|uninstall``: Claude Code integration.
+"""``loki hook [--agent A] EVENT`` and ``loki hooks install|uninstall [--agent A]``: the agents' hooks.
 
 ``loki hook EVENT`` is normally answered by the fast lane (:mod:`loki.hooks.boundary`, dispatched from
 :mod:`loki.entry` before typer loads); this typer command exists for ``--help`` and runs the same
-code. ``loki hooks install`` writes the settings that make Claude Code call it.
+code. ``loki hooks install`` writes the settings that make Claude Code (or, with ``--agent gemini``,
+Gemini CLI) call it.
 """
 
 from __future__ import annotations
@@ -13,13 +14,23 @@ import sys
 import typer
 
 from loki.cli.common import JSON_HELP, echo, print_json, root_option
-from loki.hooks.boundary import EVENTS
+from loki.hooks.boundary import AGENTS, DEFAULT_AGENT, EVENTS
+from loki.hooks.gemini import EVENTS as GEMINI_EVENTS
 
-SETTINGS_HELP = "Claude Code's settings file (default: .claude/settings.json beside .loki/)."
-EVENT_HELP = "One of: " + ", ".join(EVENTS) + " (Claude Code's " + ", ".join(EVENTS.values()) + ")."
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loki.hooks.agentsettings import Agent
+
+SETTINGS_HELP = ("The agent's settings file (default: .claude/settings.json, or .gemini/settings.json with "
+                 "--agent gemini, beside .loki/).")
+AGENT_HELP = "Whose hooks: claude (Claude Code, the default) or gemini (Gemini CLI); see docs/agents.md."
+EVENT_HELP = ("One of: " + ", ".join(EVENTS) + " (Claude Code's " + ", ".join(EVENTS.values()) + "); with "
+              "--agent gemini: " + ", ".join(GEMINI_EVENTS) + " (Gemini CLI's " + ", ".join(GEMINI_EVENTS.values())
+              + ").")
 
 hooks_app = typer.Typer(
-    help="Install loki's hooks into Claude Code's settings (.claude/settings.json), or remove them.",
+    help="Install loki's hooks into an agent's settings (.claude/settings.json, .gemini/settings.json), or "
+         "remove them.",
     no_args_is_help=True,
 )
 
@@ -27,34 +38,46 @@ hooks_app = typer.Typer(
 def hook(
     ctx: typer.Context,
     event: str = typer.Argument(..., help=EVENT_HELP),
+    agent: str = typer.Option(DEFAULT_AGENT, "--agent", help=AGENT_HELP),
 ) -> None:
-    """Answer one Claude Code hook event: its JSON on stdin, the answer on stdout (docs/hooks.md).
+    """Answer one hook event of an agent: its JSON on stdin, the answer on stdout (docs/hooks.md).
 
     Never blocks a session by accident: bad input or any failure is one line on stderr and exit 1
-    (non-blocking for Claude Code); a repository without .loki/ gets exit 0 and no output.
+    (non-blocking for Claude Code and Gemini CLI); a repository without .loki/ gets exit 0 and no output.
     """
     from loki.hooks.boundary import run
 
-    raise typer.Exit(run(event, root_option(ctx), sys.stdin.buffer, sys.stdout, sys.stderr))
+    raise typer.Exit(run(event, root_option(ctx), sys.stdin.buffer, sys.stdout, sys.stderr, agent.lower()))
 
 
-def _settings_path(ctx: typer.Context, settings: str | None) -> tuple[str, str]:
-    """(settings file, project directory): --settings, else .claude/settings.json beside .loki/."""
+def _agent(name: str) -> Agent:
+    from loki.errors import UsageError
+    from loki.hooks.agentsettings import AGENTS as SETTINGS
+
+    agent = SETTINGS.get(name.lower())
+    if agent is None:
+        raise UsageError(f"--agent {name!r} is not one of: {', '.join(AGENTS)}", option="--agent")
+    return agent
+
+
+def _settings_path(ctx: typer.Context, settings: str | None, agent: Agent) -> tuple[str, str]:
+    """(settings file, project directory): --settings, else the agent's file beside .loki/."""
     if settings:
         path = os.path.abspath(settings)
         parent = os.path.dirname(path)
-        project = os.path.dirname(parent) if os.path.basename(parent) == ".claude" else os.getcwd()
+        own = os.path.dirname(agent.settings)  # .claude, .gemini
+        project = os.path.dirname(parent) if os.path.basename(parent) == own else os.getcwd()
         return path, project
     from loki.storage.paths import find_root
 
     project = os.path.dirname(find_root(root_option(ctx)))
-    return os.path.join(project, ".claude", "settings.json"), project
+    return os.path.join(project, agent.settings), project
 
 
-def _shared(path: str) -> bool:
+def _shared(path: str, agent: Agent) -> bool:
     """Whether a settings file is the kind a team commits (not settings.local.json, not the user's own)."""
     return (os.path.basename(path) != "settings.local.json"
-            and path != os.path.join(os.path.expanduser("~"), ".claude", "settings.json"))
+            and path != os.path.join(os.path.expanduser("~"), agent.settings))
 
 
 def _shown(path: str) -> str:
@@ -63,10 +86,11 @@ def _shown(path: str) -> str:
 
 
 def _report(path: str, before: str, after: str, actions: list[dict[str, str]], *, dry_run: bool, changed: bool,
-            json_output: bool, document: dict[str, object]) -> None:
+            json_output: bool, document: dict[str, object] | None, agent: Agent, removed: bool = False,
+            notes: list[str] | None = None) -> None:
     if json_output:
-        print_json({"settings": path, "dry_run": dry_run, "changed": changed, "actions": actions,
-                    "document": document})
+        print_json({"settings": path, "agent": agent.name, "dry_run": dry_run, "changed": changed,
+                    "removed": removed, "actions": actions, "document": document, "notes": notes or []})
         return
     for action in actions:
         echo(f"{action['action']:<9} {action['event']:<19} {action['command']}")
@@ -82,70 +106,91 @@ def _report(path: str, before: str, after: str, actions: list[dict[str, str]], *
 
         sys.stdout.writelines(for_terminal(line.rstrip("\n")) + "\n" if line.endswith("\n") else for_terminal(line)
                               for line in diff)
+        if removed:
+            echo(f"(nothing else is in it: {_shown(path)} would be deleted)")
         echo("(dry run: nothing written)")
+    elif removed:
+        echo(f"deleted {_shown(path)}: it held nothing but loki's hooks")
     elif changed:
         echo(f"wrote {_shown(path)}")
     else:
         echo(f"{_shown(path)} already up to date")
+    for note in notes or []:
+        sys.stderr.write(f"note: {note}\n")
 
 
 @hooks_app.command("install")
 def install(
     ctx: typer.Context,
+    agent_name: str = typer.Option(DEFAULT_AGENT, "--agent", help=AGENT_HELP),
     settings: str | None = typer.Option(None, "--settings", help=SETTINGS_HELP + " Use .claude/settings.local.json "
-                                        "for a personal, uncommitted one."),
+                                        "for a personal, uncommitted one (Claude Code)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change as a diff; write nothing."),
     command: str | None = typer.Option(None, "--command", help="How hooks run loki, e.g. 'uvx loki' (default: 'loki' "
                                        "if this installation is on PATH, else its path; see docs/hooks.md)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Merge loki's five hooks into Claude Code's settings, keeping everything already there.
+    """Merge loki's hooks into an agent's settings, keeping everything already there.
 
     Idempotent: an event that already runs `loki hook <event>` is left alone (under whatever matcher it
     has). A settings file that is not valid is refused with its JSON pointer and never rewritten.
     """
-    from loki.hooks import claudesettings
+    from loki.hooks import agentsettings
 
-    path, project = _settings_path(ctx, settings)
-    doc, existed = claudesettings.load(path)
-    base = command.strip() if command and command.strip() else claudesettings.default_command(project)
-    new, actions = claudesettings.install(doc, base)
-    before = claudesettings.render(doc) if existed else ""
-    after = claudesettings.render(new)
+    agent = _agent(agent_name)
+    path, project = _settings_path(ctx, settings, agent)
+    doc, existed = agentsettings.load(path, agent)
+    base = command.strip() if command and command.strip() else agentsettings.default_command(project, agent)
+    new, actions = agentsettings.install(doc, base, agent)
+    before = agentsettings.render(doc) if existed else ""
+    after = agentsettings.render(new)
     changed = new != doc or not existed
     if changed and not dry_run:
-        claudesettings.write(path, after)
-    _report(path, before, after, actions, dry_run=dry_run, changed=changed, json_output=json_output, document=new)
-    if command is None and os.path.isabs(base.split()[0].strip("'\"")) and not json_output and _shared(path):
+        agentsettings.write(path, after)
+    _report(path, before, after, actions, dry_run=dry_run, changed=changed, json_output=json_output, document=new,
+            agent=agent, notes=agentsettings.notes(new, agent))
+    if command is None and os.path.isabs(base.split()[0].strip("'\"")) and not json_output and _shared(path, agent):
         sys.stderr.write(f"note: the hooks run {base}, a path on this machine only; commit the settings only if "
-                         "everyone has loki there, or use --settings .claude/settings.local.json (or --command)\n")
+                         f"everyone has loki there, {agent.personal}\n")
 
 
 @hooks_app.command("uninstall")
 def uninstall(
     ctx: typer.Context,
+    agent_name: str = typer.Option(DEFAULT_AGENT, "--agent", help=AGENT_HELP),
     settings: str | None = typer.Option(None, "--settings", help=SETTINGS_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change as a diff; write nothing."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Remove exactly loki's hook entries (`loki hook <event>`); everything else stays."""
-    from loki.hooks import claudesettings
+    """Remove exactly loki's hook entries (`loki hook ...`); everything else stays.
 
-    path, _ = _settings_path(ctx, settings)
-    doc, existed = claudesettings.load(path)
+    A file left with nothing at all in it (it held only loki's hooks, as one install created does) is
+    deleted, and the agent's directory (.gemini/) with it if that leaves it empty.
+    """
+    from loki.hooks import agentsettings
+
+    agent = _agent(agent_name)
+    path, _ = _settings_path(ctx, settings, agent)
+    doc, existed = agentsettings.load(path, agent)
     if not existed:
         if json_output:
-            print_json({"settings": path, "dry_run": dry_run, "changed": False, "actions": [], "document": None})
+            print_json({"settings": path, "agent": agent.name, "dry_run": dry_run, "changed": False,
+                        "removed": False, "actions": [], "document": None, "notes": []})
         else:
             echo(f"no settings file at {_shown(path)}: nothing to uninstall")
         return
-    new, actions = claudesettings.uninstall(doc)
-    changed = existed and new != doc
-    before = claudesettings.render(doc) if existed else ""
-    after = claudesettings.render(new)
+    new, actions = agentsettings.uninstall(doc, agent)
+    changed = new != doc
+    empty = changed and not new and not os.path.islink(path)
+    before = agentsettings.render(doc)
+    after = "" if empty else agentsettings.render(new)
+    removed = False
     if changed and not dry_run:
-        claudesettings.write(path, after)
-    _report(path, before, after, actions, dry_run=dry_run, changed=changed, json_output=json_output, document=new)
+        removed = agentsettings.remove(path, agent) if empty else False
+        if not removed:
+            agentsettings.write(path, agentsettings.render(new))
+    _report(path, before, after, actions, dry_run=dry_run, changed=changed, json_output=json_output,
+            document=None if empty else new, agent=agent, removed=removed or (dry_run and empty))
 
 
 def register(app: typer.Typer) -> None:

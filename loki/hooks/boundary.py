@@ -1,13 +1,17 @@
-"""``loki hook <event>``: Claude Code's hook contract at the process boundary.
+"""``loki hook [--agent A] <event>``: the agents' hook contracts at the process boundary.
 
-Claude Code runs the hook command with one JSON document on stdin and reads the answer from the
-exit code and stdout (docs/hooks.md has the contract as implemented):
+Claude Code's contract is loki's own: its events and payloads are what :mod:`loki.hooks.handlers`
+takes. Another agent's hooks (``--agent gemini``: :mod:`loki.hooks.gemini`) are translated to it and
+back by a small adapter; the decisions are the same. Claude Code runs the hook command with one JSON
+document on stdin and reads the answer from the exit code and stdout (docs/hooks.md has the contract
+as implemented; docs/agents.md the other agents'):
 
 * exit 0 with nothing on stdout: nothing to say; exit 0 with a JSON document: the answer
   (``hookSpecificOutput`` ...);
 * exit 2 would *block* (PreToolUse: refuse the call; Stop: keep the session going). loki never
   exits 2: a refusal is an explicit ``permissionDecision``, and Stop is advisory only;
 * any other exit is a non-blocking error: its stderr is shown to the user, the session goes on.
+  (Gemini CLI blocks on any exit but 0 and 1: its settings run ``loki ... || exit 1``.)
 
 So whatever goes wrong here -- bad stdin, an invalid state file, a lock timeout, a bug -- ends
 as one line on stderr and exit 1, never as a traceback or a blocked session. A repository
@@ -38,6 +42,9 @@ EVENTS = {
 }
 """``loki hook`` argument -> Claude Code's ``hook_event_name``."""
 TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
+AGENTS = ("claude", "gemini")
+"""``loki hook --agent``: whose hook contract stdin and stdout follow (claude by default)."""
+DEFAULT_AGENT = "claude"
 MAX_STDIN_BYTES = 4 * 1024 * 1024
 """No real payload comes near: tool inputs are bounded by the model's output (tens of KB) and
 Claude Code cuts Bash output at 30,000 characters."""
@@ -45,24 +52,46 @@ _DRAIN_LIMIT = 256 * 1024 * 1024
 _HELP_FLAGS = frozenset({"--help", "-h"})
 
 
-def parse_args(args: list[str]) -> tuple[str | None, str] | None:
-    """``(root, event)`` for ``[--root R] hook EVENT``; None when typer should handle it (help)."""
+def parse_args(args: list[str]) -> tuple[str | None, str, str] | None:
+    """``(root, agent, event)`` for ``[--root R] hook [--agent A] EVENT`` (``--agent`` before or after
+    the event, ``--agent=A`` too); None when typer should handle it (help, anything else)."""
     from loki.cli.output import split_root
 
     split = split_root(args)
     if split is None:
         return None
     root, rest = split
-    if len(rest) != 2 or rest[0] != "hook" or rest[1] in _HELP_FLAGS:
+    if not rest or rest[0] != "hook":
         return None
-    return root, rest[1]
+    words, agent = rest[1:], DEFAULT_AGENT
+    for index, word in enumerate(words):
+        if word == "--agent" and index + 1 < len(words):
+            agent, words = words[index + 1], words[:index] + words[index + 2:]
+            break
+        if word.startswith("--agent="):
+            agent, words = word[len("--agent="):], words[:index] + words[index + 1:]
+            break
+    if len(words) != 1 or words[0].startswith("-"):
+        return None
+    return root, agent, words[0]
+
+
+def agent_events(agent: str) -> tuple[dict[str, str], frozenset[str]]:
+    """An agent's ``loki hook`` arguments -> its event names, and which of those are tool events."""
+    if agent == "gemini":
+        from loki.hooks import gemini
+
+        return gemini.EVENTS, gemini.TOOL_EVENTS
+    if agent != DEFAULT_AGENT:
+        raise HookError(f"unknown agent {agent!r}; known: {', '.join(AGENTS)}")
+    return EVENTS, TOOL_EVENTS
 
 
 def read_stdin(stream: BinaryIO, limit: int = MAX_STDIN_BYTES) -> bytes:
     """All of stdin, refusing a terminal and anything over ``limit`` bytes."""
     isatty = getattr(stream, "isatty", None)
     if isatty is not None and isatty():
-        raise HookError("stdin is a terminal: pipe Claude Code's hook JSON into this command")
+        raise HookError("stdin is a terminal: pipe the agent's hook JSON into this command")
     data = stream.read(limit + 1)
     if len(data) > limit:
         total = len(data)
@@ -75,10 +104,10 @@ def read_stdin(stream: BinaryIO, limit: int = MAX_STDIN_BYTES) -> bytes:
     return data
 
 
-def parse_payload(data: bytes, event_name: str) -> dict[str, Any]:
+def parse_payload(data: bytes, event_name: str, tool_events: frozenset[str] = TOOL_EVENTS) -> dict[str, Any]:
     """Decode and check one hook payload; :class:`HookError` says exactly what is wrong."""
     if not data.strip():
-        raise HookError("stdin is empty: expected Claude Code's hook JSON")
+        raise HookError("stdin is empty: expected the agent's hook JSON")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -110,7 +139,7 @@ def parse_payload(data: bytes, event_name: str) -> dict[str, Any]:
     if named is not None and named != event_name:
         raise HookError(f"stdin is a {named} payload, but this hook handles {event_name}; check the hook "
                         "settings (`loki hooks install` writes them)")
-    if event_name in TOOL_EVENTS:
+    if event_name in tool_events:
         tool = payload.get("tool_name")
         if not isinstance(tool, str) or not tool:
             raise HookError(f"stdin has no tool_name (a {event_name} payload names the tool)")
@@ -135,14 +164,17 @@ def locate_root(root_option: str | None, start: str) -> str | None:
         return None
 
 
-def run(event: str, root_option: str | None, stdin: BinaryIO, stdout: TextIO, stderr: TextIO) -> int:
+def run(event: str, root_option: str | None, stdin: BinaryIO, stdout: TextIO, stderr: TextIO,
+        agent: str = DEFAULT_AGENT) -> int:
     """One hook invocation: read, answer, and turn every failure into one line and exit 1."""
-    event_name = EVENTS.get(event)
     try:
+        events, tool_events = agent_events(agent)
+        event_name = events.get(event)
         if event_name is None:
-            raise HookError(f"unknown hook event {event!r}; known: {', '.join(EVENTS)}")
+            known = ", ".join(events)
+            raise HookError(f"unknown hook event {event!r} for agent {agent}; known: {known}")
         try:
-            payload = parse_payload(read_stdin(stdin), event_name)
+            payload = parse_payload(read_stdin(stdin), event_name, tool_events)
         except HookError:
             # Bad input in a repository without loki is none of our business either.
             if locate_root(root_option, os.getcwd()) is None:
@@ -151,9 +183,7 @@ def run(event: str, root_option: str | None, stdin: BinaryIO, stdout: TextIO, st
         root = locate_root(root_option, work_dir(payload))
         if root is None:
             return 0
-        from loki.hooks.handlers import HANDLERS
-
-        answer = HANDLERS[event_name](payload, root)
+        answer = _answer(agent, event_name, payload, root)
         if answer is not None:
             stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
         return 0
@@ -169,6 +199,16 @@ def run(event: str, root_option: str | None, stdin: BinaryIO, stdout: TextIO, st
         return 1
 
 
+def _answer(agent: str, event_name: str, payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+    if agent == "gemini":
+        from loki.hooks import gemini
+
+        return gemini.answer(event_name, payload, root)
+    from loki.hooks.handlers import HANDLERS
+
+    return HANDLERS[event_name](payload, root)
+
+
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, HookError):
         text = str(exc)
@@ -179,9 +219,9 @@ def _one_line(exc: BaseException) -> str:
 
 
 def main(args: list[str]) -> int | None:
-    """The fast lane's entry: run the hook if ``args`` is ``[--root R] hook EVENT``, else None."""
+    """The fast lane's entry: run the hook if ``args`` is ``[--root R] hook [--agent A] EVENT``, else None."""
     parsed = parse_args(args)
     if parsed is None:
         return None
-    root, event = parsed
-    return run(event, root, sys.stdin.buffer, sys.stdout, sys.stderr)
+    root, agent, event = parsed
+    return run(event, root, sys.stdin.buffer, sys.stdout, sys.stderr, agent)

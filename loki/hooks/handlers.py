@@ -67,14 +67,23 @@ def _store(root: str) -> Store:
 # -- PreToolUse (hot path) ---------------------------------------------------------------------
 
 
-def pre_tool_use(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+def pre_tool_use(payload: dict[str, Any], root: str, *, hint: bool = True) -> dict[str, Any] | None:
+    """``hint=False`` for an agent that cannot take context before a call (Gemini CLI): the hint
+    then goes with the failure's answer instead (``post_tool_use_failure(hint=True)``)."""
     answer = _strike_answer(payload, root)
+    return with_hint(answer, payload, root, "PreToolUse") if hint else answer
+
+
+def with_hint(answer: dict[str, Any] | None, payload: dict[str, Any], root: str,
+              event_name: str) -> dict[str, Any] | None:
+    """``answer`` with error memory's line for this call added (one more line of its context or of
+    its denial's reason), or the line alone; ``answer`` itself when there is no hint."""
     tool, tool_input = _tool(payload)
     hint = memoryhints.hint_for(root, tool, tool_input)  # never raises: any problem is no hint
     if hint is None:
         return answer
     if answer is None:
-        return context_answer("PreToolUse", hint)
+        return context_answer(event_name, hint)
     output = answer["hookSpecificOutput"]
     field = "additionalContext" if "additionalContext" in output else "permissionDecisionReason"
     output[field] = f"{output[field]}\n{hint}"
@@ -116,13 +125,14 @@ def _strike_answer(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
 # -- PostToolUse / PostToolUseFailure ----------------------------------------------------------
 
 
-def post_tool_use(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+def post_tool_use(payload: dict[str, Any], root: str, *, hint: bool = False) -> dict[str, Any] | None:
+    """``hint=True``: a call that counts as a failure also gets error memory's line (see pre_tool_use)."""
     from loki.hooks.tooloutcome import FAILURE, SUCCESS, after_success
 
     tool, tool_input = _tool(payload)
     outcome = after_success(tool, tool_input, payload.get("tool_response"))
     if outcome.kind == FAILURE:
-        return _record_failure(payload, root, outcome, "PostToolUse")
+        return _record_failure(payload, root, outcome, "PostToolUse", hint=hint)
     branch, keys = _branch_keys(payload, root)
     if keys is None or not keys:
         if keys is None:  # unreadable: let the store report it properly
@@ -134,7 +144,8 @@ def post_tool_use(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
     return None
 
 
-def post_tool_use_failure(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+def post_tool_use_failure(payload: dict[str, Any], root: str, *, hint: bool = False) -> dict[str, Any] | None:
+    """``hint=True``: the answer also carries error memory's line for this call (see pre_tool_use)."""
     from loki.hooks.tooloutcome import FAILURE, after_failure
 
     tool, tool_input = _tool(payload)
@@ -144,7 +155,7 @@ def post_tool_use_failure(payload: dict[str, Any], root: str) -> dict[str, Any] 
         if keys:
             callcount.tick(root, gitbranch.file_name(str(branch)))
         return None
-    return _record_failure(payload, root, outcome, "PostToolUseFailure")
+    return _record_failure(payload, root, outcome, "PostToolUseFailure", hint=hint)
 
 
 def _branch_keys(payload: dict[str, Any], root: str) -> tuple[str | None, dict[str, Any] | None]:
@@ -190,7 +201,8 @@ def _record_success(payload: dict[str, Any], root: str, branch: str, call: int |
     Strikes(store, branch=branch).record_success(tool, tool_input, call_number=call, on_resolved=link)
 
 
-def _record_failure(payload: dict[str, Any], root: str, outcome: Outcome, event_name: str) -> dict[str, Any] | None:
+def _record_failure(payload: dict[str, Any], root: str, outcome: Outcome, event_name: str, *,
+                    hint: bool) -> dict[str, Any] | None:
     from loki.strikes.strikes import Strikes
 
     tool, tool_input = _tool(payload)
@@ -206,9 +218,8 @@ def _record_failure(payload: dict[str, Any], root: str, outcome: Outcome, event_
 
     recorded = strikes.record_failure(tool, tool_input, outcome.error, result=outcome.result,
                                       session=payload.get("session_id"), capture=capture)
-    if recorded.guidance is None:
-        return None
-    return context_answer(event_name, recorded.guidance)
+    answer = None if recorded.guidance is None else context_answer(event_name, recorded.guidance)
+    return with_hint(answer, payload, root, event_name) if hint else answer
 
 
 def _capture(store: Store, payload: dict[str, Any], outcome: Outcome, strikes: Strikes) -> str | None:
