@@ -74,7 +74,7 @@ class GeminiServer:
             def log_message(self, format: str, *args: Any) -> None:  # quiet: the test reports what matters
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if ":streamGenerateContent" not in self.path:
