@@ -15,22 +15,24 @@ import typer
 
 from loki.cli.common import JSON_HELP, echo, print_json, root_option
 from loki.hooks.boundary import AGENTS, DEFAULT_AGENT, EVENTS
+from loki.hooks.codex import EVENTS as CODEX_EVENTS
 from loki.hooks.gemini import EVENTS as GEMINI_EVENTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from loki.hooks.agentsettings import Agent
 
-SETTINGS_HELP = ("The agent's settings file (default: .claude/settings.json, or .gemini/settings.json with "
-                 "--agent gemini, beside .loki/).")
-AGENT_HELP = "Whose hooks: claude (Claude Code, the default) or gemini (Gemini CLI); see docs/agents.md."
+SETTINGS_HELP = ("The agent's settings file (default, beside .loki/: .claude/settings.json; with --agent gemini "
+                 ".gemini/settings.json; with --agent codex .codex/hooks.json).")
+AGENT_HELP = ("Whose hooks: claude (Claude Code, the default), gemini (Gemini CLI) or codex (Codex CLI); see "
+              "docs/agents.md.")
 EVENT_HELP = ("One of: " + ", ".join(EVENTS) + " (Claude Code's " + ", ".join(EVENTS.values()) + "); with "
-              "--agent gemini: " + ", ".join(GEMINI_EVENTS) + " (Gemini CLI's " + ", ".join(GEMINI_EVENTS.values())
-              + ").")
+              "--agent gemini: " + ", ".join(GEMINI_EVENTS) + "; with --agent codex: " + ", ".join(CODEX_EVENTS)
+              + " (named after the agent's events).")
 
 hooks_app = typer.Typer(
-    help="Install loki's hooks into an agent's settings (.claude/settings.json, .gemini/settings.json), or "
-         "remove them.",
+    help="Install loki's hooks into an agent's settings (.claude/settings.json, .gemini/settings.json, "
+         ".codex/hooks.json), or remove them.",
     no_args_is_help=True,
 )
 
@@ -43,7 +45,7 @@ def hook(
     """Answer one hook event of an agent: its JSON on stdin, the answer on stdout (docs/hooks.md).
 
     Never blocks a session by accident: bad input or any failure is one line on stderr and exit 1
-    (non-blocking for Claude Code and Gemini CLI); a repository without .loki/ gets exit 0 and no output.
+    (non-blocking for every agent); a repository without .loki/ gets exit 0 and no output.
     """
     from loki.hooks.boundary import run
 
@@ -65,7 +67,7 @@ def _settings_path(ctx: typer.Context, settings: str | None, agent: Agent) -> tu
     if settings:
         path = os.path.abspath(settings)
         parent = os.path.dirname(path)
-        own = os.path.dirname(agent.settings)  # .claude, .gemini
+        own = os.path.dirname(agent.settings)  # .claude, .gemini, .codex
         project = os.path.dirname(parent) if os.path.basename(parent) == own else os.getcwd()
         return path, project
     from loki.storage.paths import find_root
@@ -147,8 +149,11 @@ def install(
     changed = new != doc or not existed
     if changed and not dry_run:
         agentsettings.write(path, after)
+    notes = agentsettings.notes(new, agent)
+    if agent.review and any(action["action"] != "unchanged" for action in actions):
+        notes.append(agent.review)
     _report(path, before, after, actions, dry_run=dry_run, changed=changed, json_output=json_output, document=new,
-            agent=agent, notes=agentsettings.notes(new, agent))
+            agent=agent, notes=notes)
     if command is None and os.path.isabs(base.split()[0].strip("'\"")) and not json_output and _shared(path, agent):
         sys.stderr.write(f"note: the hooks run {base}, a path on this machine only; commit the settings only if "
                          f"everyone has loki there, {agent.personal}\n")

@@ -1,11 +1,11 @@
 """Merge loki's hook commands into an agent's settings file, and take them out again.
 
-Claude Code (``.claude/settings.json``) and Gemini CLI (``.gemini/settings.json``) hold hooks the
-same way::
+Claude Code (``.claude/settings.json``), Gemini CLI (``.gemini/settings.json``) and Codex CLI
+(``.codex/hooks.json``) hold hooks the same way::
 
     {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": "..."}]}], ...}}
 
-so one merge serves both; an :class:`Agent` says what differs: the file, the events and their
+so one merge serves all three; an :class:`Agent` says what differs: the file, the events and their
 ``loki hook`` arguments, how a command refers to the project directory, and what else may sit in
 the ``hooks`` object (Gemini keeps its switches ``enabled``, ``disabled``, ``notifications`` there).
 
@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass
 
 from loki.errors import InvalidInput
-from loki.hooks import boundary, gemini
+from loki.hooks import boundary, codex, gemini
 from loki.storage import jsonio
 from loki.storage.schema import pointer
 
@@ -45,9 +45,10 @@ TOOL_EVENTS_MATCHER = "*"
 MAX_SETTINGS_BYTES = 64 * 1024 * 1024
 """Far beyond any real settings file; only there so that reading one is bounded."""
 NON_BLOCKING_GUARD = "|| exit 1"
-"""Appended for an agent that blocks the tool call on any exit but 0 and 1 (Gemini CLI): a hook
-that cannot even start (``loki`` not on PATH: 127; an older loki refusing ``--agent``: 2) then
-exits 1, a warning, instead of stopping every tool call."""
+"""Appended to ``loki hook --agent ...``: a hook that cannot even start (``loki`` not on PATH: 127,
+which Gemini CLI treats as a block; a loki too old for ``--agent``: a usage error, 2, which blocks
+in every agent) then exits 1, a warning, instead of stopping every tool call. Claude Code's plain
+``loki hook <event>`` has no option an older loki could refuse, and 127 does not block there."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class Agent:
     """Whether the agent accepts comments in the file (loki refuses to rewrite such a file)."""
     personal: str = ""
     """Advice for a machine-specific command in a shared file."""
+    review: str = ""
+    """What the user must do before the agent runs hooks that were added or changed."""
 
 
 CLAUDE = Agent(
@@ -92,7 +95,19 @@ GEMINI = Agent(
     comments=True,
     personal="or use --command",
 )
-AGENTS = {agent.name: agent for agent in (CLAUDE, GEMINI)}
+CODEX = Agent(
+    name="codex", title="Codex CLI", settings=os.path.join(".codex", "hooks.json"),
+    events=dict(codex.EVENTS),
+    unmatched=frozenset({"SessionStart", "Stop"}),
+    # Codex gives its hooks no project variable; its own documentation names the top this way.
+    project_dir='"$(git rev-parse --show-toplevel)"/',
+    guard=NON_BLOCKING_GUARD,
+    personal="or use --settings ~/.codex/hooks.json (or --command)",
+    review=("Codex CLI runs new or changed hooks only once they are reviewed: open `codex` here and trust them "
+            "(/hooks); automation that vets its hooks runs `codex exec --dangerously-bypass-hook-trust`. Project "
+            "hooks also need the project trusted"),
+)
+AGENTS = {agent.name: agent for agent in (CLAUDE, GEMINI, CODEX)}
 
 
 class SettingsError(InvalidInput):

@@ -1,17 +1,19 @@
 """``loki hook [--agent A] <event>``: the agents' hook contracts at the process boundary.
 
 Claude Code's contract is loki's own: its events and payloads are what :mod:`loki.hooks.handlers`
-takes. Another agent's hooks (``--agent gemini``: :mod:`loki.hooks.gemini`) are translated to it and
-back by a small adapter; the decisions are the same. Claude Code runs the hook command with one JSON
-document on stdin and reads the answer from the exit code and stdout (docs/hooks.md has the contract
-as implemented; docs/agents.md the other agents'):
+takes. Another agent's hooks (``--agent gemini``: :mod:`loki.hooks.gemini`; ``--agent codex``:
+:mod:`loki.hooks.codex`) are translated to it and back by a small adapter; the decisions are the
+same. Claude Code runs the hook command with one JSON document on stdin and reads the answer from
+the exit code and stdout (docs/hooks.md has the contract as implemented; docs/agents.md the other
+agents'):
 
 * exit 0 with nothing on stdout: nothing to say; exit 0 with a JSON document: the answer
   (``hookSpecificOutput`` ...);
 * exit 2 would *block* (PreToolUse: refuse the call; Stop: keep the session going). loki never
   exits 2: a refusal is an explicit ``permissionDecision``, and Stop is advisory only;
 * any other exit is a non-blocking error: its stderr is shown to the user, the session goes on.
-  (Gemini CLI blocks on any exit but 0 and 1: its settings run ``loki ... || exit 1``.)
+  (Gemini CLI blocks on any exit but 0 and 1, and every agent on 2, which an older loki's usage
+  error would be: their settings run ``loki hook --agent ... || exit 1``.)
 
 So whatever goes wrong here -- bad stdin, an invalid state file, a lock timeout, a bug -- ends
 as one line on stderr and exit 1, never as a traceback or a blocked session. A repository
@@ -42,7 +44,7 @@ EVENTS = {
 }
 """``loki hook`` argument -> Claude Code's ``hook_event_name``."""
 TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
-AGENTS = ("claude", "gemini")
+AGENTS = ("claude", "gemini", "codex")
 """``loki hook --agent``: whose hook contract stdin and stdout follow (claude by default)."""
 DEFAULT_AGENT = "claude"
 MAX_STDIN_BYTES = 4 * 1024 * 1024
@@ -82,6 +84,10 @@ def agent_events(agent: str) -> tuple[dict[str, str], frozenset[str]]:
         from loki.hooks import gemini
 
         return gemini.EVENTS, gemini.TOOL_EVENTS
+    if agent == "codex":
+        from loki.hooks import codex
+
+        return codex.EVENTS, codex.TOOL_EVENTS
     if agent != DEFAULT_AGENT:
         raise HookError(f"unknown agent {agent!r}; known: {', '.join(AGENTS)}")
     return EVENTS, TOOL_EVENTS
@@ -204,6 +210,10 @@ def _answer(agent: str, event_name: str, payload: dict[str, Any], root: str) -> 
         from loki.hooks import gemini
 
         return gemini.answer(event_name, payload, root)
+    if agent == "codex":
+        from loki.hooks import codex
+
+        return codex.answer(event_name, payload, root)
     from loki.hooks.handlers import HANDLERS
 
     return HANDLERS[event_name](payload, root)

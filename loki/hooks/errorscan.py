@@ -852,7 +852,7 @@ def scan(output: str, exit_code: int | None = None, *, command: str | None = Non
     """
     if command is not None and exit_code == 1 and _exit_one_is_answer(command):
         return _no_error(exit_code)
-    if exit_code == 0 and command is not None and _is_viewer(command):
+    if exit_code == 0 and command is not None and is_viewer(command):
         return _no_error(exit_code)
     window = _window(output)
     lowered = window.lower()
@@ -1005,7 +1005,9 @@ def _command_words(command: str) -> list[list[str]]:
     return commands
 
 
-def _is_viewer(command: str) -> bool:
+def is_viewer(command: str) -> bool:
+    """Whether every command of a shell line prints content (``cat``, ``grep``, ``git log`` ...): what it
+    prints is text it shows, not how it went, so an error-looking line there is no failure."""
     commands = _command_words(command)
     if not commands:
         return False

@@ -1,9 +1,9 @@
-"""``loki hooks install|uninstall --agent gemini``: merging into Gemini CLI's settings (agentsettings.py).
+"""``loki hooks install|uninstall --agent gemini|codex``: Gemini CLI's and Codex CLI's settings.
 
 The merge is the one Claude Code's settings get (tests/test_cli_hooks.py); these tests check what
 differs: the file, the events, the commands (``--agent gemini``, ``|| exit 1``), Gemini's own keys
-inside ``hooks``, comments, and the switches that keep Gemini from running hooks at all. That the
-file install writes is what the real Gemini CLI loads is tests/agents/test_gemini_cli.py's part.
+inside ``hooks``, comments, and the switches that keep an agent from running hooks at all. That the
+file install writes is what the real CLI loads is tests/agents/'s part.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def test_install_says_when_gemini_would_not_run_the_hooks(root: Path, settings: 
 def test_an_unknown_agent_is_a_usage_error(root: Path) -> None:
     for command in (["hooks", "install"], ["hooks", "uninstall"]):
         result = cli([*command, "--agent", "cursor"], root=root)
-        assert result.code == 2 and "--agent 'cursor' is not one of: claude, gemini" in result.stderr
+        assert result.code == 2 and "--agent 'cursor' is not one of: claude, gemini, codex" in result.stderr
 
 
 def test_the_default_command_names_geminis_project_directory(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -193,6 +193,43 @@ def test_the_default_command_names_geminis_project_directory(root: Path, monkeyp
     ("loki hook --agent claude before-tool", None),
     ("loki hook --agent nobody stop", None),
     ("other hook --agent gemini before-tool || exit 1", None),
+    ("loki hook --agent codex post-tool-use || exit 1", ("codex", "post-tool-use")),
+    ("loki hook --agent codex post-tool-use-failure", None),  # Codex has no such event
 ])
 def test_which_commands_are_lokis(command: str, found: tuple[str, str] | None) -> None:
     assert agentsettings.loki_hook(command) == found
+
+
+# -- Codex CLI: .codex/hooks.json ------------------------------------------------------------------
+
+
+def test_install_for_codex_writes_its_hooks_json_and_says_what_codex_needs(root: Path) -> None:
+    hooks_json = root.parent / ".codex" / "hooks.json"
+    result = cli(["hooks", "install", "--agent", "codex", "--command", "loki"], root=root)
+    assert result.code == 0, result.stderr
+    doc = json.loads(hooks_json.read_text())
+    assert list(doc["hooks"]) == ["PreToolUse", "PostToolUse", "SessionStart", "Stop"]
+    assert doc["hooks"]["PostToolUse"] == [{"matcher": "*", "hooks": [
+        {"type": "command", "command": "loki hook --agent codex post-tool-use || exit 1"}]}]
+    assert "note: Codex CLI runs new or changed hooks only once they are reviewed" in result.stderr
+    again = cli(["hooks", "install", "--agent", "codex", "--command", "loki"], root=root)
+    assert again.code == 0 and "already up to date" in again.stdout and "reviewed" not in again.stderr
+    assert cli(["hooks", "uninstall", "--agent", "codex"], root=root).code == 0
+    assert not hooks_json.exists() and not hooks_json.parent.exists()
+
+
+def test_codex_hooks_beside_claudes_and_geminis(root: Path) -> None:
+    for agent in ("claude", "gemini", "codex"):
+        assert cli(["hooks", "install", "--agent", agent, "--command", "loki"], root=root).code == 0
+    texts = {agent: (root.parent / path).read_text() for agent, path in
+             (("claude", ".claude/settings.json"), ("gemini", ".gemini/settings.json"), ("codex", ".codex/hooks.json"))}
+    assert "--agent" not in texts["claude"]
+    assert "--agent gemini" in texts["gemini"] and "--agent codex" in texts["codex"]
+
+
+def test_the_default_command_for_codex_finds_the_repository_top(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = os.path.join(os.path.dirname(sys.executable), "loki")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    project = os.path.dirname(os.path.dirname(os.path.dirname(script)))
+    assert agentsettings.default_command(project, agentsettings.CODEX) == (
+        '"$(git rev-parse --show-toplevel)"/' + os.path.relpath(os.path.realpath(script), os.path.realpath(project)))
