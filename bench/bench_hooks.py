@@ -1,4 +1,4 @@
-"""Claude Code hook benchmarks (issue 7): ``loki hook <event>`` cold, as Claude Code runs it.
+"""Hook benchmarks (issue 7, 17): ``loki hook <event>`` cold, as Claude Code (Gemini CLI, Codex CLI) runs it.
 
 ``pre-tool-use`` runs before every tool call of every agent: cold with no strikes, the target is at
 most 3x ``python -c pass`` measured in the same run; with strikes on the branch (the file read, the
@@ -70,6 +70,22 @@ def run() -> list[dict[str, Any]]:
         value = median(time_command([*loki, "hook", "post-tool-use"], repeat=cold, stdin=ok, cwd=busy, check=True))
         rows.append(row("cold: loki hook post-tool-use (a success, nothing to clear)", value,
                         floor_name="python -c pass", floor_ms=floor, note="every successful call: scan + lookup"))
+
+        # The other agents' adapters, on the same trees (docs/agents.md): Gemini's BeforeTool is its PreToolUse.
+        gemini = {"tool_name": "run_shell_command", "timestamp": "2026-01-25T10:00:00.000Z"}
+        for label, tree, command in (("no strikes", clean, "cargo build"), ("this call stopped: deny", busy,
+                                                                              "cargo build")):
+            before = payload("BeforeTool", tree, tool_input=_bash(command), **gemini)
+            value = median(time_command([*loki, "hook", "--agent", "gemini", "before-tool"], repeat=cold, stdin=before,
+                                        cwd=tree, check=True))
+            rows.append(row(f"cold: loki hook --agent gemini before-tool ({label})", value,
+                            floor_name="python -c pass", floor_ms=floor, target_ratio=3))
+        codex_ok = payload("PostToolUse", busy, tool_name="Bash", tool_input={"command": "npm test"},
+                           tool_use_id="call_4", tool_response="Tests: 12 passed, 12 total\n")
+        value = median(time_command([*loki, "hook", "--agent", "codex", "post-tool-use"], repeat=cold,
+                                    stdin=codex_ok, cwd=busy, check=True))
+        rows.append(row("cold: loki hook --agent codex post-tool-use (a success)", value, floor_name="python -c pass",
+                        floor_ms=floor, note="the output decides: errorscan without an exit code, then as Claude's"))
 
         start = payload("SessionStart", busy, source="startup")
         value = median(time_command([*loki, "hook", "session-start"], repeat=runs(10), stdin=start, cwd=busy,
