@@ -34,7 +34,7 @@ def test_list(store: Store, root: Path) -> None:
     everywhere = cli(["errors", "list", "--all-branches", "--json"], root=root).json()
     assert [(b["branch"], len(b["strikes"])) for b in everywhere["branches"]] == [("feature/x", 1), ("main", 2)]
     people = cli(["errors", "list", "--branch", "main"], root=root)
-    assert "Bash `cargo build`" in people.stdout and "2 failing calls on branch main" in people.stdout
+    assert "Bash `cargo build`" in people.stdout and "2 failing calls on branch main" in people.stderr
 
 
 def test_list_defaults_to_the_current_branch(store: Store, root: Path, tmp_path: Path,

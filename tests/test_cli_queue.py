@@ -166,7 +166,11 @@ def test_list_shows_the_total_and_respects_the_limit(root: Path) -> None:
     for n in range(7):
         cli(["queue", "add", f"task {n}"], root=root)
     result = cli(["queue", "list", "--limit", "3"], root=root)
-    assert result.code == 0 and "3 of 7 pending tasks (use --limit to see more)" in result.stdout
+    # piped: the rows on stdout, the closing count on stderr (so `| cut -f1` reads ids only)
+    assert result.code == 0 and result.stderr == "3 of 7 pending tasks (use --limit to see more)\n"
+    assert len(result.stdout.splitlines()) == 3
+    on_a_terminal = cli(["queue", "list", "--limit", "3"], root=root, env={"LOKI_FORCE_TTY": "100"})
+    assert on_a_terminal.stdout.splitlines()[-1] == "3 of 7 pending tasks (use --limit to see more)"
     as_json = cli(["queue", "list", "--limit", "3", "--json"], root=root).json()
     assert as_json["total"] == 7 and as_json["shown"] == 3 and len(as_json["tasks"]) == 3
 
@@ -263,14 +267,10 @@ def test_schema_errors_name_every_problem_at_once(root: Path) -> None:
     assert "'detected_drift' is a required property" in result.stderr
 
 
-def test_ids_in_listings_are_never_cut(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import loki.cli.common
-
+def test_ids_in_listings_are_never_cut(root: Path) -> None:
     cli(["queue", "add", "a title long enough to need wrapping in a narrow table " * 3, "--id",
          "task-with-a-long-id-0123456789"], root=root)
-    monkeypatch.setattr(loki.cli.common, "_console", None)  # a fresh console, 60 columns wide
-    result = cli(["queue", "list"], root=root, env={"COLUMNS": "60"})
-    monkeypatch.setattr(loki.cli.common, "_console", None)
+    result = cli(["queue", "list"], root=root, env={"LOKI_FORCE_TTY": "60"})  # a terminal 60 columns wide
     assert "task-with-a-long-id-0123456789" in result.stdout
     assert max(len(line) for line in result.stdout.splitlines()) <= 60
 
@@ -354,8 +354,8 @@ def test_counts_are_worded_with_proper_plurals(root: Path) -> None:
     for n in range(3):
         cli(["queue", "add", f"t{n}", "--id", f"t{n}", "--max-attempts", "1"], root=root)
     listed = cli(["queue", "list", "--state", "all", "--limit", "2"], root=root)
-    assert listed.stdout.splitlines()[-1] == "2 of 3 tasks (use --limit to see more)"
-    assert cli(["queue", "list"], root=root).stdout.splitlines()[-1] == "3 of 3 pending tasks"
+    assert listed.stderr.splitlines()[-1] == "2 of 3 tasks (use --limit to see more)"
+    assert cli(["queue", "list"], root=root).stderr.splitlines()[-1] == "3 of 3 pending tasks"
     cli(["queue", "claim", "--agent", "a"], root=root)
     cli(["queue", "fail", "t0", "--agent", "a", "--error", "boom"], root=root)
     assert "dead-letter: 1 entry, last reviewed never" in cli(["status"], root=root).stdout

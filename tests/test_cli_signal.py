@@ -108,7 +108,7 @@ def test_list_show_log_and_rules(root: Path) -> None:
     assert cli(["signal", "emit", "DOCS_NEEDED", "message=write it"], root=root).code == 0
     listing = cli(["signal", "list", "--json"], root=root).json()
     assert [s["name"] for s in listing["signals"]] == ["DOCS_NEEDED"]
-    assert "1 waiting" in cli(["signal", "list"], root=root).stdout
+    assert "1 waiting" in cli(["signal", "list"], root=root).stderr  # piped: rows on stdout, the count on stderr
     shown = cli(["signal", "show", "DOCS_NEEDED", "--json"], root=root).json()
     assert shown["place"] == "waiting" and shown["signal"]["message"] == "write it"
     assert cli(["watch", "--once"], root=root).code == 0
@@ -116,7 +116,8 @@ def test_list_show_log_and_rules(root: Path) -> None:
     assert shown["place"] == "consumed" and shown["outcomes"][0]["outcome"] == "logged"
     log = cli(["signal", "log", "--json"], root=root).json()
     assert [r["name"] for r in log["outcomes"]] == ["DOCS_NEEDED"]
-    assert "DOCS_NEEDED logged" in cli(["signal", "log"], root=root).stdout
+    logged = cli(["signal", "log"], root=root).stdout.split("\t")  # piped: one tab-separated row
+    assert logged[0].startswith("DOCS_NEEDED.") and logged[2] == "logged"
     rules = cli(["signal", "rules", "--json"], root=root).json()["rules"]
     assert {"signal": "TESTS_PASSED_x", "rule": "complete_task"}.items() <= rules[3].items()
     assert cli(["signal", "show", "NOPE"], root=root).code == 1

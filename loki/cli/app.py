@@ -165,7 +165,7 @@ def hoist_root(args: list[str]) -> list[str]:
 def run(args: list[str]) -> int:
     """Run the app; loki's exceptions become a message on stderr and their exit code, exactly as
     in the fast lanes (:func:`loki.cli.output.guarded`)."""
-    from loki.cli.output import guarded
+    from loki.cli.output import guarded, json_errors
 
     def command() -> int:
         hoisted = hoist_root(args)
@@ -175,7 +175,7 @@ def run(args: list[str]) -> int:
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         return 0
 
-    return guarded(command, "--json" in args)
+    return guarded(command, json_errors(args))
 
 
 def __getattr__(name: str) -> typer.Typer:

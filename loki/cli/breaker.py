@@ -9,7 +9,18 @@ from __future__ import annotations
 
 import typer
 
-from loki.cli.common import JSON_HELP, echo, print_json, store_from
+from loki.cli.common import (
+    JSON_HELP,
+    echo,
+    footer,
+    format_option,
+    print_json,
+    print_listing,
+    quiet_option,
+    store_from,
+    table,
+)
+from loki.cli.output import resolve_format
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,12 +42,6 @@ def _breakers(ctx: typer.Context) -> Breakers:
 
 def _left(seconds: int | None) -> str:
     return "" if seconds is None else f"{seconds}s"
-
-
-def _columns(rows: list[list[str]]) -> list[str]:
-    """Plain aligned columns: unlike a rich table in a pipe, never truncates a breaker's name."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
 def _describe(breaker: BreakerStatus) -> list[str]:
@@ -83,30 +88,35 @@ def status(
     ctx: typer.Context,
     name: str | None = typer.Argument(None, help=NAME_HELP + " Omit it for every breaker."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+    fmt: str | None = format_option(),
+    quiet: bool = quiet_option(),
 ) -> None:
     """State, counts, time left in the cooldown and the next probe time, of one breaker or all."""
+    output = resolve_format(fmt, quiet, json_output)
     breakers = _breakers(ctx)
     if name is not None:
         one = breakers.status(name)
-        if json_output:
-            print_json(one.to_json())
-        else:
+
+        def describe() -> None:
             for line in _describe(one):
                 echo(line)
+
+        print_listing(output, one.to_json(), [one.to_json()], "name", describe)
         return
     every = breakers.status()
-    if json_output:
-        print_json({"now": breakers.store.now_ts(), "breakers": [b.to_json() for b in every]})
-        return
-    if not every:
-        echo("no breakers recorded yet (every name is CLOSED until its first failure)")
-        return
-    rows = [["NAME", "STATE", "FAILURES", "SUCCESSES", "COOLDOWN LEFT", "NEXT PROBE", "LAST ERROR"]]
-    rows += [[b.name, b.state.value, f"{b.failure_count}/{b.settings.threshold}",
-              f"{b.success_count}/{b.settings.recovery_threshold}", _left(b.cooldown_remaining),
-              b.next_probe_at or "", b.last_error or ""] for b in every]
-    for line in _columns(rows):
-        echo(line)
+    items = [b.to_json() for b in every]
+
+    def people() -> None:
+        if not every:
+            footer("no breakers recorded yet (every name is CLOSED until its first failure)")
+            return
+        table(None, ["name", "state", "failures", "successes", "cooldown left", "next probe", "last error"],
+              [[b.name, b.state.value, f"{b.failure_count}/{b.settings.threshold}",
+                f"{b.success_count}/{b.settings.recovery_threshold}", _left(b.cooldown_remaining),
+                b.next_probe_at or "", b.last_error or ""] for b in every],
+              droppable=["successes", "last error", "next probe"])
+
+    print_listing(output, {"now": breakers.store.now_ts(), "breakers": items}, items, "name", people)
 
 
 @app.command("check")

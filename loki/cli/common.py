@@ -7,8 +7,8 @@ All printing lives in ``loki/cli``. Library code returns values and raises
 from __future__ import annotations
 
 import json
-import os
 import sys
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -19,6 +19,20 @@ if TYPE_CHECKING:
     from loki.storage.state import StateStore as Store
 
 JSON_HELP = "Print one JSON document on stdout (stable keys, for agents and scripts)."
+
+
+def format_option() -> Any:
+    """``--format table|id|json|jsonl`` of a list-like command (loki/cli/output.py, FORMATS)."""
+    from loki.cli.output import FORMAT_HELP
+
+    return typer.Option(None, "--format", metavar="table|id|json|jsonl", help=FORMAT_HELP)
+
+
+def quiet_option() -> Any:
+    """``-q``: only the ids (``--format id``)."""
+    from loki.cli.output import QUIET_HELP
+
+    return typer.Option(False, "--quiet", "-q", help=QUIET_HELP)
 
 
 def store_from(ctx: typer.Context) -> Store:
@@ -39,19 +53,52 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json_for_terminal(json.dumps(value, ensure_ascii=False, default=str)) + "\n")
 
 
+def print_listing(fmt: str, document: dict[str, Any], items: list[dict[str, Any]], id_key: str,
+                  people: Callable[[], None]) -> None:
+    """A list-like command's output in the format asked (:func:`loki.cli.output.resolve_format`):
+    ``json`` the document, ``jsonl`` one line per item (the document's list, same keys), ``id`` each
+    item's ``id_key``, ``table`` what ``people`` prints."""
+    from loki.cli.output import write_ids, write_jsonl
+
+    if fmt == "json":
+        print_json(document)
+    elif fmt == "jsonl":
+        write_jsonl(items)
+    elif fmt == "id":
+        write_ids([item[id_key] for item in items if item.get(id_key) is not None])
+    else:
+        people()
+
+
+def footer(message: str) -> None:
+    """A list's closing line ("3 of 40 pending tasks"): under the table on a terminal; on stderr when
+    stdout is a pipe, so ``loki queue list | cut -f1`` reads rows and nothing else (gh prints rows only)."""
+    from loki.cli.output import terminal_width
+
+    if terminal_width() is None:
+        echo(message, err=True)
+    else:
+        say(message)
+
+
 _console: Console | None = None
+_console_for: tuple[object, int | None] | None = None
 _err_console: Console | None = None
 
 
 def console() -> Console:
-    """A rich console for people (imported only when a table is printed)."""
-    global _console
-    if _console is None:
+    """A rich console for people (imported only when something is drawn), as wide as the terminal;
+    a pipe gets long lines unwrapped (agents, logs), never squeezed into 80 columns."""
+    global _console, _console_for
+    from loki.cli.output import terminal_width
+
+    width = terminal_width()
+    if _console is None or _console_for != (sys.stdout, width):
         from rich.console import Console
 
-        # Piped output (agents, logs) would otherwise be squeezed into 80 columns.
-        width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "160"))
-        _console = Console(highlight=False, width=width)
+        _console = Console(highlight=False, width=width if width is not None else 10_000, file=sys.stdout,
+                           force_terminal=False if width is None else None)
+        _console_for = (sys.stdout, width)
     return _console
 
 
@@ -66,10 +113,16 @@ def err_console() -> Console:
 
 def say(message: str) -> None:
     """One plain line for people (markup-free, so ids with brackets print as they are; control
-    characters and bidi overrides escaped, so a title cannot drive the terminal: loki/textsafe.py)."""
+    characters and bidi overrides escaped, so a title cannot drive the terminal: loki/textsafe.py).
+    On a terminal a long line wraps between words (a timestamp or an id is never split); in a pipe
+    it stays one line."""
+    from loki.cli.output import terminal_width
     from loki.textsafe import for_terminal
 
-    console().print(for_terminal(message), markup=False, soft_wrap=True)
+    if terminal_width() is None:
+        sys.stdout.write(for_terminal(message) + "\n")
+        return
+    console().print(for_terminal(message), markup=False, soft_wrap=False, overflow="fold")
 
 
 def echo(message: str, err: bool = False) -> None:
@@ -79,18 +132,44 @@ def echo(message: str, err: bool = False) -> None:
     (sys.stderr if err else sys.stdout).write(for_terminal(message) + "\n")
 
 
-def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
-    from rich.table import Table
+def table(title: str | None, columns: list[str], rows: list[list[Any]], *, droppable: Sequence[str] = ()) -> None:
+    """Rows for people: on a terminal a table as wide as the terminal at most; in a pipe tab-separated
+    rows without a header, nothing cut (gh's rule; a titled table's title goes first, on its own line).
 
+    On a terminal the first column (what you copy into the next command: an id, a file), every column of
+    timestamps and every header are never cut or wrapped: the other columns wrap between words. When even
+    that does not fit, the ``droppable`` columns are left out, in the order given (``loki/cli/layout.py``).
+    """
+    from loki.cli.output import terminal_width, write_plain_rows
     from loki.textsafe import for_terminal
 
+    width = terminal_width()
+    if width is None:
+        if title is not None:
+            echo(title)
+        write_plain_rows(rows)
+        return
+    if not rows:
+        return  # a header over nothing says less than the footer that follows ("0 entries")
+    from rich import box
+    from rich.table import Table
+
+    from loki.cli import layout
+
+    cells = [["" if cell is None else for_terminal(str(cell)) for cell in row] for row in rows]
+    keep = layout.columns_that_fit(columns, cells, width, droppable)
+    # Even so too wide: timestamps and words fold; the first column (the id) last, when it alone is too wide.
+    squeezed = layout.needed(columns, cells, keep) > width
+    id_fits = not squeezed or layout.squeezed_fit(columns, cells, keep, width)
     grid = Table(title=None if title is None else for_terminal(title), show_header=True, header_style="bold",
-                 title_justify="left")
-    for index, column in enumerate(columns):
-        # The first column is what you copy into the next command (an id, a file): never cut it.
-        grid.add_column(column, no_wrap=index == 0, min_width=None)
-    for row in rows:
-        grid.add_row(*["" if cell is None else for_terminal(str(cell)) for cell in row])
+                 title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for index in keep:
+        column = [row[index] for row in cells]
+        fixed = (index == 0 and id_fits) or (not squeezed and layout.is_timestamp_column(column))
+        least = len(columns[index]) if squeezed else layout.minimum(columns[index], column, fixed)
+        grid.add_column(columns[index], no_wrap=fixed, min_width=least, overflow="fold")
+    for row in cells:
+        grid.add_row(*[row[index] for index in keep])
     console().print(grid)
 
 

@@ -6,7 +6,18 @@ from typing import Any
 
 import typer
 
-from loki.cli.common import JSON_HELP, print_json, say, store_from, table
+from loki.cli.common import (
+    JSON_HELP,
+    footer,
+    format_option,
+    print_json,
+    print_listing,
+    quiet_option,
+    say,
+    store_from,
+    table,
+)
+from loki.cli.output import resolve_format
 from loki.queue.tasks import attempts_in_budget
 from loki.wording import plural
 
@@ -23,18 +34,21 @@ def _deadletter(ctx: typer.Context) -> Any:
 
 
 @app.command("list")
-def list_(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
+def list_(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+          fmt: str | None = format_option(), quiet: bool = quiet_option()) -> None:
     """Every dead-letter entry: failures, last failure, recovery strategy, error summary."""
+    output = resolve_format(fmt, quiet, json_output)
     result = _deadletter(ctx).list_entries()
-    if json_output:
-        print_json(result)
-        return
-    table(None, ["task", "title", "failures", "last failure", "strategy", "error summary"],
-          [[e["task_id"], e["title"], e["failure_count"], e["last_failure"], e["recovery_strategy"],
-            e["error_summary"]] for e in result["entries"]])
-    meta = result["metadata"]
-    say(f"{plural(result['total'], 'entry', 'entries')}; last reviewed {meta['last_reviewed'] or 'never'}; "
-        f"{meta['total_recovered']} recovered, {meta['total_abandoned']} abandoned so far")
+
+    def people() -> None:
+        table(None, ["task", "title", "failures", "last failure", "strategy", "error summary"],
+              [[e["task_id"], e["title"], e["failure_count"], e["last_failure"], e["recovery_strategy"],
+                e["error_summary"]] for e in result["entries"]], droppable=["strategy", "failures"])
+        meta = result["metadata"]
+        footer(f"{plural(result['total'], 'entry', 'entries')}; last reviewed {meta['last_reviewed'] or 'never'}; "
+               f"{meta['total_recovered']} recovered, {meta['total_abandoned']} abandoned so far")
+
+    print_listing(output, result, result["entries"], "task_id", people)
 
 
 @app.command("show")
@@ -165,13 +179,16 @@ def split(
 
 
 @abandoned_app.command("list")
-def abandoned_list(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
+def abandoned_list(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+                   fmt: str | None = format_option(), quiet: bool = quiet_option()) -> None:
     """Every abandoned task with when and why."""
+    output = resolve_format(fmt, quiet, json_output)
     result = _deadletter(ctx).abandoned()
-    if json_output:
-        print_json(result)
-        return
-    table(None, ["task", "title", "failures", "abandoned", "reason"],
-          [[e["task_id"], e["title"], e["failure_count"], e["abandoned_at"], e["abandon_reason"]]
-           for e in result["entries"]])
-    say(f"{result['total']} abandoned")
+
+    def people() -> None:
+        table(None, ["task", "title", "failures", "abandoned", "reason"],
+              [[e["task_id"], e["title"], e["failure_count"], e["abandoned_at"], e["abandon_reason"]]
+               for e in result["entries"]], droppable=["failures"])
+        footer(f"{result['total']} abandoned")
+
+    print_listing(output, result, result["entries"], "task_id", people)

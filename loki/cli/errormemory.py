@@ -16,7 +16,18 @@ from typing import Any
 
 import typer
 
-from loki.cli.common import JSON_HELP, print_json, say, store_from, table
+from loki.cli.common import (
+    JSON_HELP,
+    footer,
+    format_option,
+    print_json,
+    print_listing,
+    quiet_option,
+    say,
+    store_from,
+    table,
+)
+from loki.cli.output import resolve_format
 from loki.wording import plural
 
 app = typer.Typer(
@@ -46,10 +57,13 @@ def list_(
     branch: str | None = typer.Option(None, "--branch", help=BRANCH_HELP),
     all_branches: bool = typer.Option(False, "--all-branches", help="Every branch that has strike state."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+    fmt: str | None = format_option(),
+    quiet: bool = quiet_option(),
 ) -> None:
     """Calls with strikes on a branch: how many, the tier, the last error."""
     from loki.strikes.strikes import Strikes
 
+    output = resolve_format(fmt, quiet, json_output)
     store = store_from(ctx)
     branches: list[str | None] = [row["branch"] for row in Strikes.branches(store)] if all_branches else [branch]
     report: list[dict[str, Any]] = []
@@ -57,16 +71,20 @@ def list_(
         strikes = Strikes(store, branch=name)
         tiers = strikes.tiers
         report.append({"branch": strikes.branch, "tiers": tiers.to_json(),
-                       "strikes": [dict(e, tier=tiers.tier(e["strike_count"])) for e in strikes.active()]})
-    if json_output:
-        print_json(report[0] if not all_branches else {"branches": report})
-        return
-    rows = [[r["branch"], e["key"], e["strike_count"], e["tier"], e["last_at"], _call(e), e.get("last_error", "")]
-            for r in report for e in r["strikes"]]
-    if rows:
-        table(None, ["branch", "key", "strikes", "tier", "last failure", "call", "last error"], rows)
-    where = "any branch" if all_branches else f"branch {report[0]['branch']}"
-    say(f"{plural(len(rows), 'failing call')} on {where}")
+                       "strikes": [dict(e, tier=tiers.tier(e["strike_count"]), branch=strikes.branch)
+                                   for e in strikes.active()]})
+    items = [e for r in report for e in r["strikes"]]
+
+    def people() -> None:
+        rows = [[e["key"], e["branch"], e["strike_count"], e["tier"], e["last_at"], _call(e), e.get("last_error", "")]
+                for e in items]
+        if rows:
+            table(None, ["key", "branch", "strikes", "tier", "last failure", "call", "last error"], rows,
+                  droppable=["branch", "tier", "last failure"])
+        where = "any branch" if all_branches else f"branch {report[0]['branch']}"
+        footer(f"{plural(len(rows), 'failing call')} on {where}")
+
+    print_listing(output, report[0] if not all_branches else {"branches": report}, items, "key", people)
 
 
 @app.command("show")
@@ -168,21 +186,23 @@ def search(
                                                                     "missing_command, ...: see `loki errors stats`)."),
     with_resolution: bool = typer.Option(False, "--with-resolution", help="Only errors that have a resolution."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+    fmt: str | None = format_option(),
+    quiet: bool = quiet_option(),
 ) -> None:
     """Search every captured failure (BM25): command, message, file refs, when, how often, what fixed it."""
     from loki.cli import memoryview
 
+    output = resolve_format(fmt, quiet, json_output)
+    json_output = output in ("json", "jsonl")
     with _memory(ctx) as memory:
         synced = memory.sync()
-        marks = ("**", "**") if json_output else (memoryview.MARK_OPEN, memoryview.MARK_CLOSE)
+        marks = ("**", "**") if output != "table" else (memoryview.MARK_OPEN, memoryview.MARK_CLOSE)
         hits = memory.search(query, limit=limit, error_class=error_class, with_resolution=with_resolution,
                              highlight=marks)
         warnings = memory.warnings
     _report_sync(synced, warnings, json_output)
-    if json_output:
-        print_json({"query": query, "results": hits, "warnings": warnings, "index_rebuilt": synced["rebuilt"]})
-        return
-    memoryview.print_hits(query, hits)
+    print_listing(output, {"query": query, "results": hits, "warnings": warnings, "index_rebuilt": synced["rebuilt"]},
+                  hits, "content_hash", lambda: memoryview.print_hits(query, hits))
 
 
 @app.command("stats")

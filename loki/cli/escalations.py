@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from loki.cli.common import JSON_HELP, print_json, say, store_from, table
+from loki.cli.common import (
+    JSON_HELP,
+    footer,
+    format_option,
+    print_json,
+    print_listing,
+    quiet_option,
+    say,
+    store_from,
+    table,
+)
+from loki.cli.output import resolve_format
 from loki.wording import plural
 
 escalations_app = typer.Typer(help="Escalation files: what waits for a human.", no_args_is_help=True)
@@ -70,17 +81,21 @@ def list_(
     ctx: typer.Context,
     open_only: bool = typer.Option(False, "--open", help="Only escalations not yet resolved."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+    fmt: str | None = format_option(),
+    quiet: bool = quiet_option(),
 ) -> None:
     """Escalation files, oldest first, and whether each is still open."""
     from loki.queue.escalations import list_escalations
 
+    output = resolve_format(fmt, quiet, json_output)
     rows = list_escalations(store_from(ctx), open_only=open_only)
-    if json_output:
-        print_json({"total": len(rows), "escalations": rows})
-        return
-    table(None, ["id", "task", "trigger", "open"],
-          [[r["id"], r["task_id"], r["trigger"], "yes" if r["open"] else "no"] for r in rows])
-    say(plural(len(rows), "open escalation" if open_only else "escalation"))
+
+    def people() -> None:
+        table(None, ["id", "task", "trigger", "open"],
+              [[r["id"], r["task_id"], r["trigger"], "yes" if r["open"] else "no"] for r in rows], droppable=["task"])
+        footer(plural(len(rows), "open escalation" if open_only else "escalation"))
+
+    print_listing(output, {"total": len(rows), "escalations": rows}, rows, "id", people)
 
 
 @escalations_app.command("close")

@@ -14,10 +14,16 @@ command's: both print through :mod:`loki.cli.output` (:mod:`loki.cli.breaker` ca
 
 from __future__ import annotations
 
-import json
-import sys
-
-from loki.cli.output import claim_lines, emit_check, guarded, print_emitted, split_root, write_error
+from loki.cli.output import (
+    emit_check,
+    guarded,
+    json_errors,
+    print_claim,
+    print_emitted,
+    resolve_format,
+    split_root,
+    write_error,
+)
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -66,9 +72,11 @@ _EMIT_OPTIONS = {"--subject": "subject", "--task": "task_id", "--severity": "sev
 
 
 def parse_options(words: list[str], options: dict[str, str], *, repeatable: frozenset[str] = frozenset(),
-                  positionals: bool = False) -> tuple[dict[str, Any], list[str], bool] | None:
+                  positionals: bool = False, flags: dict[str, str] | None = None,
+                  ) -> tuple[dict[str, Any], list[str], bool] | None:
     """``(option values, positional words, --json)`` of a fast lane's words; None for anything it does
-    not know (``--help``, an unknown option, a missing value, an option given twice): typer's turn."""
+    not know (``--help``, an unknown option, a missing value, an option given twice): typer's turn.
+    ``flags`` maps options without a value to the key set to True."""
     values: dict[str, Any] = {}
     plain: list[str] = []
     json_output = False
@@ -79,6 +87,8 @@ def parse_options(words: list[str], options: dict[str, str], *, repeatable: froz
         name, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
         if word == "--json":
             json_output = True
+        elif flags and word in flags:
+            values[flags[word]] = True
         elif name in options:
             if eq:
                 value = inline
@@ -147,19 +157,21 @@ def signal_emit(args: list[str]) -> int | None:
 
 # -- loki queue claim ------------------------------------------------------------------------------
 
-_CLAIM_OPTIONS = {"--agent": "agent", "-a": "agent", "--type": "types", "--lease": "lease"}
+_CLAIM_OPTIONS = {"--agent": "agent", "-a": "agent", "--type": "types", "--lease": "lease", "--format": "format"}
+_CLAIM_FLAGS = {"-q": "quiet", "--quiet": "quiet"}
 
 
 def parse_queue_claim(args: list[str]) -> dict[str, Any] | None:
-    """``{"root", "agent", "types", "lease", "json"}`` for ``[--root R] queue claim --agent A
-    [--type T ...] [--lease S] [--json]``; None for anything else (typer handles it)."""
+    """``{"root", "agent", "types", "lease", "json", "format", "quiet"}`` for ``[--root R] queue claim
+    --agent A [--type T ...] [--lease S] [--json | --format F | -q]``; None for anything else (typer
+    handles it)."""
     split = split_root(args)
     if split is None:
         return None
     root, rest = split
     if rest[:2] != ["queue", "claim"]:
         return None
-    options = parse_options(rest[2:], _CLAIM_OPTIONS, repeatable=frozenset({"types"}))
+    options = parse_options(rest[2:], _CLAIM_OPTIONS, repeatable=frozenset({"types"}), flags=_CLAIM_FLAGS)
     if options is None or "agent" not in options[0]:
         return None
     values, _, json_output = options
@@ -170,7 +182,7 @@ def parse_queue_claim(args: list[str]) -> dict[str, Any] | None:
         except ValueError:
             return None  # typer's usage error says it better
     return {"root": root, "agent": values["agent"], "types": values.get("types", []), "lease": lease,
-            "json": json_output}
+            "json": json_output, "format": values.get("format"), "quiet": bool(values.get("quiet"))}
 
 
 def queue_claim(args: list[str]) -> int | None:
@@ -183,14 +195,10 @@ def queue_claim(args: list[str]) -> int | None:
         from loki.queue.queue import Queue
         from loki.storage.opening import open_store
 
+        fmt = resolve_format(parsed["format"], parsed["quiet"], parsed["json"])  # before anything is claimed
         task = Queue(open_store(parsed["root"])).claim(parsed["agent"], types=parsed["types"],
                                                        lease_seconds=parsed["lease"])
-        from loki.textsafe import for_terminal, json_for_terminal
-
-        if parsed["json"]:
-            sys.stdout.write(json_for_terminal(json.dumps({"task": task}, ensure_ascii=False, default=str)) + "\n")
-        else:
-            sys.stdout.write("".join(for_terminal(line) + "\n" for line in claim_lines(task)))
+        print_claim(task, fmt)
         return 0
 
-    return guarded(run_claim, parsed["json"])
+    return guarded(run_claim, json_errors(args))

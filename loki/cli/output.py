@@ -125,3 +125,117 @@ def claim_lines(task: dict[str, Any]) -> list[str]:
     """What ``loki queue claim`` prints for people (typer command and fast lane alike)."""
     return [f"claimed {task['id']} [{task['priority']}] {task['title']}",
             f"lease until {task['lease_until']}, token {task['claim_token']}"]
+
+
+# -- output formats (--format, -q) -----------------------------------------------------------------
+
+FORMATS = ("table", "id", "json", "jsonl")
+"""``--format``: table for people (tab-separated rows when stdout is not a terminal), id one id per line,
+json one document (as ``--json``), jsonl one JSON object per line (the items of the document's list)."""
+FORMAT_HELP = ("table (people; tab-separated rows when stdout is not a terminal), id (one id per line), json "
+               "(one document, as --json) or jsonl (one JSON object per line).")
+QUIET_HELP = "Only the ids, one per line (--format id): `id=$(loki ... -q)`."
+
+
+def resolve_format(fmt: str | None, quiet: bool, json_output: bool) -> str:
+    """The one output format ``--format``, ``-q`` and ``--json`` ask for together (case-blind, as every
+    choice on loki's command line); :class:`~loki.errors.UsageError` (exit 2) for an unknown one or two
+    that disagree (``--json --format id``)."""
+    from loki.errors import UsageError
+
+    asked: list[str] = []
+    if fmt is not None:
+        if fmt.lower() not in FORMATS:
+            raise UsageError(f"--format must be one of {', '.join(FORMATS)} (got {fmt!r})", field="format")
+        asked.append(fmt.lower())
+    if quiet:
+        asked.append("id")
+    if json_output:
+        asked.append("json")
+    if len(set(asked)) > 1:
+        named = {"id": "-q/--format id", "json": "--json/--format json"}
+        raise UsageError("choose one output format: " + " and ".join(named.get(f, f"--format {f}")
+                                                                     for f in dict.fromkeys(asked)) + " disagree",
+                         field="format")
+    return asked[0] if asked else "table"
+
+
+def json_errors(args: list[str]) -> bool:
+    """Whether errors go to stderr as one JSON document: ``--json``, or a JSON ``--format``."""
+    for index, arg in enumerate(args):
+        if arg == "--":
+            break
+        value = (args[index + 1] if arg == "--format" and index + 1 < len(args)
+                 else arg[len("--format="):] if arg.startswith("--format=") else "")
+        if arg == "--json" or value.lower() in ("json", "jsonl"):
+            return True
+    return False
+
+
+def terminal_width() -> int | None:
+    """The width to draw for when stdout is a terminal; None when it is not (a pipe, a file: plain rows).
+
+    ``LOKI_FORCE_TTY`` acts as gh's ``GH_FORCE_TTY``: set, output is drawn as for a terminal, and a
+    number is its width (tests and ``watch``-style wrappers use it).
+    """
+    forced = os.environ.get("LOKI_FORCE_TTY")
+    if forced:
+        if forced.isdigit() and int(forced) >= 20:
+            return int(forced)
+        return _columns()
+    isatty = getattr(sys.stdout, "isatty", None)
+    if isatty is None or not isatty():
+        return None
+    return _columns()
+
+
+def _columns() -> int:
+    import shutil
+
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+def plain_cell(value: object) -> str:
+    """One cell of a tab-separated row: no tab or line break inside it, escaped for a terminal."""
+    from loki.textsafe import for_terminal
+
+    text = "" if value is None else str(value)
+    return for_terminal(" ".join(text.split()) if any(c in text for c in "\t\n\r") else text)
+
+
+def write_plain_rows(rows: list[list[object]]) -> None:
+    """Rows as gh prints them into a pipe: tab-separated cells, no header, nothing cut."""
+    sys.stdout.write("".join("\t".join(plain_cell(cell) for cell in row) + "\n" for row in rows))
+
+
+def write_ids(ids: list[object]) -> None:
+    from loki.textsafe import for_terminal
+
+    sys.stdout.write("".join(for_terminal(str(i)) + "\n" for i in ids))
+
+
+def write_json(document: object) -> None:
+    from loki.textsafe import json_for_terminal
+
+    sys.stdout.write(json_for_terminal(json.dumps(document, ensure_ascii=False, default=str)) + "\n")
+
+
+def write_jsonl(items: list[Any]) -> None:
+    from loki.textsafe import json_for_terminal
+
+    sys.stdout.write("".join(json_for_terminal(json.dumps(item, ensure_ascii=False, default=str)) + "\n"
+                             for item in items))
+
+
+def print_claim(task: dict[str, Any], fmt: str) -> None:
+    """What ``loki queue claim`` prints in each format (typer command and fast lane alike)."""
+    if fmt == "json":
+        write_json({"task": task})
+    elif fmt == "jsonl":
+        write_jsonl([task])
+    elif fmt == "id":
+        write_ids([task["id"]])
+    else:
+        from loki.textsafe import for_terminal
+
+        sys.stdout.write("".join(for_terminal(line) + "\n" for line in claim_lines(task)))

@@ -6,7 +6,19 @@ from typing import Any
 
 import typer
 
-from loki.cli.common import JSON_HELP, print_json, report_notes, say, store_from, table
+from loki.cli.common import (
+    JSON_HELP,
+    footer,
+    format_option,
+    print_json,
+    print_listing,
+    quiet_option,
+    report_notes,
+    say,
+    store_from,
+    table,
+)
+from loki.cli.output import resolve_format
 from loki.wording import attempt_failed, plural
 
 app = typer.Typer(help="The task queue: add, list, claim, heartbeat, complete, fail, release, cancel, retry.",
@@ -87,21 +99,27 @@ def list_(
     label: str | None = typer.Option(None, "--label", "-l", help="Only tasks with this label."),
     limit: int | None = typer.Option(None, "--limit", "-n", help="At most this many (default 50; the total is shown)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+    fmt: str | None = format_option(),
+    quiet: bool = quiet_option(),
 ) -> None:
     """List tasks (pending by default, in claim order), with the total count."""
+    output = resolve_format(fmt, quiet, json_output)
     queue = _queue(ctx)
     result = queue.list_tasks(state, type=type_, label=label, limit=limit)
     report_notes(queue.store, result)
-    if json_output:
-        print_json(result)
-        return
-    rows = [[t["id"], t["state"], t["priority"], t["type"], t["title"], t["attempts"],
-             t["claimed_by"] or "", t["lease_until"] or (t["available_at"] if t["state"] == "pending" else "")]
-            for t in result["tasks"]]
-    table(None, ["id", "state", "priority", "type", "title", "attempts", "holder", "lease / available"], rows)
-    more = " (use --limit to see more)" if result["total"] > result["shown"] else ""
-    noun = "task" if state == "all" else f"{state} task"  # never "36 all tasks"
-    say(f"{result['shown']} of {plural(result['total'], noun)}{more}")
+
+    def people() -> None:
+        rows = [[t["id"], t["state"], t["priority"], t["type"], t["title"], t["attempts"],
+                 t["claimed_by"] or "", t["lease_until"] or (t["available_at"] if t["state"] == "pending" else "")]
+                for t in result["tasks"]]
+        # at 80 columns the type, then the state (one state listed: the footer names it) give way
+        table(None, ["id", "state", "priority", "type", "title", "tries", "holder", "lease / available"], rows,
+              droppable=["type", "state", "holder", "tries", "lease / available"])
+        more = " (use --limit to see more)" if result["total"] > result["shown"] else ""
+        noun = "task" if state == "all" else f"{state} task"  # never "36 all tasks"
+        footer(f"{result['shown']} of {plural(result['total'], noun)}{more}")
+
+    print_listing(output, result, result["tasks"], "id", people)
 
 
 @app.command("show")
@@ -146,17 +164,18 @@ def claim(
     type_: list[str] | None = typer.Option(None, "--type", help="Only tasks of this type (repeatable)."),
     lease: float | None = typer.Option(None, "--lease", help="Lease in seconds (default 3600)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+    fmt: str | None = format_option(),
+    quiet: bool = quiet_option(),
 ) -> None:
-    """Take the best ready task. Exit 3, with the reason, when nothing is ready."""
-    from loki.cli.output import claim_lines
+    """Take the best ready task. Exit 3, with the reason, when nothing is ready.
+
+    `id=$(loki queue claim --agent a1 -q)` gives the id alone; --format jsonl the task on one line.
+    """
+    from loki.cli.output import print_claim
 
     # `loki queue claim` usually runs through the fast lane (loki/cli/fast.py); both print the same.
-    task = _queue(ctx).claim(agent, types=type_ or [], lease_seconds=lease)
-    if json_output:
-        print_json({"task": task})
-    else:
-        for line in claim_lines(task):
-            say(line)
+    output = resolve_format(fmt, quiet, json_output)  # a bad format claims nothing
+    print_claim(_queue(ctx).claim(agent, types=type_ or [], lease_seconds=lease), output)
 
 
 @app.command("heartbeat")

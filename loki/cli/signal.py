@@ -11,7 +11,18 @@ from typing import Any
 
 import typer
 
-from loki.cli.common import JSON_HELP, print_json, say, store_from, table
+from loki.cli.common import (
+    JSON_HELP,
+    footer,
+    format_option,
+    print_json,
+    print_listing,
+    quiet_option,
+    say,
+    store_from,
+    table,
+)
+from loki.cli.output import resolve_format
 from loki.wording import plural
 
 app = typer.Typer(help="Signals: files one agent drops in .loki/signals/ and the watcher consumes (loki watch).",
@@ -50,23 +61,27 @@ def list_(
     ctx: typer.Context,
     archived: bool = typer.Option(False, "--archived", help="Also the signals of unknown types kept in .archive/."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+    fmt: str | None = format_option(),
+    quiet: bool = quiet_option(),
 ) -> None:
     """Signals waiting, being processed and quarantined, oldest first, and the drift log's backlog."""
     from loki.signals.emit import list_signals
 
+    output = resolve_format(fmt, quiet, json_output)
     places = ("waiting", "processing", "quarantined", *(("archived",) if archived else ()))
     result = list_signals(store_from(ctx), places=places)
-    if json_output:
-        print_json(result)
-        return
-    if result["signals"]:
-        table(None, ["place", "file", "type", "bytes"],
-              [[r["place"], r["id"], r["type"], r["bytes"] if r["kind"] == "file" else r["kind"]]
-               for r in result["signals"]])
-    counts = {place: sum(1 for r in result["signals"] if r["place"] == place) for place in places}
-    say(", ".join(f"{n} {place}" for place, n in counts.items()))
-    drift = result["drift"]
-    say(f"drift log: {drift['bytes']} bytes, {drift['pending_bytes']} not yet applied")
+
+    def people() -> None:
+        if result["signals"]:
+            table(None, ["id", "place", "type", "bytes"],
+                  [[r["id"], r["place"], r["type"], r["bytes"] if r["kind"] == "file" else r["kind"]]
+                   for r in result["signals"]])
+        counts = {place: sum(1 for r in result["signals"] if r["place"] == place) for place in places}
+        drift = result["drift"]
+        footer(", ".join(f"{n} {place}" for place, n in counts.items()) +
+               f"; drift log: {drift['bytes']} bytes, {drift['pending_bytes']} not yet applied")
+
+    print_listing(output, result, result["signals"], "id", people)
 
 
 @app.command("show")
@@ -99,17 +114,21 @@ def log(
     limit: int = typer.Option(20, "--limit", "-n", help="How many of the latest outcomes."),
     type_prefix: str | None = typer.Option(None, "--type", help="Only types starting with this (FEATURE_READY)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+    fmt: str | None = format_option(),
+    quiet: bool = quiet_option(),
 ) -> None:
     """What the latest consumed signals did (logs/signals.jsonl), newest last."""
     from loki.signals.outcomes import recent
 
+    output = resolve_format(fmt, quiet, json_output)
     records = recent(store_from(ctx), limit, type_prefix=type_prefix)
-    if json_output:
-        print_json({"total": len(records), "outcomes": records})
-        return
-    for record in records:
-        say(outcome_line(record))
-    say(plural(len(records), "outcome"))
+
+    def people() -> None:
+        table(None, ["id", "at", "outcome", "detail"],
+              [[r.get("id"), r.get("timestamp"), r.get("outcome"), r.get("detail")] for r in records])
+        footer(plural(len(records), "outcome"))
+
+    print_listing(output, {"total": len(records), "outcomes": records}, records, "id", people)
 
 
 def outcome_line(record: dict[str, Any]) -> str:
