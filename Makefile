@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP_BASE := $(VENV)/.installed-base
 STAMP_DEV  := $(VENV)/.installed-dev
 
-.PHONY: demo test test-fast lint bench torture clean
+.PHONY: demo test test-fast lint bench torture clean completion-table
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ bench: $(STAMP_DEV)
 
 torture: $(STAMP_DEV)
 	$(PY) -m tests.torture.harness --rounds $(or $(ROUNDS),200) --workers $(or $(WORKERS),4)
+
+# The table the typer-free completer reads (loki/cli/completiontable.py), from the app; tests check it is current.
+completion-table: $(STAMP_DEV)
+	$(PY) -c "from loki.cli.app import build_app; from loki.cli.completion import render_table; \
+	          print(render_table(build_app()), end='')" > loki/cli/completiontable.py.new
+	mv loki/cli/completiontable.py.new loki/cli/completiontable.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

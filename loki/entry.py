@@ -13,6 +13,10 @@ import sys
 
 
 def _fast_lane(args: list[str]) -> int | None:
+    if args[:1] == ["__complete"]:  # the shell asking for Tab candidates: it must feel instant
+        from loki.cli.completer import main as complete
+
+        return complete(args[1:])
     if args in (["--version"], ["-V"]):
         from loki import __version__
 

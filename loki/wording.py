@@ -21,3 +21,16 @@ def attempt_failed(task: dict[str, Any]) -> str:
     earlier = len(task.get("attempts", [])) - used
     return f"attempt {used} of {task['max_attempts']} failed" + (f" (after {plural(earlier, 'earlier attempt')})"
                                                                    if earlier else "")
+
+
+def duration(seconds: float | None) -> str:
+    """``3725`` -> ``1h02m``, ``45`` -> ``45s``, ``-90`` -> ``-1m30s``; None -> ``""``."""
+    if seconds is None:
+        return ""
+    total = round(seconds)
+    sign, left = ("-" if total < 0 else ""), abs(total)
+    hours, rest = divmod(left, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{sign}{hours}h{minutes:02d}m"
+    return f"{sign}{minutes}m{secs:02d}s" if minutes else f"{sign}{secs}s"

@@ -96,6 +96,18 @@ def _errors(app: typer.Typer) -> None:
     app.add_typer(errormemory.app, name="errors")
 
 
+def _agents(app: typer.Typer) -> None:
+    from loki.cli import agents
+
+    app.command("agents")(agents.agents)
+
+
+def _completion(app: typer.Typer) -> None:
+    from loki.cli import completion
+
+    app.command("completion")(completion.completion)
+
+
 REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "init": _admin,
     "status": _admin,
@@ -114,6 +126,8 @@ REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "hook": _hooks,
     "hooks": _hooks,
     "errors": _errors,
+    "agents": _agents,
+    "completion": _completion,
 }
 
 
@@ -125,12 +139,35 @@ def build_app(command: str | None = None) -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        # -h as --help, for every command: click hands a context's help option names down to its children
+        context_settings={"help_option_names": ["-h", "--help"]},
     )
     app.callback()(_main)
     registrars = [REGISTRY[command]] if command in REGISTRY else list(dict.fromkeys(REGISTRY.values()))
     for register in registrars:
         register(app)
+    reflow_help(app)
     return app
+
+
+def reflow_help(group: typer.Typer) -> None:
+    """Docstrings break lines where the source does (120 columns); help text should break where the
+    terminal does. Typer keeps single line breaks after a command's first paragraph, so each help text
+    has them joined here, paragraphs (blank lines) kept."""
+    for info in group.registered_commands:
+        doc = info.help or (info.callback.__doc__ if info.callback is not None else None)
+        if doc:
+            info.help = reflowed(doc)
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            reflow_help(sub.typer_instance)
+
+
+def reflowed(doc: str) -> str:
+    """``doc`` dedented, each paragraph on one line."""
+    import inspect
+
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in inspect.cleandoc(doc).split("\n\n"))
 
 
 def command_name(args: list[str]) -> str | None:

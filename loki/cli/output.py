@@ -134,7 +134,7 @@ FORMATS = ("table", "id", "json", "jsonl")
 json one document (as ``--json``), jsonl one JSON object per line (the items of the document's list)."""
 FORMAT_HELP = ("table (people; tab-separated rows when stdout is not a terminal), id (one id per line), json "
                "(one document, as --json) or jsonl (one JSON object per line).")
-QUIET_HELP = "Only the ids, one per line (--format id): `id=$(loki ... -q)`."
+QUIET_HELP = "Only the ids, one per line, as --format id (for id=$(loki queue claim --agent a1 -q) in a script)."
 
 
 def resolve_format(fmt: str | None, quiet: bool, json_output: bool) -> str:

@@ -480,6 +480,7 @@ class Queue:
             clear_claim(task)
             task["result"] = result
             task["completed_at"] = now
+            task["completed_by"] = agent  # the claim is cleared: who did it stays (loki agents counts it)
             task["updated_at"] = now
             unit.move(task, IN_PROGRESS, COMPLETED)
             self.rotate_hot(unit, COMPLETED)

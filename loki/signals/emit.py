@@ -173,6 +173,52 @@ def emit(
     return {"name": rel.rsplit("/", 1)[-1], "type": name, "file": rel, "signal": signal}
 
 
+_OPTION_FIELDS = {"task_id": "--task", "severity": "--severity", "agent": "--agent", "subject": "--subject"}
+"""Fields ``loki signal emit`` sets from an option rather than ``key=value``."""
+
+
+def fields(store: Store, signal_type: str) -> dict[str, Any]:
+    """The fields a signal of ``signal_type`` takes, from its schema: ``{"type", "schema", "fields": [{"name",
+    "required", "type", "enum", "option", "set_by_loki"}]}`` in the schema's order, required ones first.
+
+    ``option`` names the ``signal emit`` option that sets it (``--task`` for ``task_id``), ``set_by_loki``
+    marks the timestamp loki writes itself. Raises :class:`~loki.errors.InvalidArgument` for a type that
+    cannot be a signal's.
+    """
+    name = signal_name(signal_type)
+    schema_name = signaltypes.schema_for(name)
+    schema = store.schemas.raw(schema_name)
+    required = list(schema.get("required", []))
+    rows = []
+    for key, spec in schema.get("properties", {}).items():
+        spec = _resolve(store, spec)
+        rows.append({"name": key, "required": key in required, "type": _type_text(spec),
+                     "enum": spec.get("enum"), "option": _OPTION_FIELDS.get(key),
+                     "set_by_loki": key == "timestamp"})
+    rows.sort(key=lambda row: not row["required"])
+    return {"type": name, "schema": schema_name, "known": signaltypes.is_known(name),
+            "open": schema.get("additionalProperties", True) is not False, "fields": rows}
+
+
+def _resolve(store: Store, spec: dict[str, Any]) -> dict[str, Any]:
+    """A property's schema with a ``$ref`` into common.json followed (the definitions it shares)."""
+    ref = spec.get("$ref")
+    if isinstance(ref, str) and "#/$defs/" in ref:
+        document, _, definition = ref.partition("#/$defs/")
+        resolved = store.schemas.raw(document).get("$defs", {}).get(definition)
+        if isinstance(resolved, dict):
+            return {**resolved, **{k: v for k, v in spec.items() if k != "$ref"}}
+    return spec
+
+
+def _type_text(spec: dict[str, Any]) -> str:
+    if "enum" in spec:
+        return "one of " + ", ".join(str(v) for v in spec["enum"])
+    kind = spec.get("type", "any")
+    text = " or ".join(kind) if isinstance(kind, list) else str(kind)
+    return {"string": "text"}.get(text, text)
+
+
 # -- inspecting ------------------------------------------------------------------------------------
 
 

@@ -269,6 +269,7 @@ def complete_task(store: Store, sig: Signal) -> dict[str, Any]:
         task["result"] = {"signal": sig.id, "type": sig.type,
                           **{k: sig.body[k] for k in ("summary", "passed", "failed") if k in sig.body}}
         task["completed_at"] = now
+        task["completed_by"] = holder  # the agent whose work the tests passed (None: nobody held it)
         task["updated_at"] = now
         held = f" (held by {holder})" if holder else ""
         add_note(task, f"completed by {sig.type}{held} {sig.marker}", now, sig.agent)
