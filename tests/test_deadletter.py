@@ -479,7 +479,7 @@ def test_approve_refuses_a_task_that_is_not_waiting_for_a_human(store: Store) ->
     pending = cli(["approve", "t1", "--decision", "approve"], root=store.root)
     assert pending.code == 4 and "t1 is pending, not waiting for a human decision" in pending.stderr
     unknown = cli(["approve", "nope", "--decision", "cancel"], root=store.root)
-    assert unknown.code == 1 and "no task 'nope'" in unknown.stderr
+    assert unknown.code == 1 and "no task or escalation 'nope'" in unknown.stderr
     assert state_snapshot(store) == before  # no signal emitted
 
 
@@ -588,7 +588,7 @@ def test_an_older_escalation_can_be_closed_by_id_and_leaves_the_briefing(store: 
     unknown = cli(["escalations", "close", "20260101T000000Z-nope", "--note", "x"], root=store.root)
     assert unknown.code == 1 and "no escalation '20260101T000000Z-nope'" in unknown.stderr
     empty = cli(["escalations", "close", escalation_id, "--note", " "], root=store.root)
-    assert empty.code == 1 and "--note" in empty.stderr
+    assert empty.code == 2 and "--note" in empty.stderr  # the command line alone shows it: a usage error
     assert state_snapshot(store) == before
 
 

@@ -6,6 +6,8 @@ import typer
 
 from loki.cli.common import (
     JSON_HELP,
+    console,
+    echo,
     footer,
     format_option,
     print_json,
@@ -55,25 +57,34 @@ def escalate(
 
 def approve(
     ctx: typer.Context,
-    task_id: str = typer.Argument(..., help="The task id."),
+    task_id: str = typer.Argument(..., metavar="ID", help="The task id, or an escalation's id (escalations list): "
+                                                          "every task it is about that still waits gets the decision."),
     decision: str = typer.Option(..., "--decision", help="approve, cancel or clarify."),
     note: str | None = typer.Option(None, "--note", help="The decision's reason or the clarification."),
     approver: str | None = typer.Option(None, "--approver", help="Who decides (default: $USER)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Record a human decision on a blocked task: emits HUMAN_APPROVED for the watcher to apply."""
-    from loki.queue.approvals import approve as run_approve
+    """Record a human decision on a blocked or dead-letter task, or on every task of an escalation (a systemic one
+    too): emits HUMAN_APPROVED for the watcher to apply."""
+    from loki.queue.approvals import approve_any
     from loki.signals.watcher import describe_holder
 
     # choices are case-blind on the command line (`--decision Approve`), exact in the library
-    result = run_approve(store_from(ctx), task_id, decision.lower(), note=note, approver=approver)
+    result = approve_any(store_from(ctx), task_id, decision.lower(), note=note, approver=approver)
+    approvals = result["approvals"]
     if json_output:
-        print_json(result.to_json())
-    elif result.outcome is not None:
-        say(f"{result.outcome['outcome']}: {result.outcome.get('detail', '')}")
-    else:
-        say(f"{result.decision} for {task_id} recorded as signal {result.signal}; the running watcher "
-            f"({describe_holder(result.consumer)}) applies it")
+        # one task: the document it always was; an escalation: its id and one such document per task
+        print_json(approvals[0].to_json() if result["escalation"] is None else
+                   {"escalation": result["escalation"], "approvals": [a.to_json() for a in approvals]})
+        return
+    if result["escalation"] is not None:
+        say(f"escalation {result['escalation']}: {decision.lower()} for {plural(len(approvals), 'task')}")
+    for one in approvals:
+        if one.outcome is not None:
+            say(f"{one.outcome['outcome']}: {one.outcome.get('detail', '')}")
+        else:
+            say(f"{one.decision} for {one.task_id} recorded as signal {one.signal}; the running watcher "
+                f"({describe_holder(one.consumer)}) applies it")
 
 
 @escalations_app.command("list")
@@ -96,6 +107,38 @@ def list_(
         footer(plural(len(rows), "open escalation" if open_only else "escalation"))
 
     print_listing(output, {"total": len(rows), "escalations": rows}, rows, "id", people)
+
+
+@escalations_app.command("show")
+def show(
+    ctx: typer.Context,
+    escalation_id: str = typer.Argument(..., metavar="ID", help="The escalation's id as `escalations list` shows it "
+                                                               "(or the task id it ends with, when unique)."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Render one escalation file: what failed, the attempts, the options, and its resolution once decided."""
+    from loki.cli.output import terminal_width
+    from loki.queue.escalations import show as run_show
+
+    result = run_show(store_from(ctx), escalation_id)
+    if json_output:
+        print_json(result)
+        return
+    tasks = ", ".join(f"{t['id']} ({t['state'] or 'gone'})" for t in result["tasks"]) or "none"
+    state = "open" if result["open"] else f"resolved: {result['resolution']}"
+    say(f"{result['id']}: {state}; tasks: {tasks}")
+    body = result["text"].split("\n", 1)[1] if result["text"].startswith("<!--") else result["text"]
+    if terminal_width() is None:
+        echo(body.rstrip("\n"))
+    else:
+        from rich.markdown import Markdown
+
+        from loki.textsafe import for_terminal
+
+        console().print(Markdown(for_terminal(body)))
+    if result["open"] and result["tasks"]:
+        say(f"decide with `loki approve {result['id']} --decision approve|cancel|clarify`, or close it with "
+            f"`loki escalations close {result['id']} --note ...`")
 
 
 @escalations_app.command("close")

@@ -103,3 +103,65 @@ def approve(store: Store, task_id: str, decision: str, *, note: str | None = Non
                         applied_now=False, reason=why)
     return Approval(signal=emitted["name"], task_id=task_id, decision=decision, approver=who,
                     applied_now=done["consumed"], outcome=mine, consumer=None if done["consumed"] else done["consumer"])
+
+
+def approve_escalation(store: Store, escalation_id: str, decision: str, *, note: str | None = None,
+                       approver: str | None = None) -> list[Approval]:
+    """:func:`approve` for every task an escalation is about that still waits for a human: the one task of
+    an ordinary escalation, each dead-letter entry of a systemic one (the dead-letter review escalates
+    several entries with one root cause in one file). ``escalation_id`` is what ``escalations list``
+    shows (or a unique task or ``systemic-...`` id it ends with: :func:`loki.queue.escalations.find`).
+
+    Raises :class:`~loki.errors.InvalidInput` for a strike escalation (a tool call, not a task: ``loki
+    errors reset``), :class:`~loki.errors.Conflict` when none of its tasks waits for a decision any more
+    (close it with ``loki escalations close``), and whatever :func:`approve` raises for a task.
+    """
+    from loki.errors import Conflict, InvalidInput
+    from loki.queue.escalations import find, read_header, tasks_of
+    from loki.queue.queue import Queue
+    from loki.storage import layout
+    from loki.strikes.strikes import ESCALATION_PREFIX
+
+    stem = find(store, escalation_id)
+    row = read_header(store, f"{layout.ESCALATIONS_DIR}/{stem}.md")
+    if str(row["task_id"] or "").startswith(ESCALATION_PREFIX):
+        raise InvalidInput(f"{stem} escalates a tool call that kept failing (3-strike protocol), not a task: once "
+                           "the cause is fixed, `loki errors reset` clears it, or `loki escalations close` closes it",
+                           field="task_id", escalation=stem)
+    waiting = [task_id for task_id in tasks_of(store, row["file"], row["task_id"])
+               if _state(Queue(store), task_id) in WAITING_STATES]
+    if not waiting:
+        raise Conflict(f"no task of escalation {stem} waits for a human decision any more; `loki escalations close "
+                       f"{stem} --note ...` closes it", escalation=stem)
+    return [approve(store, task_id, decision, note=note, approver=approver) for task_id in waiting]
+
+
+def _state(queue: Any, task_id: str) -> str | None:
+    from loki.errors import NotFound
+
+    try:
+        return str(queue.show(task_id)["state"])
+    except NotFound:
+        return None
+
+
+def approve_any(store: Store, target: str, decision: str, *, note: str | None = None,
+                approver: str | None = None) -> dict[str, Any]:
+    """What ``loki approve ID`` does: ``ID`` is a task (:func:`approve`) or, when no task has that id, an
+    escalation (:func:`approve_escalation`). Returns ``{"escalation": its id or None, "approvals": [...]}``."""
+    from loki.errors import InvalidArgument, NotFound
+    from loki.queue.escalations import DECISIONS
+
+    if decision not in DECISIONS:  # before anything is looked up: the command line alone shows it
+        raise InvalidArgument(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
+    try:
+        return {"escalation": None, "approvals": [approve(store, target, decision, note=note, approver=approver)]}
+    except NotFound as missing:
+        try:
+            from loki.queue.escalations import find
+
+            stem = find(store, target)
+        except NotFound:
+            raise NotFound(f"no task or escalation {target!r} (`loki escalations list --open` shows what waits for "
+                           "a human)", task_id=target) from missing
+    return {"escalation": stem, "approvals": approve_escalation(store, stem, decision, note=note, approver=approver)}

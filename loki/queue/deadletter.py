@@ -14,6 +14,7 @@ from loki.config import setting
 from loki.errors import InvalidArgument, NotFound
 from loki.queue.tasks import add_note, clear_claim, start_fresh_budget
 from loki.storage.paths import check_id
+from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -294,22 +295,25 @@ class DeadLetter:
         return rel
 
     def _escalate_systemic(self, group: list[dict[str, Any]], reason: str, now: str) -> str:
-        from loki.queue.escalations import write_file
+        from loki.queue.escalations import SYSTEMIC_PREFIX, write_file
 
+        digest_id = SYSTEMIC_PREFIX + hashlib.sha256(_root_cause(group[0]).encode()).hexdigest()[:12]
         ids = [e["task_id"] for e in group]
         values = {
             "task_title": f"Systemic issue across {len(group)} tasks", "task_id": ", ".join(ids),
             "failure_count": str(sum(e["failure_count"] for e in group)), "trigger": reason,
             "error_summary": group[0]["error_summary"],
-            "attempts_log": "\n".join(f"- {e['task_id']} ({e['task_data'].get('title')}): {e['failure_count']} "
-                                      f"attempts, last {e['last_failure']}" for e in group),
+            "attempts_log": "\n".join(f"- {e['task_id']} ({e['task_data'].get('title')}): "
+                                      f"{plural(e['failure_count'], 'attempt')}, last {e['last_failure']}"
+                                      for e in group),
             "agent_analysis": "Several tasks fail with one root cause: fixing it once is likely to unblock all of "
                               "them; retrying them one by one is not.",
-            "recommended_options": "1. Fix the root cause (architectural review), then approve each task.\n"
-                                   "2. Cancel the affected tasks if the feature is out of scope.",
+            "recommended_options": "1. Fix the root cause (architectural review), then approve every task at once "
+                                   f"(loki approve {digest_id} --decision approve --note ...).\n"
+                                   "2. Cancel the affected tasks if the feature is out of scope "
+                                   f"(loki approve {digest_id} --decision cancel).",
             "timestamp": now, "agent": "loki deadletter review",
         }
-        digest_id = "systemic-" + hashlib.sha256(_root_cause(group[0]).encode()).hexdigest()[:12]
         rel = write_file(self.store, task_id=digest_id, values=values, now=now)
         for entry in group:
             entry["recovery_strategy"] = "requires_human_review"

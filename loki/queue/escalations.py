@@ -52,6 +52,8 @@ PLACEHOLDERS = {
     "agent": "who escalated",
 }
 DECISIONS = ("approve", "cancel", "clarify")
+SYSTEMIC_PREFIX = "systemic-"
+"""The header task of an escalation the dead-letter review wrote for several entries with one root cause."""
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _HEADER = re.compile(r"^<!-- loki-escalation (\{.*\}) -->$")
 RESOLUTION_HEADING = "### Resolution"
@@ -264,6 +266,53 @@ def list_escalations(store: Store, *, open_only: bool = False) -> list[dict[str,
     return [r for r in rows if r["open"] or not open_only]
 
 
+def find(store: Store, spec: str) -> str:
+    """The id of the escalation ``spec`` names: its id (the file name without ``.md``, as ``escalations
+    list`` shows it), its file name, or what it escalates (a task id, ``systemic-<hash>``) when exactly
+    one escalation ends with it -- else :class:`~loki.errors.NotFound` (exit 1) listing the candidates."""
+    stem = spec.removesuffix(".md")
+    check_id(stem, "escalation id")
+    ids = [n.removesuffix(".md") for n in store.list(layout.ESCALATIONS_DIR) if n.endswith(".md")]
+    if stem in ids:
+        return stem
+    # "<UTC-ts>-<task_id>" and "<UTC-ts>-<task_id>-2": the task id alone names it when it is unique
+    matches = sorted(i for i in ids if i.partition("-")[2] == stem
+                     or (i.partition("-")[2].rsplit("-", 1)[0] == stem and i.rsplit("-", 1)[1].isdigit()))
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise NotFound(f"{stem!r} names {len(matches)} escalations: {', '.join(matches)}; give one of them",
+                       escalation=stem, candidates=matches)
+    known = [row["id"] for row in list_escalations(store, open_only=True)][-5:]
+    raise NotFound(f"no escalation {stem!r} (open: {', '.join(known) or 'none'}; see `loki escalations list`)",
+                   escalation=stem)
+
+
+def tasks_of(store: Store, file_name: str, header_task: str | None) -> list[str]:
+    """The tasks an escalation is about: its header's task, or for a systemic one (several dead-letter entries
+    with one root cause, escalated in one file) every entry and blocked task that points to the file."""
+    if header_task is not None and not header_task.startswith(SYSTEMIC_PREFIX):
+        return [header_task]
+    view = store.tasks().view(["blocked", "dead-letter"])
+    found = [e["task_id"] for e in view["dead-letter"] if e.get("escalation") == file_name]
+    found += [t["id"] for t in view["blocked"] if (t.get("blocked") or {}).get("escalation") == file_name]
+    return found
+
+
+def show(store: Store, spec: str) -> dict[str, Any]:
+    """One escalation: its header fields, whether it is open and how it was resolved, the tasks it is about
+    (with the state each is in now) and its whole Markdown ``text``."""
+    stem = find(store, spec)
+    rel = f"{layout.ESCALATIONS_DIR}/{stem}.md"
+    row = read_header(store, rel)
+    view = store.tasks().view([*HOT_STATES, "dead-letter", "abandoned"])
+    where = {t["id"]: state for state in HOT_STATES for t in view[state]}
+    where.update({e["task_id"]: state for state in ("dead-letter", "abandoned") for e in view[state]})
+    tasks = [{"id": task_id, "state": where.get(task_id)} for task_id in tasks_of(store, row["file"], row["task_id"])]
+    return {**row, "systemic": str(row["task_id"] or "").startswith(SYSTEMIC_PREFIX), "tasks": tasks,
+            "text": store.read_text(rel) or ""}
+
+
 def mark_resolved(store: Store, file_name: str | None, text: str) -> None:
     """Append the Resolution section to an escalation file (once: a file already answered is left alone)."""
     if not file_name:
@@ -285,15 +334,12 @@ def close(store: Store, escalation_id: str, *, note: str, by: str | None = None)
     it. The Resolution section records who closed it, when and why; the task stays where it is
     (``approve`` is the decision on the task, and resolves all of its escalations).
     """
-    stem = escalation_id.removesuffix(".md")
-    check_id(stem, "escalation id")
+    check_id(escalation_id.removesuffix(".md"), "escalation id")
     if not note.strip():
-        raise InvalidInput("--note must say why the escalation is closed (it is recorded in the file)", field="note")
+        raise InvalidArgument("--note must say why the escalation is closed (it is recorded in the file)",
+                              field="note")
+    stem = find(store, escalation_id)
     rel = f"{layout.ESCALATIONS_DIR}/{stem}.md"
-    if store.read_text(rel) is None:
-        known = [row["id"] for row in list_escalations(store, open_only=True)][-5:]
-        raise NotFound(f"no escalation {stem!r} (open: {', '.join(known) or 'none'}; see `loki escalations list`)",
-                       escalation=stem)
     row = read_header(store, rel)
     if not row["open"]:
         raise Conflict(f"escalation {stem} is already resolved ({row['resolution']}); nothing changed",
