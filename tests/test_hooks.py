@@ -99,8 +99,29 @@ def test_the_warn_tier_reminds_before_the_same_call(project: Path) -> None:
     before = hook("pre-tool-use", payload("pre_tool_use_bash", project), cwd=project)
     assert (before.code, before.stdout) == (0, "")  # one failure: no noise
     fail_cargo(project)
-    reminder = context_of(hook("pre-tool-use", payload("pre_tool_use_bash", project), cwd=project), "PreToolUse")
+    # the failing session got "strike 2 of 3" right after the failure: once is enough for it
+    same = hook("pre-tool-use", payload("pre_tool_use_bash", project), cwd=project)
+    assert (same.code, same.stdout) == (0, "")
+    other = payload("pre_tool_use_bash", project, session_id="another-session")  # never told: reminded
+    reminder = context_of(hook("pre-tool-use", other, cwd=project), "PreToolUse")
     assert "strike 2 of 3" in reminder and "permissionDecision" not in reminder
+
+
+def test_a_stopped_call_whose_variant_passed_stays_stopped_and_says_what_passed(project: Path) -> None:
+    for _ in range(3):
+        fail_cargo(project)
+    fixed = payload("post_tool_use_bash", project, tool_input={"command": "cargo build --release --offline"},
+                    tool_response={"stdout": "Finished", "stderr": "", "interrupted": False, "isImage": False})
+    assert hook("post-tool-use", fixed, cwd=project).code == 0
+    denied = hook("pre-tool-use", payload("pre_tool_use_bash", project), cwd=project).json()["hookSpecificOutput"]
+    assert denied["permissionDecision"] == "deny"
+    reason = denied["permissionDecisionReason"]
+    assert "A similar call passed since (Bash `cargo build --release --offline`" in reason
+    assert "`loki errors reset Bash:" in reason and "lifts the stop" in reason
+    fail_cargo(project)  # it failed again after that: the variant was not its fix
+    again = hook("pre-tool-use", payload("pre_tool_use_bash", project), cwd=project).json()["hookSpecificOutput"]
+    assert "A similar call passed since" not in again["permissionDecisionReason"]
+    assert tree_problems(project / ".loki") == []
 
 
 @pytest.mark.parametrize(("decision", "expected"), [("ask", "ask"), ("context", None)])
@@ -252,7 +273,7 @@ def test_a_lone_surrogate_is_replaced_and_the_strike_recorded(project: Path) -> 
     (streak,) = strikes_of(project).active()
     assert streak["strike_count"] == 2 and "\ufffd" in streak["input_preview"]
     # PreToolUse reads the same call the same way, now that the branch has strikes.
-    pre = payload("pre_tool_use_bash", project, tool_input={"command": "echo @"})
+    pre = payload("pre_tool_use_bash", project, tool_input={"command": "echo @"}, session_id="another-session")
     answer = hook("pre-tool-use", _cut_emoji(pre), cwd=project)
     assert answer.code == 0 and "internal error" not in answer.stderr, answer.stderr
     assert "MUST use a different approach" in answer.stdout or "failed 2 times" in answer.stdout, answer.stdout

@@ -65,8 +65,8 @@ def hit_for(project: Path, query: str, command: str) -> dict[str, Any]:
     return matching[0]
 
 
-def pre_tool_use(project: Path, command: str) -> Any:
-    result = hook("pre-tool-use", payload("pre_tool_use_bash", project, tool_input={"command": command}),
+def pre_tool_use(project: Path, command: str, **changes: Any) -> Any:
+    result = hook("pre-tool-use", payload("pre_tool_use_bash", project, tool_input={"command": command}, **changes),
                   cwd=project)
     assert result.code == 0, result.stderr
     return result
@@ -187,7 +187,9 @@ def test_a_fixed_streak_is_shown_by_search_and_by_pre_tool_use(project: Path) ->
     people = cli(["errors", "search", "requests"], root=project / ".loki")
     assert "fixed by `python app.py --vendor ./vendor` (2 calls later, confidence 0.63)" in people.stdout
 
-    strikes, hint = context_of(pre_tool_use(project, "python app.py"), "PreToolUse").split("\n")
+    # the failing session was warned right after strike 2: now it gets the hint alone; another session both
+    assert context_of(pre_tool_use(project, "python app.py"), "PreToolUse").count("\n") == 0
+    strikes, hint = context_of(pre_tool_use(project, "python app.py", session_id="another"), "PreToolUse").split("\n")
     assert "strike 2 of 3" in strikes  # the failing call itself still has its strikes: both are said
     assert "Recovery suggestion (missing_module) at app.py:1:" in strikes  # the primary location is named
     assert hint == (

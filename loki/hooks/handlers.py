@@ -118,6 +118,9 @@ def _strike_answer(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
             "permissionDecisionReason": deny_reason(tiers, entry, label, key, branch),
         }}
     if tier == WARN:
+        session = payload.get("session_id")
+        if isinstance(session, str) and session and session == entry.get("last_session"):
+            return None  # this session got the warning right after the failure: once is enough
         return context_answer("PreToolUse", warn_text(tiers, entry, label))
     return None
 

@@ -226,6 +226,8 @@ class Strikes:
                 entry["last_call"] = call_number
             if session is not None and session not in entry.setdefault("sessions", []):
                 entry["sessions"] = [*entry["sessions"], session][-SESSIONS_PER_KEY:]
+            entry["last_session"] = session  # told right after this failure: PreToolUse need not repeat it
+            entry.pop("fixed_by", None)  # failing again after a variant passed: that was not its fix
             doc["attempts"].append({"timestamp": now, "tool": tool, "input_hash": input_hash, "error": message,
                                     "error_hash": error_hash, "error_class": error_class,
                                     "strike": entry["strike_count"], "status": "unresolved", "session": session})
@@ -274,8 +276,11 @@ class Strikes:
         with self.store.transaction(self.rel) as txn:
             doc = self._read(txn)
             ended = []
+            now = self.store.now_ts()
             for other in _resolvable(doc["keys"], key, tool, prefix):
                 entry = doc["keys"][other]
+                if other != key:  # a variant passed: the exact call stays stopped, its deny names the variant
+                    entry["fixed_by"] = {"call": strikekey.call_label(tool, tool_input), "at": now}
                 last = entry.get("last_call")
                 between = call_number - last - 1 if isinstance(last, int) and call_number is not None else 0
                 ended.append({"key": other, "entry": dict(entry), "memory_ids": list(entry["memory_ids"]),
@@ -288,7 +293,7 @@ class Strikes:
             if ended and on_resolved is not None:
                 on_resolved(ended)
             if ended or cleared is not None:
-                _finish(doc, self.store.now_ts())
+                _finish(doc, now)
                 txn.write(self.rel, doc)
         if cleared is not None:
             self._close_escalation(cleared, "the same call succeeded; the strikes were cleared")

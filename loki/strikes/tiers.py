@@ -152,6 +152,13 @@ def deny_reason(tiers: Tiers, entry: dict[str, Any], label: str, key: str, branc
     last_text = f" Last error{at}: {clip(last)}." if isinstance(last, str) and last else ""
     escalation = entry.get("escalation")
     where = f" It was escalated: .loki/escalations/{escalation}." if isinstance(escalation, str) and escalation else ""
+    fixed = entry.get("fixed_by")
+    if isinstance(fixed, dict) and isinstance(fixed.get("call"), str):
+        # A variant passing is recorded as the fix, but does not prove this exact call works now.
+        return (f"loki 3-strike protocol: {label} has failed {count} times in a row on branch {branch} and is "
+                f"stopped.{last_text}{where} A similar call passed since ({fixed['call']} at {fixed.get('at')}, "
+                f"recorded as its fix): run that instead; if the cause is fixed for this exact call too, "
+                f"`loki errors reset {key}` lifts the stop.")
     return (f"loki 3-strike protocol: {label} has failed {count} times in a row on branch {branch} and is stopped."
             f"{last_text}{where} Use a different approach or ask the user; once the cause is fixed, "
             f"`loki errors reset {key}` clears it.")
