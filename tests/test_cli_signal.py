@@ -231,3 +231,36 @@ def test_an_escalations_own_signal_is_not_reported_as_skipped(root: Path) -> Non
     assert line.startswith("10:00:00 HUMAN_REVIEW_NEEDED already_applied: t1 already waits for a human until "
                            "2026-01-26T10:00:00Z (security_decision, escalations/20260125T100000Z-t1.md)")
     assert result.stdout.splitlines()[-1] == "1 signal handled: 1 already_applied"
+
+
+# -- what an operator needs to emit a signal right the first time --------------------------------------------
+
+
+def test_signal_fields_lists_each_types_fields_and_how_to_give_them(root: Path) -> None:
+    drift = cli(["signal", "fields", "DRIFT_DETECTED", "--json"], root=root).json()
+    assert [f["name"] for f in drift["fields"] if f["required"]] == ["timestamp", "task_id", "severity",
+                                                                      "detected_drift"]
+    assert {f["name"]: f["option"] for f in drift["fields"]}["task_id"] == "--task"
+    rows = [line.split("\t") for line in cli(["signal", "fields", "TESTS_PASSED_auth"], root=root).stdout.splitlines()]
+    assert ["passed", "", "integer", "passed:=JSON"] in rows and ["summary", "", "text", "summary=TEXT"] in rows
+    refused = cli(["signal", "emit", "DRIFT_DETECTED", "--task", "t1"], root=root)
+    assert refused.code == 2 and "`loki signal fields DRIFT_DETECTED` lists the fields it takes" in refused.stderr
+    assert cli(["signal", "fields", "not a type"], root=root).code == 2
+
+
+@pytest.mark.parametrize("lane", ["fast", "typer"])
+def test_a_signal_about_a_task_that_does_not_exist_is_refused(root: Path, lane: str) -> None:
+    cli(["queue", "add", "real", "--id", "t1"], root=root)
+    before = snapshot_bytes(root)
+    args = ["signal", "emit", "TESTS_PASSED_auth", "--task", "nope"]
+    done = fast(args, root) if lane == "fast" else cli(args, root=root)
+    assert done.code == 1 and "no task 'nope'" in done.stderr and "nothing was emitted" in done.stderr
+    assert snapshot_bytes(root) == before
+    ok = fast([*args[:-1], "t1"], root) if lane == "fast" else cli([*args[:-1], "t1"], root=root)
+    assert ok.code == 0, ok.stderr
+
+
+def test_a_drift_report_says_where_it_went_in_words(root: Path) -> None:
+    cli(["queue", "add", "real", "--id", "t1"], root=root)
+    done = cli(["signal", "emit", "DRIFT_DETECTED", "--task", "t1", "--severity", "low", "detected_drift=x"], root=root)
+    assert done.stdout == "appended to the drift log (signals/DRIFT_DETECTED); the watcher applies it\n"

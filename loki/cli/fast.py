@@ -148,7 +148,7 @@ def signal_emit(args: list[str]) -> int | None:
 
         fields = fields_from(text("data"), [str(f) for f in parsed["fields"]])
         result = emit(open_store(text("root")), str(parsed["type"]), fields, subject=text("subject"),
-                      task_id=text("task_id"), severity=text("severity"), agent=text("agent"))
+                      task_id=text("task_id"), severity=text("severity"), agent=text("agent"), known_task=True)
         print_emitted(result, json_output)
         return 0
 

@@ -116,7 +116,7 @@ def print_emitted(result: dict[str, object], json_output: bool) -> None:
     if json_output:
         sys.stdout.write(json_for_terminal(json.dumps(result, ensure_ascii=False, default=str)) + "\n")
     elif "offset" in result:
-        sys.stdout.write(f"appended to {result['file']} at byte {result['offset']}\n")
+        sys.stdout.write(f"appended to the drift log ({result['file']}); the watcher applies it\n")
     else:
         sys.stdout.write(f"emitted {result['name']} ({result['file']})\n")
 

@@ -52,8 +52,35 @@ def emit(
     from loki.signals.emit import fields_from
 
     result = emit_signal(store_from(ctx), signal_type, fields_from(data, fields or []), subject=subject,
-                         task_id=task_id, severity=severity, agent=agent)
+                         task_id=task_id, severity=severity, agent=agent, known_task=True)
     print_emitted(result, json_output)
+
+
+@app.command("fields")
+def fields_(
+    ctx: typer.Context,
+    signal_type: str = typer.Argument(..., metavar="TYPE", help="A signal type: DRIFT_DETECTED, TESTS_PASSED_auth, "
+                                                               "a custom UPPER_CASE one..."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """The fields a signal type takes, required ones first, and how `signal emit` sets each (option or key=value)."""
+    from loki.signals.emit import fields
+
+    result = fields(store_from(ctx), signal_type)
+    if json_output:
+        print_json(result)
+        return
+
+    def how(row: dict[str, Any]) -> str:
+        if row["set_by_loki"]:
+            return "set by loki"
+        return f"{row['option']} VALUE" if row["option"] else f"{row['name']}=TEXT" if row["type"] == "text" \
+            else f"{row['name']}:=JSON"
+
+    table(None, ["field", "required", "type", "give it as"],
+          [[r["name"], "yes" if r["required"] else "", r["type"], how(r)] for r in result["fields"]])
+    more = "; any other field is kept as given" if result["open"] else ""
+    footer(f"{result['type']}: schema {result['schema']}{more}")
 
 
 @app.command("list")

@@ -146,7 +146,9 @@ def build(
     signal.update(fields or {})
     found = store.schemas.problems(signaltypes.schema_for(name), signal)
     if found:
-        raise InvalidFields(f"signal {name}", found)
+        error = InvalidFields(f"signal {name}", found)
+        error.message += f" (`loki signal fields {name}` lists the fields it takes)"
+        raise error
     return name, signal
 
 
@@ -159,10 +161,20 @@ def emit(
     task_id: str | None = None,
     severity: str | None = None,
     agent: str | None = None,
+    known_task: bool = False,
 ) -> dict[str, Any]:
-    """Validate and publish one signal. Returns ``{"name", "type", "file", "signal"}``."""
+    """Validate and publish one signal. Returns ``{"name", "type", "file", "signal"}``.
+
+    ``known_task``: refuse a ``task_id`` that names no task (:class:`~loki.errors.NotFound`, exit 1, nothing
+    published), as ``loki approve`` does; ``loki signal emit`` asks for it. loki's own emitters name tasks
+    they just read.
+    """
     name, signal = build(store, signal_type, fields, subject=subject, task_id=task_id, severity=severity,
                          agent=agent)
+    named = signal.get("task_id")
+    if known_task and isinstance(named, str) and not task_exists(store, named):
+        raise NotFound(f"no task {named!r}: a signal about a task must name one that exists (`loki queue list "
+                       "--state all`); nothing was emitted", task_id=named)
     if name == signaltypes.DRIFT:
         offset = store.append_lines(DRIFT_LOG, [signal])
         return {"name": name, "type": name, "file": DRIFT_LOG, "offset": offset, "signal": signal}
@@ -171,6 +183,17 @@ def emit(
     rel = store.create_unique(layout.SIGNALS_DIR, name, jsonio.dumps_document(signal), separator=".",
                               mtime_ns=time.time_ns())
     return {"name": rel.rsplit("/", 1)[-1], "type": name, "file": rel, "signal": signal}
+
+
+def task_exists(store: Store, task_id: str) -> bool:
+    """Whether any state holds ``task_id``: the queue files, dead-letter, abandoned or the archive."""
+    tasks = store.tasks()
+    view = tasks.view([*layout.QUEUE_STATES, "dead-letter", "abandoned"])
+    for state, records in view.items():
+        key = "task_id" if state in ("dead-letter", "abandoned") else "id"
+        if any(record.get(key) == task_id for record in records):
+            return True
+    return tasks.find_archived(task_id) is not None
 
 
 _OPTION_FIELDS = {"task_id": "--task", "severity": "--severity", "agent": "--agent", "subject": "--subject"}
