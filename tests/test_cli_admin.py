@@ -338,7 +338,9 @@ def test_init_in_a_subdirectory_of_a_repository_goes_to_its_top(tmp_path: Path,
     assert (tmp_path / ".loki" / "queue" / "pending.json").is_file() and not (deep / ".loki").exists()
     assert str(tmp_path / ".loki") in result.stdout and "top of the git repository" in result.stdout
     assert "--path ." in result.stdout  # and how to put it here instead
-    assert cli(["init", "--json"]).json() == {"root": str(tmp_path / ".loki"), "created": [], "location": "git_top"}
+    document = cli(["init", "--json"]).json()
+    assert {k: document[k] for k in ("root", "created", "location")} == {"root": str(tmp_path / ".loki"), "created": [],
+                                                                        "location": "git_top"}
     # A worktree (.git is a file) has its own top.
     wt = tmp_path / "wt"
     (wt / "sub").mkdir(parents=True)
@@ -388,3 +390,25 @@ def test_where_init_goes_is_decided_by_the_library(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="exists and is not a directory") as refused:
         init_tree(str(tmp_path / "file"))
     assert refused.value.exit_code == 1 and (tmp_path / "file").read_text() == "x"
+
+
+def test_init_says_what_to_do_next_and_offers_gitignore(tmp_path: Path) -> None:
+    project = tmp_path / "repo"
+    (project / ".git").mkdir(parents=True)
+    (project / ".gitignore").write_text("node_modules/")  # no final newline: ours starts on a line of its own
+    first = cli(["init", "--path", str(project)])
+    lines = first.stdout.splitlines()
+    assert lines[0].endswith("(23 new files and directories)") and len(lines[0]) < 200  # not 23 paths on a line
+    assert "`loki init --gitignore` adds it" in first.stdout and "next:" in lines
+    assert any(line.strip().startswith("loki queue add") for line in lines)
+    assert (project / ".gitignore").read_text() == "node_modules/"  # only offered
+    added = cli(["init", "--path", str(project), "--gitignore", "--json"]).json()
+    assert added["gitignore"] == {"repository": True, "file": str(project / ".gitignore"), "ignored": True,
+                                  "added": True}
+    assert (project / ".gitignore").read_text().splitlines()[1:] == [
+        "# loki's live state of the agents on this machine (loki init)", ".loki/"]
+    again = cli(["init", "--path", str(project), "--gitignore"])
+    assert "added" not in again.stdout and "not in" not in again.stdout and "next:" not in again.stdout
+    assert (project / ".gitignore").read_text().count(".loki/") == 1
+    outside = cli(["init", "--path", str(tmp_path / "plain")])
+    assert "gitignore" not in outside.stdout  # no repository: nothing to offer

@@ -327,3 +327,18 @@ def test_a_broken_breakers_file_fails_every_command_and_stays_as_it_is(
     assert (root / layout.BREAKERS).read_bytes() == content
     assert snapshot_bytes(root) == before
     assert not (tmp_path / "ran").exists()
+
+
+def test_a_misspelt_breaker_gets_a_did_you_mean(root: Path) -> None:
+    put(root, {"api/claude": OPEN})
+    status = cli(["breaker", "status", "api/cluade"], root=root)
+    assert status.stdout.startswith("api/cluade: CLOSED (never recorded; did you mean api/claude?)\n")
+    assert cli(["breaker", "status", "api/cluade", "--json"], root=root).json()["did_you_mean"] == "api/claude"
+    for check in (loki_proc(["breaker", "check", "api/cluade"], root=root),  # the fast lane
+                  cli(["breaker", "check", "api/cluade"], root=root)):  # typer
+        assert check.code == 0 and check.stdout == "go: api/cluade is CLOSED\n"
+        assert check.stderr == ("note: no breaker 'api/cluade' was recorded before (did you mean api/claude?); "
+                                "a new name starts CLOSED\n")
+    unrelated = loki_proc(["breaker", "check", "db/postgres"], root=root)
+    assert (unrelated.code, unrelated.stderr) == (0, "")
+    assert cli(["breaker", "status", "api/claude", "--json"], root=root).json()["did_you_mean"] is None

@@ -227,3 +227,16 @@ def test_a_machine_specific_command_is_flagged_only_for_a_shared_settings_file(
                 root=root)
     assert local.code == 0 and "/opt/tools/bin/loki hook pre-tool-use" in local.stdout
     assert "a path on this machine only" not in local.stderr  # already what the note would advise
+
+
+def test_uninstall_removes_a_settings_file_that_held_only_lokis_hooks(root: Path, settings: Path) -> None:
+    install(root)  # loki created .claude/settings.json
+    dry = cli(["hooks", "uninstall", "--dry-run"], root=root)
+    assert "would remove" in dry.stdout and "it held only loki's hooks" in dry.stdout and settings.exists()
+    done = cli(["hooks", "uninstall", "--json"], root=root).json()
+    assert done["removed"] is True and done["document"] == {}
+    assert not settings.exists() and not settings.parent.exists()  # no `{}` left behind, no empty .claude/
+    install(root)
+    (settings.parent / "agents").mkdir()  # something else of the user's in .claude/
+    assert cli(["hooks", "uninstall"], root=root).code == 0
+    assert not settings.exists() and settings.parent.exists()

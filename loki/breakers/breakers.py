@@ -550,6 +550,17 @@ class Breakers:
         check_name(name)
         return self._status_of(name, doc.get(name), now)
 
+    def similar(self, name: str) -> str | None:
+        """A recorded breaker whose name is close to ``name`` when ``name`` itself was never recorded (a typo
+        such as ``api/cluade`` is silently a new, CLOSED breaker): what "did you mean" names, else None."""
+        doc = self.store.read(layout.BREAKERS)
+        if name in doc or not doc:
+            return None
+        import difflib
+
+        close = difflib.get_close_matches(name, sorted(doc), n=1, cutoff=0.75)
+        return close[0] if close else None
+
     def _status_of(self, name: str, entry: dict[str, Any] | None, now: datetime) -> BreakerStatus:
         settings = self.settings(name)
         machine = effective(name, entry if entry is not None else new_entry(None), settings, now)

@@ -22,12 +22,14 @@ def init(
     path: str | None = typer.Option(None, "--path",
                                     help="Project directory to create .loki/ in (default: the top of the git "
                                          "repository, else the current directory)."),
+    gitignore: bool = typer.Option(False, "--gitignore", help="Also add .loki/ to the .gitignore beside it (the live "
+                                                              "state must not be committed)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Create the .loki/ tree. Idempotent: existing files are never overwritten."""
     from loki.errors import UsageError
     from loki.storage.paths import STATE_DIR_NAME, init_directory
-    from loki.storage.tree import init_tree
+    from loki.storage.tree import gitignore_state, ignore_in_git, init_tree
 
     explicit = root_option(ctx)
     source = ctx.find_root().get_parameter_source("root")  # LOKI_ROOT is ambient, --root is explicit
@@ -41,8 +43,10 @@ def init(
         project, location = init_directory(path, os.getcwd())
         root = os.path.join(project, STATE_DIR_NAME)
     created = init_tree(root)
+    added = ignore_in_git(root) if gitignore else False
+    ignore = {**gitignore_state(root), "added": added}
     if json_output:
-        print_json({"root": root, "created": created, "location": location})
+        print_json({"root": root, "created": created, "location": location, "gitignore": ignore})
         return
     where = {"root": "as --root says", "env": "as LOKI_ROOT says", "path": "as --path says",
              "cwd": "in the current directory (not in a git repository)",
@@ -50,9 +54,27 @@ def init(
     if location == "git_top" and os.path.dirname(root) != os.path.abspath(os.getcwd()):
         where += " (`loki init --path .` puts it in the current directory instead)"
     if created:
-        say(f"initialised {root} {where}; {len(created)} new: {', '.join(created)}")
+        made = plural(len(created), "new file or directory", "new files and directories")
+        say(f"initialised {root} {where} ({made})")
     else:
         say(f"{root} is already initialised; nothing changed")
+    if added:
+        say(f"added .loki/ to {ignore['file']}")
+    elif ignore["repository"] and not ignore["ignored"]:
+        say(f"note: .loki/ is not in {ignore['file']}: it is this machine's live state, never to be committed; "
+            "`loki init --gitignore` adds it")
+    if created:
+        for line in NEXT_STEPS:
+            say(line)
+
+
+NEXT_STEPS = (
+    "next:",
+    "  loki hooks install                 Claude Code: strikes, error memory, a briefing at session start",
+    '  loki queue add "TITLE" -p high     add work; agents take it with `loki queue claim --agent NAME -q`',
+    "  loki watch                         in a terminal of its own: applies signals, requeues expired leases",
+    '  eval "$(loki completion bash)"     Tab completion (zsh, fish: `loki completion -h`)',
+)
 
 
 def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:

@@ -44,7 +44,7 @@ def _left(seconds: int | None) -> str:
     return "" if seconds is None else f"{seconds}s"
 
 
-def _describe(breaker: BreakerStatus) -> list[str]:
+def _describe(breaker: BreakerStatus, similar: str | None = None) -> list[str]:
     """A breaker for people, a few lines."""
     e = breaker.entry
     s = breaker.settings
@@ -52,7 +52,7 @@ def _describe(breaker: BreakerStatus) -> list[str]:
     if breaker.stored_state is not None and breaker.stored_state != e["state"]:
         head += f" (the file still says {breaker.stored_state}; the next check or record writes it)"
     elif not breaker.recorded:
-        head += " (never recorded)"
+        head += f" (never recorded; did you mean {similar}?)" if similar else " (never recorded)"
     lines = [head]
     window = f" in the window since {e['failure_window_start']}" if e["failure_window_start"] else ""
     lines.append(f"  failures: {e['failure_count']}/{s.threshold}{window} (total {e['total_failures']})")
@@ -96,12 +96,14 @@ def status(
     breakers = _breakers(ctx)
     if name is not None:
         one = breakers.status(name)
+        similar = breakers.similar(name)
 
         def describe() -> None:
-            for line in _describe(one):
+            for line in _describe(one, similar):
                 echo(line)
 
-        print_listing(output, one.to_json(), [one.to_json()], "name", describe)
+        document = {**one.to_json(), "did_you_mean": similar}
+        print_listing(output, document, [document], "name", describe)
         return
     every = breakers.status()
     items = [b.to_json() for b in every]
@@ -130,12 +132,14 @@ def check(
     In HALF_OPEN a go-ahead claims the single probe slot for the probe interval: report the
     result with `loki breaker success|failure NAME`.
     """
-    from loki.cli.output import emit_check
+    from loki.cli.output import emit_check, note_similar_breaker
 
-    decision = _breakers(ctx).check(name)
+    breakers = _breakers(ctx)
+    decision = breakers.check(name)
     emit_check(decision, json_output)
     if not decision.allowed:
         raise decision.error()
+    note_similar_breaker(breakers.similar(name), name, json_output)
 
 
 @app.command("success")

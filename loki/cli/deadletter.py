@@ -55,8 +55,6 @@ def list_(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", 
 def show(ctx: typer.Context, task_id: str = typer.Argument(..., help="The task id."),
          json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
     """One entry with every attempt."""
-    from loki.queue.escalations import attempts_table
-
     entry = _deadletter(ctx).show(task_id)
     if json_output:
         print_json(entry)
@@ -69,7 +67,9 @@ def show(ctx: typer.Context, task_id: str = typer.Argument(..., help="The task i
         say(f"escalated {entry['escalated_at']}: escalations/{entry['escalation']}")
     if entry.get("new_approach"):
         say(f"proposed approach (next review): {entry['new_approach']}")
-    say(attempts_table(entry["attempts"]))
+    table("attempts", ["#", "when", "agent", "approach", "type", "error"],
+          [[a.get("attempt_number"), a.get("timestamp"), a.get("agent_id"), a.get("approach"), a.get("error_type"),
+            a.get("error_message")] for a in entry["attempts"]], droppable=["approach", "type"])
 
 
 @app.command("review")

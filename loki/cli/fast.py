@@ -18,6 +18,7 @@ from loki.cli.output import (
     emit_check,
     guarded,
     json_errors,
+    note_similar_breaker,
     print_claim,
     print_emitted,
     resolve_format,
@@ -56,10 +57,13 @@ def breaker_check(args: list[str]) -> int | None:
         from loki.breakers.breakers import Breakers
         from loki.storage.opening import open_store
 
-        decision = Breakers(open_store(root)).check(name)
+        breakers = Breakers(open_store(root))
+        decision = breakers.check(name)
         code = emit_check(decision, json_output)
         if not decision.allowed:
             write_error(decision.error(), json_output)
+        else:
+            note_similar_breaker(breakers.similar(name), name, json_output)
         return code
 
     return guarded(check, json_output)

@@ -109,6 +109,15 @@ def emit_check(decision: Decision, json_output: bool) -> int:
     return 0 if decision.allowed else decision.error().exit_code
 
 
+def note_similar_breaker(similar: str | None, name: str, json_output: bool) -> None:
+    """After a go-ahead for a breaker never recorded: say which recorded one its name is close to (stderr)."""
+    if similar is not None and not json_output:
+        from loki.textsafe import for_terminal
+
+        sys.stderr.write(for_terminal(f"note: no breaker {name!r} was recorded before (did you mean {similar}?); "
+                                      "a new name starts CLOSED") + "\n")
+
+
 def print_emitted(result: dict[str, object], json_output: bool) -> None:
     """What ``loki signal emit`` prints (typer command and fast lane alike)."""
     from loki.textsafe import json_for_terminal

@@ -48,6 +48,44 @@ class Problem:
 # -- init ------------------------------------------------------------------------------------------
 
 
+_IGNORE_PATTERNS = frozenset({".loki", ".loki/", "/.loki", "/.loki/", ".loki/*", "/.loki/*", ".loki/**"})
+
+
+def gitignore_state(root: str) -> dict[str, Any]:
+    """Whether the git repository around the tree ignores it: ``{"repository", "file", "ignored"}``.
+
+    The README asks for ``.loki/`` in ``.gitignore`` (committing the live state would merge queue files
+    across branches); ``loki init`` offers it. Only the ``.gitignore`` beside the tree is read, and only
+    the spellings that ignore exactly the tree (``.loki/``, ``/.loki`` ...); ``repository`` is false
+    when the directory holding the tree is no git work tree's top.
+    """
+    project = os.path.dirname(os.path.abspath(root))
+    path = os.path.join(project, ".gitignore")
+    repository = os.path.exists(os.path.join(project, ".git"))
+    ignored = False
+    if os.path.basename(os.path.abspath(root)) == ".loki" and os.path.isfile(path):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            ignored = any(line.strip() in _IGNORE_PATTERNS for line in f)
+    return {"repository": repository, "file": path, "ignored": ignored}
+
+
+def ignore_in_git(root: str) -> bool:
+    """Add ``.loki/`` to the ``.gitignore`` beside the tree (created if absent) unless it is already there.
+    Returns whether a line was added."""
+    state = gitignore_state(root)
+    if state["ignored"]:
+        return False
+    path = state["file"]
+    existing = ""
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            existing = f.read()
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(("" if not existing or existing.endswith("\n") else "\n") +
+                "# loki's live state of the agents on this machine (loki init)\n.loki/\n")
+    return True
+
+
 def init_tree(root: str) -> list[str]:
     """Create the tree under ``root``; never touches an existing file. Returns what it created."""
     created: list[str] = []
