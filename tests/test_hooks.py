@@ -19,7 +19,7 @@ import pytest
 from loki.storage import layout
 from loki.storage.store import Store
 from loki.strikes.strikes import Strikes
-from tests.helpers import NOW, Result, snapshot_bytes, tree_problems
+from tests.helpers import NOW, Result, cli, snapshot_bytes, tree_problems
 
 PAYLOADS = Path(__file__).parent / "hook_payloads"
 CARGO = {"command": "cargo build --release"}
@@ -366,6 +366,22 @@ def test_session_start_briefs_the_agent(project: Path) -> None:
     assert "cargo is missing in the container" in first
     reviewed = Store(root).read(layout.DEADLETTER)["metadata"]["last_reviewed"]
     assert reviewed == NOW  # the session-start review ran (and recorded it)
+
+
+def test_session_start_says_how_to_get_work_and_that_signals_wait(project: Path) -> None:
+    root = project / ".loki"
+    env = {"LOKI_NOW": NOW}
+    for args in (["queue", "add", "one", "--id", "t1"], ["queue", "add", "two", "--id", "t2"],
+                 ["queue", "add", "later", "--id", "t3", "--depends-on", "t1"], ["queue", "claim", "--agent", "a"],
+                 ["signal", "emit", "DOCS_NEEDED", "message=x"]):
+        assert cli(args, root=root, env=env).code == 0
+    brief = context_of(hook("session-start", payload("session_start", project), cwd=project), "SessionStart")
+    assert "- Queue: 1 ready (`loki queue claim --agent NAME -q` takes the best one" in brief
+    assert "1 pending but not ready" in brief and "1 in progress" in brief
+    assert "- Signals: 1 signal waiting and no watcher consumes them" in brief
+    assert cli(["watch", "--once"], root=root, env=env).code == 0
+    after = context_of(hook("session-start", payload("session_start", project), cwd=project), "SessionStart")
+    assert "Signals:" not in after
 
 
 def test_session_start_says_nothing_when_there_is_nothing(project: Path) -> None:

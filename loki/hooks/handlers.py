@@ -258,6 +258,8 @@ def session_start(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
     store = _store(root)
     sections: list[str] = []
     builders: list[tuple[str, Callable[[Store, dict[str, Any]], str | None]]] = [
+        ("Queue", _queue_section),
+        ("Signals", _signals_section),
         ("Dead-letter review", _deadletter_section),
         ("Escalations", _escalations_section),
         ("Strikes", _strikes_section),
@@ -283,6 +285,47 @@ def _call(entry: dict[str, Any]) -> str:
     """``Bash `npm test``` (older entries without a label show their input preview)."""
     call = entry.get("call")
     return call if isinstance(call, str) and call else f"{entry['tool']} {entry.get('input_preview', '')[:100]}"
+
+
+def _queue_section(store: Store, payload: dict[str, Any]) -> str | None:
+    """How to get work: how many tasks are ready now, and the command that takes the best one."""
+    from loki.clock import format_ts, ts_before_or_at
+
+    view = store.tasks().view(["pending", "in-progress", "blocked", "completed"])
+    if not view["pending"] and not view["in-progress"]:
+        return None
+    now = format_ts(store.clock.now())
+    done = {t["id"] for t in view["completed"]}
+
+    def completed(dep: str) -> bool:
+        if dep in done:
+            return True
+        found = store.tasks().find_archived(dep)
+        return found is not None and found[0] == "completed"
+
+    ready = sum(1 for t in view["pending"] if ts_before_or_at(t["available_at"], now)
+                and all(completed(dep) for dep in t.get("dependencies", [])))
+    waiting = len(view["pending"]) - ready
+    parts = [f"{ready} ready" + (" (`loki queue claim --agent NAME -q` takes the best one and prints its id; "
+                                 "heartbeat, then complete or fail it)" if ready else "")]
+    if waiting:
+        parts.append(f"{waiting} pending but not ready (dependencies, backoff: `loki queue list`)")
+    parts.append(f"{len(view['in-progress'])} in progress")
+    if view["blocked"]:
+        parts.append(f"{len(view['blocked'])} blocked on a human")
+    return "- Queue: " + ", ".join(parts) + "."
+
+
+def _signals_section(store: Store, payload: dict[str, Any]) -> str | None:
+    """Signals wait for a watcher; say so when none runs (nothing applies them meanwhile)."""
+    from loki.signals.consumer import consumer_status
+    from loki.signals.emit import entries
+
+    waiting = len(entries(store, "waiting"))
+    if not waiting or consumer_status(store) is not None:
+        return None
+    return (f"- Signals: {plural(waiting, 'signal')} waiting and no watcher consumes them: nothing applies them until "
+            "`loki watch` runs (in a terminal of its own; `loki watch --once` applies them now).")
 
 
 def _deadletter_section(store: Store, payload: dict[str, Any]) -> str | None:
