@@ -22,7 +22,7 @@ TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from typing import Any
 
-    from loki.storage.store import Store
+    from loki.storage.state import StateStore as Store
 
 FILES = "__files__"
 ROOT_OPTIONS = {"--root": "files"}  # the global option, accepted after any command too (loki/cli/app.py)
@@ -140,9 +140,9 @@ def values(kind: str | None, prefix: str, root: str | None, path: str, words: li
         from loki.signals.types import FIXED_TYPES, PURPOSES, SUBJECT_PREFIXES
 
         return [(t, PURPOSES.get(t, "")) for t in (*FIXED_TYPES, *SUBJECT_PREFIXES) if t.startswith(prefix)]
-    from loki.storage.store import Store
+    from loki.storage.opening import open_store
 
-    store = Store.open(root)
+    store = open_store(root)
     if kind == "signal_field":
         return _signal_fields(store, prefix, words)
     found = _from_tree(store, kind)

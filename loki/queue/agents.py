@@ -27,7 +27,7 @@ TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from typing import Any
 
-    from loki.storage.store import Store
+    from loki.storage.state import StateStore as Store
 
 WORKING, SILENT, IDLE = "working", "silent", "idle"
 _STATES = (*layout.QUEUE_STATES, "dead-letter", "abandoned")
