@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from loki.storage.state import StateStore as Store
 
 FILES = "__files__"
+ACTIVE_STATES = ("pending", "in-progress", "blocked", "failed")
 ROOT_OPTIONS = {"--root": "files"}  # the global option, accepted after any command too (loki/cli/app.py)
 
 
@@ -197,7 +198,9 @@ def _tasks(store: Store, states: list[str]) -> dict[str, str]:
     hot = [s for s in states if s in layout.QUEUE_STATES or s == "all"]
     found: dict[str, str] = {}
     if hot:
-        view = store.tasks().view(layout.QUEUE_STATES if "all" in hot else hot)
+        # "all": the tasks still in play; completed and cancelled ones (the bulk of a long-lived tree) are not
+        # offered, so a Tab stays cheap: their ids can still be typed
+        view = store.tasks().view(ACTIVE_STATES if "all" in hot else hot)
         found.update({t["id"]: t.get("title", "") for tasks in view.values() for t in tasks})
     if "dead-letter" in states or "all" in states:
         found.update({e["task_id"]: e.get("task_data", {}).get("title", "")
