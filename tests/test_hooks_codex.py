@@ -63,8 +63,10 @@ def test_a_failure_read_from_the_output_counts_and_the_third_is_denied(project: 
     assert (first.code, first.stdout, first.stderr) == (0, "", "")
     second = context_of(hook("post-tool-use", failed, cwd=project), "PostToolUse")
     assert "strike 2 of 3" in second and "cargo: command not found" in second
-    warned = context_of(hook("pre-tool-use", payload("pre_tool_use_bash", project), cwd=project), "PreToolUse")
-    assert "MUST use a different approach" in warned  # Codex takes context before a call, as Claude Code does
+    # Strike 2 is said once per session (docs/hooks.md): the PostToolUse answer above said it, so the
+    # next PreToolUse of the same call stays quiet instead of repeating it.
+    quiet = hook("pre-tool-use", payload("pre_tool_use_bash", project), cwd=project)
+    assert (quiet.code, quiet.stdout) == (0, "")
     assert "STOP" in context_of(hook("post-tool-use", failed, cwd=project), "PostToolUse")
     denied = hook("pre-tool-use", payload("pre_tool_use_bash", project), cwd=project).json()["hookSpecificOutput"]
     assert denied["permissionDecision"] == "deny" and "3-strike protocol" in denied["permissionDecisionReason"]
