@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP_BASE := $(VENV)/.installed-base
 STAMP_DEV  := $(VENV)/.installed-dev
 
-.PHONY: demo test test-fast lint bench torture clean completion-table
+.PHONY: demo test test-fast test-agents lint bench torture clean completion-table
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ test: $(STAMP_DEV)
 # The inner loop: everything but the tests marked slow (crash, torture, fuzz, model, process races).
 test-fast: $(STAMP_DEV)
 	$(PY) -m pytest -q -m "not slow"
+
+# The end-to-end tests with the real agents alone (tests/agents/: Claude Code, installed with npm into
+# .cache/agents/ on first use). `make test` runs them too; without node and npm they skip, saying why.
+test-agents: $(STAMP_DEV)
+	$(PY) -m pytest -q -m agent
 
 lint: $(STAMP_DEV)
 	$(VENV)/bin/ruff check loki tests bench

@@ -87,3 +87,56 @@ def make_store(backend: str, root: Path, clock: ManualClock) -> Callable[..., An
 @pytest.fixture
 def backend_store(make_store: Callable[..., Any]) -> Any:
     return make_store()
+
+
+# -- the real agents (tests/agents/) -------------------------------------------------------------------
+# Tests that run a real agent CLI carry the `agent` marker. Without node/npm (or when the pinned install
+# fails) they skip, saying why; with LOKI_REQUIRE_AGENTS=1 (CI sets it) that is a failure instead, and so
+# is a run in which not one of them passed (deselected, skipped by some other route): .ci/run must not go
+# green on the strength of tests that never started an agent.
+
+REQUIRE_AGENTS = "LOKI_REQUIRE_AGENTS"
+_agent_tests: set[str] = set()
+_agent_tests_passed = 0
+
+
+def agents_required() -> bool:
+    return os.environ.get(REQUIRE_AGENTS) == "1"
+
+
+def agent_unavailable(reason: str) -> None:
+    if agents_required():
+        pytest.fail(f"{reason} ({REQUIRE_AGENTS}=1: the end-to-end tests with the real agents must run)",
+                    pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def claude_code() -> Path:
+    """The pinned Claude Code binary, installed once into .cache/agents/ (tests/agents/claude.py)."""
+    from tests.agents.claude import AgentUnavailable, claude_binary
+
+    try:
+        return claude_binary()
+    except AgentUnavailable as exc:
+        agent_unavailable(str(exc))
+        raise  # not reached: skip and fail raise
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    _agent_tests.update(item.nodeid for item in items if item.get_closest_marker("agent") is not None)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    global _agent_tests_passed
+    if report.when == "call" and report.passed and report.nodeid in _agent_tests:
+        _agent_tests_passed += 1
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if agents_required() and _agent_tests_passed == 0 and exitstatus in (0, 5):
+        session.exitstatus = 1
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"{REQUIRE_AGENTS}=1 but no test with a real agent passed (marker `agent`)",
+                                red=True)

@@ -47,3 +47,15 @@ def test_a_misspelt_marker_is_an_error(tmp_path: Path) -> None:
                           capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode != 0
     assert "'slwo' not found in `markers`" in done.stdout + done.stderr
+
+
+def test_ci_requires_the_end_to_end_tests_with_the_real_agents() -> None:
+    """`.ci/run` turns their skip into a failure before it runs `make test`, and they carry both markers."""
+    lines = [line.strip() for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert "export LOKI_REQUIRE_AGENTS=1" in lines and "make test" in lines
+    assert lines.index("export LOKI_REQUIRE_AGENTS=1") < lines.index("make test")
+    assert make_recipe("test-agents") == ["$(PY) -m pytest -q -m agent"]
+    tree = ast.parse((REPO / "tests" / "test_agent_claude.py").read_text(encoding="utf-8"))
+    marks = [ast.unparse(node.value) for node in tree.body
+             if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["pytestmark"]]
+    assert marks == ["[pytest.mark.slow, pytest.mark.agent]"]
