@@ -19,7 +19,7 @@ from loki.storage.locks import FileLock
 from loki.storage.store import Store
 from loki.strikes.strikes import Strikes
 from tests.agents.claude import claude_session, loki_command, make_project
-from tests.agents.modelserver import bash, text
+from tests.agents.modelserver import bash, text, together
 from tests.helpers import snapshot_bytes, tree_problems
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]
@@ -189,6 +189,24 @@ def test_a_failure_a_pipe_hid_counts_from_claude_codes_tool_response(claude_code
     assert "test_cart.py" in key["last_error"]
     (record,) = _memory_records(project)
     assert record["command"] == call and record["exit_code"] == 0
+
+
+def test_tool_calls_claude_code_runs_concurrently_are_each_counted_once(claude_code: Path, project: Path,
+                                                                        home: Path) -> None:
+    """Five calls in one reply: Claude Code runs them, and their hooks, at the same time."""
+    reply = together(bash("ls gone.txt"), bash("cat gone.cfg"), bash("ls gone.txt"), bash("ls gone.dir"),
+                     bash("ls gone.txt"))
+    run, _ = claude_session(claude_code, project, [reply, reply, text("done")], home=home)
+
+    started = [d["hook_name"] for d in run.documents() if d.get("subtype") == "hook_started"]
+    assert started[1:6] == ["PreToolUse:Bash"] * 5  # every PreToolUse before any PostToolUseFailure: together
+    counts = {key["call"]: key["strike_count"] for key in loki_json(project, "errors", "list")["strikes"]}
+    # `ls gone.txt` failed three times at once: the stop tier, escalated once; the next reply's three are refused.
+    assert counts == {"Bash `ls gone.txt`": 3, "Bash `cat gone.cfg`": 2, "Bash `ls gone.dir`": 2}
+    assert [d["tool_input"]["command"] for d in run.permission_denials] == ["ls gone.txt"] * 3
+    assert len(_memory_records(project)) == 7
+    assert len(list((project / ".loki" / "escalations").glob("*-strike-*.md"))) == 1
+    assert_valid(project)
 
 
 # -- error memory across sessions ----------------------------------------------------------------------------

@@ -59,6 +59,11 @@ def bash(command: str, description: str = "Run the command", say: str = "") -> T
     return tool("Bash", {"command": command, "description": description}, say=say)
 
 
+def together(*turns: Turn) -> Turn:
+    """One reply holding the tool calls of all ``turns`` (a client may run them concurrently)."""
+    return Turn(tools=tuple(call for turn in turns for call in turn.tools))
+
+
 @dataclass
 class Request:
     """One HTTP request as the server received it."""
