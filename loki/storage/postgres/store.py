@@ -33,8 +33,12 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_LOCK_TIMEOUT = 10.0
 
 
-class PgStore(Documents, Logs, Items):
-    """A tree's state in a PostgreSQL database (see the module's docstring)."""
+class PgStore(Items, Logs, Documents):
+    """A tree's state in a PostgreSQL database (see the module's docstring).
+
+    Items come first, then logs, then documents: ``read_text``, ``write_text``, ``exists``, ``remove``,
+    ``list`` and ``change_token`` are asked of each in turn (an escalation is an item read like a
+    document, a log may be read whole as text), each passing on what is not its own."""
 
     backend = "postgresql"
 
