@@ -141,12 +141,18 @@ class Logs:
 
     def rewrite_lines(self, rel: str, records: Iterable[Any]) -> int:
         """Replace a log with ``records`` (compaction; the caller holds the log's lock). Old positions
-        become invalid; the records are streamed in batches, never held whole."""
+        become invalid. The records are streamed in batches, never held whole, and may be read from the
+        old lines while they stream (compaction copies lines it found at their positions): the new
+        lines are numbered after the old ones, which are deleted only once the last record is in."""
         count = 0
         with self.db.transaction() as conn:
             # Re-entrant: the caller's transaction(rel) holds it already.
             namedlocks.take(self.db, layout.lock_for(rel), self.lock_timeout)
-            start = self._restart(conn, rel)
+            conn.execute("INSERT INTO loki_logs (name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (rel,))
+            row = conn.execute("SELECT last_seq FROM loki_logs WHERE name = %s FOR UPDATE", (rel,)).fetchone()
+            assert row is not None
+            old_last = int(row[0])
+            start = old_last + 1  # the new base: past every position the log ever had
             offset = 0
             batch: list[bytes] = []
             for record in records:
@@ -158,7 +164,9 @@ class Logs:
             if batch:
                 offset = self._insert_lines(conn, rel, start + count, offset, batch)
                 count += len(batch)
-            conn.execute("UPDATE loki_logs SET last_seq = %s, bytes = %s WHERE name = %s", (start + count, offset, rel))
+            conn.execute("DELETE FROM loki_log_lines WHERE log = %s AND seq <= %s", (rel, old_last))
+            conn.execute("UPDATE loki_logs SET base = %s, last_seq = %s, bytes = %s, torn = false WHERE name = %s",
+                         (start, start + count, offset, rel))
         return count
 
     @staticmethod

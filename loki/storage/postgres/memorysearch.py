@@ -15,6 +15,8 @@ what a pattern keeps, how a resolution attaches -- are the SQLite cache's (:mod:
   the log's numbering past every old position, so the saved one is no longer valid
   (:meth:`Logs.log_valid`), and the tables are refilled from the log in one transaction.
 * A line that is not a record is skipped with its line number, as the SQLite cache does.
+* Text is searched as words: punctuation separates them (``loki_words``: ``tests/test_calc.py`` is
+  ``tests test calc py``), as the SQLite cache's FTS5 tokenizer reads it.
 * A query is words, never syntax: every word must match (``plainto_tsquery``); when that finds
   nothing, any word may (the words' queries joined with ``||``). ``ts_headline`` marks the matched
   words in a snippet.
@@ -203,7 +205,7 @@ class PgMemorySearch:
     def search(self, query: str, *, limit: int = 10, error_class: str | None = None,
                with_resolution: bool = False, highlight: tuple[str, str] = ("**", "**")) -> list[dict[str, Any]]:
         """Patterns matching ``query`` by ``ts_rank``, best first (see the module for the rules)."""
-        words = patterns.query_words(query, limit)
+        words = [word.replace("_", " ") for word in patterns.query_words(query, limit)]  # as loki_words() splits
         self.sync()
         every = ("plainto_tsquery('english', %s)", [" ".join(words)])
         rows = self._match(every, limit, error_class, with_resolution, highlight)

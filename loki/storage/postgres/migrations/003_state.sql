@@ -49,6 +49,11 @@ CREATE TABLE loki_lock_holders (
 
 -- Error memory's search, shared by every machine: patterns (one per content_hash) with a weighted
 -- tsvector, caught up from the log memory/errors.jsonl by whoever searches first (docs/memory.md).
+-- Text is searched as words: punctuation separates them (tests/test_calc.py is tests, test, calc, py),
+-- as in the SQLite cache's FTS5 tokenizer, where PostgreSQL's parser would keep a path as one token.
+CREATE FUNCTION loki_words(text) RETURNS text IMMUTABLE STRICT PARALLEL SAFE LANGUAGE sql
+    AS $$ SELECT regexp_replace($1, '[[:punct:]]+', ' ', 'g') $$;
+
 CREATE TABLE loki_memory_meta (
     key   text PRIMARY KEY,
     value text NOT NULL
@@ -80,12 +85,12 @@ CREATE TABLE loki_memory_patterns (
     -- Weights (ts_rank's {D, C, B, A}): the message A, the command B, file references and fixes C,
     -- stack trace and output D: the SQLite index's BM25 column weights, in four classes.
     search tsvector GENERATED ALWAYS AS (
-        setweight(to_tsvector('english', error_message), 'A')
-        || setweight(to_tsvector('english', command), 'B')
-        || setweight(to_tsvector('english', refs_text), 'C')
-        || setweight(to_tsvector('english', resolution_text), 'C')
-        || setweight(to_tsvector('english', coalesce(stack_trace, '')), 'D')
-        || setweight(to_tsvector('english', output), 'D')
+        setweight(to_tsvector('english', loki_words(error_message)), 'A')
+        || setweight(to_tsvector('english', loki_words(command)), 'B')
+        || setweight(to_tsvector('english', loki_words(refs_text)), 'C')
+        || setweight(to_tsvector('english', loki_words(resolution_text)), 'C')
+        || setweight(to_tsvector('english', loki_words(coalesce(stack_trace, ''))), 'D')
+        || setweight(to_tsvector('english', loki_words(output)), 'D')
     ) STORED
 );
 CREATE INDEX loki_memory_patterns_search ON loki_memory_patterns USING gin (search);
