@@ -59,6 +59,17 @@ _MTIME = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000 + nex
 """The database's clock in microseconds, with an order number in the nanoseconds: publication order."""
 
 
+def _without_waiting_for_the_disk(conn: psycopg.Connection[Any]) -> None:
+    """Commit the current transaction without waiting for its WAL to reach the disk.
+
+    Safe for the consumer's claim and finish, and what keeps a signal's way from emit to applied at
+    one durable commit on the consumer's side (the outcome line): the WAL is written in order, so the
+    first durable commit after them (the rule's effect, the outcome line) makes them durable too. A
+    crash before that loses a claim whose rule has changed nothing yet (the signal is consumed again,
+    from the start) or a finish whose outcome is logged already (recovery finishes it again)."""
+    conn.execute("SELECT set_config('synchronous_commit', 'off', true)")
+
+
 def _range(rel_dir: str) -> tuple[str, str]:
     """Bounds of the keys strictly under ``rel_dir`` (bytewise: ``/`` is followed by ``0``)."""
     return rel_dir + "/", rel_dir + "0"
@@ -75,6 +86,7 @@ class Items:
         def lock_timeout(self) -> float: ...
         def check_size(self, rel: str, size: int) -> None: ...
         def now_ts(self) -> str: ...
+        def rows(self, sql: str, params: Any = ()) -> builtins.list[tuple[Any, ...]]: ...
 
     # -- publishing --------------------------------------------------------------------------------
 
@@ -107,8 +119,10 @@ class Items:
 
     def claim_into(self, rel: str, rel_dir: str, entry: str) -> bool:
         """Move an item to ``rel_dir/entry`` so that exactly one claimer gets it (False: it is gone,
-        or another claimer holds it this instant)."""
+        or another claimer holds it this instant). Committed without waiting for the disk (see
+        :func:`_without_waiting_for_the_disk`)."""
         with self.db.transaction() as conn:
+            _without_waiting_for_the_disk(conn)
             row = conn.execute(
                 "UPDATE loki_items SET name = %s, dir = %s, version = version + 1 "
                 "WHERE name = (SELECT name FROM loki_items WHERE name = %s FOR UPDATE SKIP LOCKED) RETURNING 1",
@@ -119,8 +133,10 @@ class Items:
         """Nothing to do: a claim is one UPDATE, so no crash leaves an item under two names."""
 
     def finish(self, rel: str, target_dir: str | None) -> None:
-        """A claimed item is done: delete it, or move it into ``target_dir`` (quarantine, archive)."""
+        """A claimed item is done: delete it, or move it into ``target_dir`` (quarantine, archive).
+        Committed without waiting for the disk, as the claim is."""
         with self.db.transaction() as conn:
+            _without_waiting_for_the_disk(conn)
             if target_dir is None:
                 conn.execute("DELETE FROM loki_items WHERE name = %s", (rel,))
                 return
@@ -131,44 +147,43 @@ class Items:
 
     # -- looking -------------------------------------------------------------------------------------
 
-    def _subdirectories(self, conn: psycopg.Connection[Any], rel_dir: str) -> list[str]:
+    _CHILDREN = ("SELECT substr(name, %(cut)s), length(data), mtime_ns FROM loki_items WHERE dir = %(dir)s "
+                 "UNION ALL SELECT DISTINCT split_part(substr(dir, %(cut)s), '/', 1), NULL::integer, NULL::bigint "
+                 "FROM loki_items WHERE dir > %(low)s AND dir < %(high)s")
+    """The items directly under a directory, and the directories of items below it (bytes NULL)."""
+
+    def _children(self, rel_dir: str) -> list[tuple[Any, ...]]:
         low, high = _range(rel_dir)
-        rows = conn.execute("SELECT DISTINCT split_part(substr(dir, %s), '/', 1) FROM loki_items "
-                            "WHERE dir > %s AND dir < %s", (len(low) + 1, low, high)).fetchall()
-        return [str(r[0]) for r in rows]
+        return self.rows(self._CHILDREN, {"cut": len(low) + 1, "dir": rel_dir, "low": low, "high": high})
 
     def scan(self, rel_dir: str) -> list[dict[str, Any]]:
         """Every item directly under ``rel_dir`` (``{"name", "kind", "bytes", "mtime_ns"}``), and the
         directories holding items below it; unsorted."""
-        with self.db.transaction() as conn:
-            rows = conn.execute("SELECT substr(name, %s), length(data), mtime_ns FROM loki_items WHERE dir = %s",
-                                (len(rel_dir) + 2, rel_dir)).fetchall()
-            found = [{"name": str(n), "kind": "file", "bytes": int(b), "mtime_ns": int(m)} for n, b, m in rows]
-            found += [{"name": d, "kind": "directory", "bytes": 0, "mtime_ns": 0}
-                      for d in self._subdirectories(conn, rel_dir)]
-        return found
+        return [{"name": str(name), "kind": "file", "bytes": int(size), "mtime_ns": int(mtime)} if size is not None
+                else {"name": str(name), "kind": "directory", "bytes": 0, "mtime_ns": 0}
+                for name, size, mtime in self._children(rel_dir)]
 
     def entry(self, rel: str) -> dict[str, Any] | None:
         """What is at ``rel``: an item (a file), a directory of items, or None."""
         name = rel.rsplit("/", 1)[-1]
-        with self.db.transaction() as conn:
-            row = conn.execute("SELECT length(data), mtime_ns FROM loki_items WHERE name = %s", (rel,)).fetchone()
-            if row is not None:
-                return {"name": name, "kind": "file", "bytes": int(row[0]), "mtime_ns": int(row[1])}
-            low, high = _range(rel)
-            if conn.execute("SELECT 1 FROM loki_items WHERE dir = %s OR (dir > %s AND dir < %s) LIMIT 1",
-                            (rel, low, high)).fetchone() is not None:
-                return {"name": name, "kind": "directory", "bytes": 0, "mtime_ns": 0}
-        return None
+        low, high = _range(rel)
+        found = self.rows("SELECT length(data), mtime_ns FROM loki_items WHERE name = %(rel)s UNION ALL "
+                          "(SELECT NULL, NULL FROM loki_items WHERE dir = %(rel)s OR (dir > %(low)s AND dir < %(high)s) "
+                          "LIMIT 1) LIMIT 1", {"rel": rel, "low": low, "high": high})
+        if not found:
+            return None
+        size, mtime = found[0]
+        if size is None:
+            return {"name": name, "kind": "directory", "bytes": 0, "mtime_ns": 0}
+        return {"name": name, "kind": "file", "bytes": int(size), "mtime_ns": int(mtime)}
 
     def read_bytes(self, rel: str, *, limit: int | None = None) -> bytes | None:
         """An item's bytes (None: absent), refused over ``limit``; else the next part's answer."""
-        with self.db.transaction() as conn:
-            row = conn.execute("SELECT data FROM loki_items WHERE name = %s", (rel,)).fetchone()
-        if row is None:
+        item = self._item(rel)
+        if item is None:
             found: bytes | None = super().read_bytes(rel, limit=limit)  # type: ignore[misc]
             return found
-        data = bytes(row[0])
+        data = item
         bound = self.max_file_bytes if limit is None else limit
         if len(data) > bound:
             raise StateFileError(rel, f"is {len(data)} bytes, over the {bound}-byte limit")
@@ -177,9 +192,8 @@ class Items:
     # -- names shared with logs and documents: items answer first, the rest goes down the chain --------
 
     def _item(self, rel: str) -> bytes | None:
-        with self.db.transaction() as conn:
-            row = conn.execute("SELECT data FROM loki_items WHERE name = %s", (rel,)).fetchone()
-        return None if row is None else bytes(row[0])
+        found = self.rows("SELECT data FROM loki_items WHERE name = %s", (rel,))
+        return bytes(found[0][0]) if found else None
 
     def read_text(self, rel: str) -> str | None:
         data = self._item(rel)
@@ -194,35 +208,28 @@ class Items:
         """Replace an item's content (an escalation's resolution), else write the document."""
         data = text.encode("utf-8")
         self.check_size(rel, len(data))
-        with self.db.transaction() as conn:
-            row = conn.execute(f"UPDATE loki_items SET data = %s, mtime_ns = {_MTIME}, version = version + 1 "
-                               "WHERE name = %s RETURNING 1", (data, rel)).fetchone()
-        if row is None:
+        if not self.rows(f"UPDATE loki_items SET data = %s, mtime_ns = {_MTIME}, version = version + 1 "
+                         "WHERE name = %s RETURNING 1", (data, rel)):
             super().write_text(rel, text)  # type: ignore[misc]
 
     def exists(self, rel: str) -> bool:
         return self._item(rel) is not None or bool(super().exists(rel))  # type: ignore[misc]
 
     def remove(self, rel: str) -> bool:
-        with self.db.transaction() as conn:
-            row = conn.execute("DELETE FROM loki_items WHERE name = %s RETURNING 1", (rel,)).fetchone()
-        return row is not None or bool(super().remove(rel))  # type: ignore[misc]
+        removed = bool(self.rows("DELETE FROM loki_items WHERE name = %s RETURNING 1", (rel,)))
+        return removed or bool(super().remove(rel))  # type: ignore[misc]
 
     def list(self, rel_dir: str) -> list[str]:
         """The names under ``rel_dir``: items, directories of items, and whatever else is there."""
         rel_dir = rel_dir.rstrip("/")
-        with self.db.transaction() as conn:
-            names = {str(r[0]) for r in conn.execute("SELECT substr(name, %s) FROM loki_items WHERE dir = %s",
-                                                     (len(rel_dir) + 2, rel_dir)).fetchall()}
-            names.update(self._subdirectories(conn, rel_dir))
+        names = {str(row[0]) for row in self._children(rel_dir)}
         names.update(super().list(rel_dir))  # type: ignore[misc]
         return sorted(names)
 
     def change_token(self, rel: str) -> Any:  # Hashable | None (Any: the documents' is narrower)
-        with self.db.transaction() as conn:
-            row = conn.execute("SELECT version, mtime_ns FROM loki_items WHERE name = %s", (rel,)).fetchone()
-        if row is not None:
-            return ("item", int(row[0]), int(row[1]))
+        found = self.rows("SELECT version, mtime_ns FROM loki_items WHERE name = %s", (rel,))
+        if found:
+            return ("item", int(found[0][0]), int(found[0][1]))
         token: Hashable | None = super().change_token(rel)  # type: ignore[misc]
         return token
 
@@ -247,7 +254,7 @@ class Items:
 
     def lock_holder(self, rel: str) -> dict[str, Any] | None:
         """Who holds the lock ``rel`` now (pid, command, host, since), or None when nobody does."""
-        with self.db.transaction() as conn:
+        with self.db.transaction() as conn:  # the lock and its record as of one snapshot
             held = conn.execute(
                 "SELECT l.pid, a.application_name, a.client_addr::text, a.backend_start FROM pg_locks l "
                 "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "

@@ -88,6 +88,7 @@ class Logs:
         def lock_timeout(self) -> float: ...
         def check_size(self, rel: str, size: int) -> None: ...
         def write_text(self, rel: str, text: str) -> None: ...
+        def rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]: ...
 
     # -- appending ---------------------------------------------------------------------------------
 
@@ -177,17 +178,14 @@ class Logs:
         conn.execute("DELETE FROM loki_log_lines WHERE log = %s", (rel,))
         return int(row[0])
 
-    # -- reading -----------------------------------------------------------------------------------
+    # -- reading: one statement each, no unit of work (a reader takes no lock) ---------------------------
 
     def _meta(self, rel: str) -> _Meta:
-        with self.db.transaction() as conn:
-            return _Meta(conn.execute("SELECT base, last_seq, bytes, torn FROM loki_logs WHERE name = %s",
-                                      (rel,)).fetchone())
+        found = self.rows("SELECT base, last_seq, bytes, torn FROM loki_logs WHERE name = %s", (rel,))
+        return _Meta(found[0] if found else None)
 
     def _is_log(self, rel: str) -> bool:
-        with self.db.transaction() as conn:
-            return conn.execute("SELECT 1 FROM loki_logs WHERE name = %s AND last_seq > base", (rel,)).fetchone() \
-                is not None
+        return bool(self.rows("SELECT 1 FROM loki_logs WHERE name = %s AND last_seq > base", (rel,)))
 
     def log_end(self, rel: str) -> int:
         """The position after the last line now (its start when the log is absent)."""
@@ -201,95 +199,82 @@ class Logs:
         """False if ``position`` is not one of this log's (it was rewritten or removed since)."""
         return self._meta(rel).valid(position)
 
-    def _offset_after(self, conn: psycopg.Connection[Any], rel: str, meta: _Meta, position: int) -> int:
+    def _offset_after(self, rel: str, meta: _Meta, position: int) -> int:
         """The byte offset where the line after ``position`` starts (the log's size at its end)."""
         if position >= meta.last:
             return int(meta.size)
-        row = conn.execute('SELECT "offset" FROM loki_log_lines WHERE log = %s AND seq = %s',
-                           (rel, position + 1)).fetchone()
-        return int(row[0]) if row else int(meta.size)
+        found = self.rows('SELECT "offset" FROM loki_log_lines WHERE log = %s AND seq = %s', (rel, position + 1))
+        return int(found[0][0]) if found else int(meta.size)
 
     def log_bytes_after(self, rel: str, position: Any) -> int:
         """How many bytes of the log come after ``position`` (0 when it is not one of the log's)."""
-        with self.db.transaction() as conn:
-            meta = _Meta(conn.execute("SELECT base, last_seq, bytes, torn FROM loki_logs WHERE name = %s",
-                                      (rel,)).fetchone())
-            if position is None:
-                return int(meta.size)
-            if not meta.valid(position):
-                return 0
-            return int(meta.size) - self._offset_after(conn, rel, meta, position)
+        meta = self._meta(rel)
+        if position is None:
+            return int(meta.size)
+        if not meta.valid(position):
+            return 0
+        return int(meta.size) - self._offset_after(rel, meta, position)
 
     def read_after(self, rel: str, position: Any, limit: int = 1 << 20, *, whole: bool = False,
                    final: bool = False) -> tuple[list[LogLine], Any]:
         """The complete lines after ``position`` (None: the start), about ``limit`` bytes of them, and
-        the position after the last one (``position`` itself when there is none; see the module)."""
+        the position after the last one (``position`` itself when there is none; see the module).
+
+        The lines up to the end the first statement sees: a line committed meanwhile is for the next read."""
         lines: list[LogLine] = []
         total = 0
-        with self.db.transaction() as conn:
-            meta = _Meta(conn.execute("SELECT base, last_seq, bytes, torn FROM loki_logs WHERE name = %s",
-                                      (rel,)).fetchone())
-            here = meta.base if position is None else int(position)
-            stop = meta.last if final else meta.readable
-            while here < stop:
-                rows = conn.execute(
-                    "SELECT seq, length(data), CASE WHEN length(data) <= %(limit)s OR %(whole)s THEN data END "
-                    "FROM loki_log_lines WHERE log = %(log)s AND seq > %(here)s AND seq <= %(stop)s "
-                    "ORDER BY seq LIMIT %(rows)s",
-                    {"limit": limit, "whole": whole, "log": rel, "here": here, "stop": stop, "rows": BATCH_ROWS},
-                ).fetchall()
-                if not rows:
-                    break
-                for seq, length, data in rows:
-                    if lines and total + length + 1 > limit:
-                        return lines, here
-                    lines.append(LogLine(int(seq) - 1, None if data is None else bytes(data), int(length)))
-                    total += length + 1
-                    here = int(seq)
-                if total >= limit or len(rows) < BATCH_ROWS:
-                    break
+        meta = self._meta(rel)
+        here = meta.base if position is None else int(position)
+        stop = meta.last if final else meta.readable
+        while here < stop:
+            found = self.rows(
+                "SELECT seq, length(data), CASE WHEN length(data) <= %(limit)s OR %(whole)s THEN data END "
+                "FROM loki_log_lines WHERE log = %(log)s AND seq > %(here)s AND seq <= %(stop)s "
+                "ORDER BY seq LIMIT %(rows)s",
+                {"limit": limit, "whole": whole, "log": rel, "here": here, "stop": stop, "rows": BATCH_ROWS})
+            for seq, length, data in found:
+                if lines and total + length + 1 > limit:
+                    return lines, here
+                lines.append(LogLine(int(seq) - 1, None if data is None else bytes(data), int(length)))
+                total += length + 1
+                here = int(seq)
+            if not found or total >= limit or len(found) < BATCH_ROWS:
+                break
         return lines, here
 
     def read_line(self, rel: str, position: Any) -> bytes:
         """The line starting at ``position`` (one :meth:`read_after` returned), without its newline."""
-        with self.db.transaction() as conn:
-            row = conn.execute("SELECT data FROM loki_log_lines WHERE log = %s AND seq = %s",
-                               (rel, int(position) + 1)).fetchone()
-        return bytes(row[0]) if row else b""
+        found = self.rows("SELECT data FROM loki_log_lines WHERE log = %s AND seq = %s", (rel, int(position) + 1))
+        return bytes(found[0][0]) if found else b""
 
     def read_tail(self, rel: str, limit: int) -> list[bytes]:
         """The complete lines within the last ``limit`` bytes, oldest first (not a torn last line)."""
-        with self.db.transaction() as conn:
-            meta = _Meta(conn.execute("SELECT base, last_seq, bytes, torn FROM loki_logs WHERE name = %s",
-                                      (rel,)).fetchone())
-            rows = conn.execute('SELECT data FROM loki_log_lines WHERE log = %s AND "offset" >= %s AND seq <= %s '
-                                "ORDER BY seq", (rel, int(meta.size) - limit, meta.readable)).fetchall()
-        return [bytes(row[0]) for row in rows]
+        found = self.rows(
+            'SELECT d.data FROM loki_logs l JOIN loki_log_lines d ON d.log = l.name '
+            'WHERE l.name = %s AND d."offset" >= l.bytes - %s AND d.seq <= l.last_seq - l.torn::int ORDER BY d.seq',
+            (rel, limit))
+        return [bytes(row[0]) for row in found]
 
     def log_windows(self, rel: str, position: Any, window: int) -> tuple[bytes, bytes]:
         """The first and the last ``window`` bytes of the log before ``position`` (empty when it is
         not one of the log's: a rewritten log never matches what was read before)."""
-        with self.db.transaction() as conn:
-            meta = _Meta(conn.execute("SELECT base, last_seq, bytes, torn FROM loki_logs WHERE name = %s",
-                                      (rel,)).fetchone())
-            if position is None or not meta.valid(position):
-                return b"", b""
-            end = self._offset_after(conn, rel, meta, position)
-            head = self._bytes_between(conn, rel, meta, 0, min(window, end))
-            tail = self._bytes_between(conn, rel, meta, max(0, end - window), end)
-        return head, tail
+        meta = self._meta(rel)
+        if position is None or not meta.valid(position):
+            return b"", b""
+        end = self._offset_after(rel, meta, position)
+        return self._bytes_between(rel, meta, 0, min(window, end)), self._bytes_between(rel, meta, max(0, end - window),
+                                                                                       end)
 
-    @staticmethod
-    def _bytes_between(conn: psycopg.Connection[Any], rel: str, meta: _Meta, start: int, end: int) -> bytes:
+    def _bytes_between(self, rel: str, meta: _Meta, start: int, end: int) -> bytes:
         """The log's bytes ``[start, end)`` as a file would hold them."""
         if end <= start:
             return b""
-        rows = conn.execute('SELECT seq, "offset", data FROM loki_log_lines WHERE log = %s AND "offset" < %s '
-                            'AND "offset" + length(data) + 1 > %s ORDER BY seq', (rel, end, start)).fetchall()
-        if not rows:
+        found = self.rows('SELECT seq, "offset", data FROM loki_log_lines WHERE log = %s AND "offset" < %s '
+                          'AND "offset" + length(data) + 1 > %s ORDER BY seq', (rel, end, start))
+        if not found:
             return b""
-        first = int(rows[0][1])
-        text = b"".join(bytes(data) + (b"" if meta.torn and seq == meta.last else b"\n") for seq, _, data in rows)
+        first = int(found[0][1])
+        text = b"".join(bytes(data) + (b"" if meta.torn and seq == meta.last else b"\n") for seq, _, data in found)
         return text[start - first:end - first]
 
     # -- the same names as documents and items (the chain ends in Documents) ----------------------------
@@ -318,10 +303,9 @@ class Logs:
 
     def change_token(self, rel: str) -> Any:  # Hashable | None (Any: the documents' is narrower)
         """A log's token: where its numbering starts and ends (appends and rewrites both change it)."""
-        with self.db.transaction() as conn:
-            row = conn.execute("SELECT base, last_seq, bytes, torn FROM loki_logs WHERE name = %s AND last_seq > base",
-                               (rel,)).fetchone()
-        if row is not None:
-            return ("log", *row)
+        found = self.rows("SELECT base, last_seq, bytes, torn FROM loki_logs WHERE name = %s AND last_seq > base",
+                          (rel,))
+        if found:
+            return ("log", *found[0])
         token: Hashable | None = super().change_token(rel)  # type: ignore[misc]
         return token
