@@ -110,20 +110,4 @@ def postgres_store(root: Path, clock: ManualClock, config: dict[str, Any] | None
     from loki.storage.postgres.store import PgStore
     from tests.pgserver import fresh_schema_url
 
-    _skip_without_the_documents_half()
     return PgStore.open(fresh_schema_url(), root=str(root), clock=clock, config=config)
-
-
-def _skip_without_the_documents_half() -> None:
-    """On the pg-state branch alone, PgStore has no documents yet (postgres/documents.py, the pg-tasks half):
-    say so and skip. Once both halves are merged this does nothing; drop it then."""
-    from loki.storage.postgres.documents import Documents
-
-    if not hasattr(Documents, "transaction"):
-        pytest.skip("the PostgreSQL documents (postgres/documents.py, the pg-tasks half) are not on this branch yet")
-
-
-@pytest.fixture(autouse=True)
-def _documents_half(request: pytest.FixtureRequest) -> None:
-    if "backend" in request.fixturenames and request.getfixturevalue("backend") == "postgres":
-        _skip_without_the_documents_half()

@@ -383,7 +383,7 @@ class MemoryTasks:
         self._archive: list[tuple[str, dict[str, Any]]] = []
         self._versions: dict[str, int] = {}
 
-    def transaction(self) -> MemoryTaskTxn:
+    def transaction(self, *, claim: bool = False) -> MemoryTaskTxn:
         return MemoryTaskTxn(self)
 
     def view(self, states: Iterable[str]) -> dict[str, list[Any]]:
@@ -491,6 +491,7 @@ class MemoryTaskTxn(TaskTxnBase):
         if by_month:
             self._archived.extend((state, task) for _, moved in by_month for task in moved)
             self._states[state] = kept
+            self._forget(state)
             self._changed.add(state)
 
 if TYPE_CHECKING:
