@@ -38,7 +38,7 @@ from contextlib import suppress
 
 from loki.errors import LockTimeout, StateFileError
 from loki.storage import jsonio, layout
-from loki.storage.postgres import listen, namedlocks
+from loki.storage.postgres import domains, listen
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -168,8 +168,9 @@ class Items:
         name = rel.rsplit("/", 1)[-1]
         low, high = _range(rel)
         found = self.rows("SELECT length(data), mtime_ns FROM loki_items WHERE name = %(rel)s UNION ALL "
-                          "(SELECT NULL, NULL FROM loki_items WHERE dir = %(rel)s OR (dir > %(low)s AND dir < %(high)s) "
-                          "LIMIT 1) LIMIT 1", {"rel": rel, "low": low, "high": high})
+                          "(SELECT NULL, NULL FROM loki_items "
+                          " WHERE dir = %(rel)s OR (dir > %(low)s AND dir < %(high)s) LIMIT 1) LIMIT 1",
+                          {"rel": rel, "low": low, "high": high})
         if not found:
             return None
         size, mtime = found[0]
@@ -316,7 +317,7 @@ class Items:
         path = self.local_path(rel)
         with self.db.transaction():
             # The document's writers hold it: copies are written in commit order.
-            namedlocks.take(self.db, layout.lock_for(rel), self.lock_timeout)
+            domains.hold(self.db, layout.lock_for(rel), self.lock_timeout)
             text = self.read_text(rel)
             if text is None:
                 with suppress(FileNotFoundError):

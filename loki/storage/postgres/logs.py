@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from loki.storage import jsonio, layout
 from loki.storage.logpos import LogLine
-from loki.storage.postgres import listen, namedlocks
+from loki.storage.postgres import domains, listen
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class Logs:
         size = len(payload)
         with self.db.transaction() as conn:
             if lock:
-                namedlocks.take(self.db, layout.lock_for(rel), self.lock_timeout)
+                domains.hold(self.db, layout.lock_for(rel), self.lock_timeout)
             row = conn.execute(_APPEND, {"name": rel, "count": len(lines), "size": size, "torn": torn}).fetchone()
             assert row is not None
             start, offset = int(row[0]), int(row[1])
@@ -132,7 +132,7 @@ class Logs:
     def _append_document(self, rel: str, payload: bytes) -> int:
         """A Markdown file read back whole: appended under its lock, bounded like any document."""
         with self.db.transaction():
-            namedlocks.take(self.db, layout.lock_for(rel), self.lock_timeout)
+            domains.hold(self.db, layout.lock_for(rel), self.lock_timeout)
             current = (self.read_text(rel) or "").encode("utf-8")
             if current and not current.endswith(b"\n"):
                 current += b"\n"  # a torn last line is never glued onto (docs/storage.md)
@@ -148,7 +148,7 @@ class Logs:
         count = 0
         with self.db.transaction() as conn:
             # Re-entrant: the caller's transaction(rel) holds it already.
-            namedlocks.take(self.db, layout.lock_for(rel), self.lock_timeout)
+            domains.hold(self.db, layout.lock_for(rel), self.lock_timeout)
             conn.execute("INSERT INTO loki_logs (name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (rel,))
             row = conn.execute("SELECT last_seq FROM loki_logs WHERE name = %s FOR UPDATE", (rel,)).fetchone()
             assert row is not None

@@ -28,7 +28,7 @@ import json
 
 from loki.memory import patterns
 from loki.storage import layout
-from loki.storage.postgres import namedlocks
+from loki.storage.postgres import domains
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class PgMemorySearch:
                 and state.position == self.store.log_end(layout.MEMORY_LOG):
             return {"added": 0, "skipped": 0, "rebuilt": None, "offset": state.position}
         with self.db.transaction() as conn:
-            namedlocks.take(self.db, INDEX_LOCK, self.store.lock_timeout)
+            domains.hold(self.db, INDEX_LOCK, self.store.lock_timeout)
             state = self._state()  # another searcher may have caught up while we waited
             reason = self._stale_reason(state)
             if reason is not None:
@@ -115,7 +115,7 @@ class PgMemorySearch:
     def rebuild(self, reason: str) -> dict[str, Any]:
         """Empty the tables and index the whole log again."""
         with self.db.transaction() as conn:
-            namedlocks.take(self.db, INDEX_LOCK, self.store.lock_timeout)
+            domains.hold(self.db, INDEX_LOCK, self.store.lock_timeout)
             return self._refill(conn, reason)
 
     def _state(self) -> _State:
