@@ -222,7 +222,7 @@ def test_an_idempotency_key_names_one_row(store: PgStore) -> None:
     queue = Queue(store)
     first = queue.add("one", idempotency_key="deploy-42")["task"]
     assert queue.add("two", idempotency_key="deploy-42") == {"created": False, "task": first}
-    assert store.rows("SELECT count(*) FROM loki_tasks WHERE idempotency_key = 'deploy-42'") == [(1,)]
+    assert store.rows("SELECT count(*) FROM loki_tasks WHERE doc->>'idempotency_key' = 'deploy-42'") == [(1,)]
     with pytest.raises(Conflict, match="duplicate"), store.tasks().transaction() as unit:
         unit.put("pending", dict(first, id="twin"))  # the unique index refuses what a careless caller would do
     assert [t["id"] for t in store.tasks().tasks_in("pending")] == [first["id"]]

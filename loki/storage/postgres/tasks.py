@@ -101,14 +101,14 @@ SELECT {COLUMNS}, t.seq FROM loki_tasks t WHERE t.id IN (SELECT id FROM chain)""
 _WRITTEN = ("state = %(state)s, archived = %(archived)s, version = nextval('loki_version_seq'), "
             "priority_rank = %(priority_rank)s, created_at = %(created_at)s, available_at = %(available_at)s, "
             "type = %(type)s, claimed_by = %(claimed_by)s, lease_until = %(lease_until)s, "
-            "idempotency_key = %(idempotency_key)s, dependencies = %(dependencies)s::text[], "
+            "key_digest = %(key_digest)s, dependencies = %(dependencies)s::text[], "
             "labels = %(labels)s::text[], finished_at = %(finished_at)s, doc = %(doc)s::json")
 UPDATE = (f"UPDATE loki_tasks SET {_WRITTEN}, seq = CASE WHEN %(fresh)s THEN nextval('loki_task_seq') ELSE seq END "
           "WHERE id = %(id)s")
 INSERT = """INSERT INTO loki_tasks (id, state, archived, seq, version, priority_rank, created_at, available_at, type,
-                        claimed_by, lease_until, idempotency_key, dependencies, labels, finished_at, doc)
+                        claimed_by, lease_until, key_digest, dependencies, labels, finished_at, doc)
 VALUES (%(id)s, %(state)s, %(archived)s, nextval('loki_task_seq'), nextval('loki_version_seq'), %(priority_rank)s,
-        %(created_at)s, %(available_at)s, %(type)s, %(claimed_by)s, %(lease_until)s, %(idempotency_key)s,
+        %(created_at)s, %(available_at)s, %(type)s, %(claimed_by)s, %(lease_until)s, %(key_digest)s,
         %(dependencies)s::text[], %(labels)s::text[], %(finished_at)s, %(doc)s::json)"""
 
 ROTATE = """UPDATE loki_tasks SET archived = true, archived_month = left(finished_at, 7),
@@ -160,7 +160,8 @@ class PgTasks:
         return (found[0][0], found[0][1]) if found else None
 
     def find_archived_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
-        found = self.store.rows("SELECT state, doc FROM loki_tasks WHERE idempotency_key = %s AND archived", (key,))
+        found = self.store.rows("SELECT state, doc FROM loki_tasks WHERE key_digest = %s AND archived",
+                                (key_digest(key),))
         return (found[0][0], found[0][1]) if found else None
 
 
@@ -326,8 +327,9 @@ class PgTaskTxn:
         if self._metadata_dirty and self._metadata is not None:
             self.store.schemas.validate("deadletter-file.json", {"tasks": [], "metadata": self._metadata},
                                         "the dead-letter metadata")
-            self._execute("UPDATE loki_queue_meta SET value = %s::json, version = nextval('loki_version_seq') "
-                          "WHERE key = 'dead-letter'", (jsonio.dumps_compact(self._metadata),))
+            self._execute("INSERT INTO loki_queue_meta (key, value) VALUES ('dead-letter', %s::json) "
+                          "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, "
+                          "version = nextval('loki_version_seq')", (jsonio.dumps_compact(self._metadata),))
             self._metadata_dirty = False
         if not self._dirty:
             return
@@ -366,12 +368,13 @@ class PgTaskTxn:
         return {
             "id": task_id, "state": state, "archived": row.archived, "fresh": fresh, "doc": doc,
             "priority_rank": PRIORITY_RANK.get(task.get("priority"), PRIORITY_RANK["medium"]),
-            "created_at": task.get("created_at"), "available_at": _ts(task.get("available_at")),
-            "type": task.get("type"), "claimed_by": task.get("claimed_by"), "lease_until": _ts(task.get("lease_until")),
-            "idempotency_key": task.get("idempotency_key") or None,
-            "dependencies": [str(d) for d in task.get("dependencies") or []],
-            "labels": [str(label) for label in task.get("labels") or []],
-            "finished_at": task.get("completed_at") or task.get("updated_at") or task.get("created_at"),
+            "created_at": _text(task.get("created_at")), "available_at": _ts(task.get("available_at")),
+            "type": _text(task.get("type")), "claimed_by": _text(task.get("claimed_by")),
+            "lease_until": _ts(task.get("lease_until")),
+            "key_digest": key_digest(task["idempotency_key"]) if task.get("idempotency_key") else None,
+            "dependencies": [_text(dep) for dep in task.get("dependencies") or []],
+            "labels": [_text(label) for label in task.get("labels") or []],
+            "finished_at": _text(task.get("completed_at") or task.get("updated_at") or task.get("created_at")),
         }
 
     def _validate(self, task_id: str, state: str, doc: Any) -> None:
@@ -398,8 +401,8 @@ class PgTaskTxn:
 
     def find_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
         self._flush()
-        found = self._execute(f"SELECT {COLUMNS} FROM loki_tasks t WHERE t.idempotency_key = %s{self._lock()}",
-                              (key,))
+        found = self._execute(f"SELECT {COLUMNS} FROM loki_tasks t WHERE t.key_digest = %s{self._lock()}",
+                              (key_digest(key),))
         for row in self._merge(found):
             if row.state is not None:
                 return row.state, _task_of(row.state, row.doc)
@@ -417,7 +420,8 @@ class PgTaskTxn:
 
     def find_archived_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
         self._flush()
-        found = self._execute(f"SELECT {COLUMNS} FROM loki_tasks t WHERE t.idempotency_key = %s AND t.archived", (key,))
+        found = self._execute(f"SELECT {COLUMNS} FROM loki_tasks t WHERE t.key_digest = %s AND t.archived",
+                              (key_digest(key),))
         for row in self._merge(found):
             if row.state is not None and row.archived:
                 return row.state, row.doc
@@ -567,6 +571,20 @@ def _drop(records: list[dict[str, Any]], record: Any) -> None:
 def _task_of(state: str, record: dict[str, Any]) -> dict[str, Any]:
     task: dict[str, Any] = record["task_data"] if state in ENTRY_STATES else record
     return task
+
+
+def key_digest(key: str) -> str:
+    """What the unique index holds for an idempotency key: its SHA-256. A key is any string, of any length
+    (a btree entry may not pass ~2.7 kB) and may hold NUL, which a text column cannot; the record keeps it."""
+    import hashlib
+
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _text(value: Any) -> Any:
+    """A text column's copy of a field: a NUL (which PostgreSQL's text cannot hold) becomes U+FFFD there;
+    the record keeps the field as it is."""
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) else value
 
 
 def _ts(value: Any) -> datetime | None:

@@ -35,7 +35,7 @@ CREATE TABLE loki_tasks (
     type            text,
     claimed_by      text,
     lease_until     timestamptz,
-    idempotency_key text,
+    key_digest      text,                     -- SHA-256 of the idempotency key (any length, any character)
     dependencies    text[] NOT NULL DEFAULT '{}',
     labels          text[] NOT NULL DEFAULT '{}',
     finished_at     text COLLATE "C",         -- completed_at, else updated_at, else created_at: rotation order
@@ -57,7 +57,7 @@ CREATE INDEX loki_tasks_states ON loki_tasks (state, seq) WHERE NOT archived;
 CREATE INDEX loki_tasks_finished ON loki_tasks (state, finished_at, seq)
     WHERE NOT archived AND state IN ('completed', 'cancelled');
 -- An idempotency key names one task, wherever it is.
-CREATE UNIQUE INDEX loki_tasks_key ON loki_tasks (idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE UNIQUE INDEX loki_tasks_key ON loki_tasks (key_digest) WHERE key_digest IS NOT NULL;
 
 -- The dead-letter queue's metadata (last_reviewed, total_abandoned, total_recovered).
 CREATE TABLE loki_queue_meta (
