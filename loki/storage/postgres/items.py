@@ -370,6 +370,12 @@ class PgHeldLock:
         from loki.storage.locks import _describe_command
         from loki.storage.postgres import connect as connecting
 
+        if self.timeout <= 0:
+            # A display-only watcher asks every second: one query on the store's connection while the
+            # lock is held, rather than a new connection each time.
+            holder = self.store.lock_holder(self.rel)
+            if holder is not None:
+                raise self._held(holder)
         pg = connecting.driver()
         conn = connecting.connect(self.store.db.url, autocommit=True, application_name=f"loki lock {self.rel}"[:63])
         key = (HELD_NAMESPACE, self.rel)
@@ -387,11 +393,7 @@ class PgHeldLock:
                 except pg.errors.LockNotAvailable:
                     got = False
             if not got:
-                holder = self.store.lock_holder(self.rel)
-                from loki.storage.locks import describe_holder
-
-                raise LockTimeout(f"{self.rel} is held; {describe_holder(holder or {})}", lock=self.rel,
-                                  holder=holder, timeout=self.timeout)
+                raise self._held(self.store.lock_holder(self.rel))
             conn.execute(
                 "INSERT INTO loki_lock_holders (name, backend_pid, pid, host, command, since) "
                 "VALUES (%s, pg_backend_pid(), %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET "
@@ -403,6 +405,12 @@ class PgHeldLock:
             raise
         self._conn = conn
         return self
+
+    def _held(self, holder: dict[str, Any] | None) -> LockTimeout:
+        from loki.storage.locks import describe_holder
+
+        return LockTimeout(f"{self.rel} is held; {describe_holder(holder or {})}", lock=self.rel, holder=holder,
+                           timeout=self.timeout)
 
     def release(self) -> None:
         conn = self._conn
