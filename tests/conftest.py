@@ -48,11 +48,12 @@ def project(root: Path) -> Path:
 
 # -- one suite, each backend (huey's StorageTests pattern) ----------------------------------------------
 # API-level tests ask for `backend_store` (or override `store` with it in their module): they run once on
-# the files and once on the memory store. Tests about the file format (crash, fuzz, torture, bad inputs,
-# CLI tests that look at files) keep the file-only `store`.
+# the files, once on the memory store and once on PostgreSQL (a schema of its own per test, in the server
+# tests/pgserver.py gives: skipped with the reason when there is none). Tests about the file format (crash,
+# fuzz, torture, bad inputs, CLI tests that look at files) keep the file-only `store`.
 
 
-BACKENDS = ("file", "memory")
+BACKENDS = ("file", "memory", "postgres")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -72,11 +73,25 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_store(backend: str, root: Path, clock: ManualClock) -> Callable[..., Any]:
-    """A store of this backend over the test's tree; ``config``: the tree's config/loki.json."""
+def make_store(backend: str, root: Path, clock: ManualClock,
+               request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """A store of this backend over the test's tree; ``config``: the tree's config/loki.json (on PostgreSQL,
+    the team's config document). Each call opens the same state again (memory: a new, empty store)."""
+    url = None
+    if backend == "postgres":
+        from tests.pgserver import fresh_schema_url
+
+        url = fresh_schema_url()
+
     def make(config: dict[str, Any] | None = None) -> Any:
         if backend == "memory":
             return MemoryStore(clock=clock, config=config)
+        if url is not None:
+            from loki.storage.postgres.store import PgStore
+
+            store = PgStore.open(url, root=str(root), clock=clock, config=config)
+            request.addfinalizer(store.close)
+            return store
         if config is not None:
             (root / "config" / "loki.json").write_text(json.dumps(config))
         return Store(root, clock=clock)
@@ -87,6 +102,15 @@ def make_store(backend: str, root: Path, clock: ManualClock) -> Callable[..., An
 @pytest.fixture
 def backend_store(make_store: Callable[..., Any]) -> Any:
     return make_store()
+
+
+def postgres_store(root: Path, clock: ManualClock, config: dict[str, Any] | None = None) -> Any:
+    """A PgStore over a fresh schema of the test server, with ``root`` as this machine's tree (for tests that
+    need a PostgreSQL store outside the backend fixture: tests/test_postgres_state.py, *_processes.py)."""
+    from loki.storage.postgres.store import PgStore
+    from tests.pgserver import fresh_schema_url
+
+    return PgStore.open(fresh_schema_url(), root=str(root), clock=clock, config=config)
 
 
 # -- the real agents (tests/agents/) -------------------------------------------------------------------

@@ -77,7 +77,7 @@ def task(task_id: str, **fields: Any) -> dict[str, Any]:
 
 def put_tasks(store: Store, state: str, tasks: list[dict[str, Any]]) -> None:
     """Make ``tasks`` the whole content of ``state`` (on the files: write the queue file as given)."""
-    if not isinstance(store, Store):  # the memory backend: through its task store
+    if not isinstance(store, Store):  # memory or PostgreSQL: through its task store
         with store.tasks().transaction() as unit:
             for old in list(unit.tasks(state)):
                 unit.remove(state, old)
@@ -111,9 +111,14 @@ def store_problems(store: Any) -> list[str]:
 
 
 def state_snapshot(store: Any) -> Any:
-    """Everything a store holds, to compare before and after (on the files: every file's bytes)."""
+    """Everything a store holds, to compare before and after (on the files: every file's bytes; on
+    PostgreSQL: every row, archived tasks included)."""
     if isinstance(store, Store):
         return snapshot_bytes(store.root)
+    if getattr(store, "backend", None) == "postgresql":
+        return (store.rows("SELECT name, data FROM loki_documents ORDER BY name"),
+                store.rows("SELECT id, state, archived, doc::text FROM loki_tasks ORDER BY id"),
+                store.rows("SELECT key, value::text FROM loki_queue_meta ORDER BY key"))
     return (dict(store._items), store.tasks().view([*QUEUE_STATES, "dead-letter", "abandoned"]),
             store.tasks().dead_letter_doc())
 

@@ -1,16 +1,16 @@
-"""Every change stamps the time read while holding the queue lock, never a time read before it.
+"""Every change stamps the time read inside its unit of work (under the queue lock), never a time read before it.
 
 A process that waits seconds for the lock and then writes the instant it *asked* would stamp a
 task earlier than the commit that preceded it (``completed_at`` before a re-claim's ``claimed_at``,
 a backoff computed from the past). The probe clock below answers differently depending on whether
-the queue lock is held at the moment it is read, so a read outside the lock shows up in the data.
+a unit of work is open at the moment it is read, so a read outside one shows up in the data. It runs
+on every backend: on the files the queue lock is held, in memory the store's lock, on PostgreSQL a
+transaction is open (a claim's too, which takes no queue-wide lock there).
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,30 +25,40 @@ from loki.storage import layout
 from loki.storage.locks import in_use
 from loki.storage.store import Store
 
+STATES = [*layout.QUEUE_STATES, "dead-letter", "abandoned"]
+
 BEFORE = "2026-01-25T10:00:00Z"  # what a read outside the lock sees
 UNDER = "2026-01-25T10:00:07Z"  # what a read under the lock sees (the lock took 7 s to get)
 
 
 class LockProbeClock(Clock):
-    """BEFORE while nobody holds ``queue/.lock``, UNDER while somebody (this process) does."""
+    """BEFORE while no unit of work is open, UNDER while one (of this process) is."""
 
-    def __init__(self, root: Path) -> None:
-        self.lock_path = str(root / layout.QUEUE_LOCK)
+    def __init__(self, store: Any) -> None:
+        self.store = store
         self.offset = 0.0  # lets a test move both instants forward together
 
+    def inside(self) -> bool:
+        if isinstance(self.store, Store):
+            # flock belongs to the open file description: the probe's conflicts with the store's own.
+            return in_use(self.store.path(layout.QUEUE_LOCK))
+        if self.store.backend == "memory":
+            return bool(self.store._lock._is_owned())
+        return bool(self.store.db.in_transaction)
+
     def now(self) -> datetime:
-        # flock belongs to the open file description: the probe's conflicts with the store's own.
-        return add_seconds(parse_ts(UNDER if in_use(self.lock_path) else BEFORE), self.offset)
+        return add_seconds(parse_ts(UNDER if self.inside() else BEFORE), self.offset)
 
 
 @pytest.fixture
-def probe(root: Path) -> tuple[Store, LockProbeClock]:
-    clock = LockProbeClock(root)
-    return Store(root, clock=clock), clock
+def probe(backend_store: Any) -> tuple[Store, LockProbeClock]:
+    clock = LockProbeClock(backend_store)
+    backend_store.clock = clock
+    return backend_store, clock
 
 
-def stamps(root: Path) -> set[str]:
-    """Every timestamp-looking string in the queue files."""
+def stamps(store: Any) -> set[str]:
+    """Every timestamp-looking string in the queue's tasks and entries."""
     found: set[str] = set()
 
     def walk(value: Any) -> None:
@@ -61,21 +71,21 @@ def stamps(root: Path) -> set[str]:
         elif isinstance(value, str) and len(value) == 20 and value.endswith("Z") and value[10] == "T":
             found.add(value)
 
-    for rel in [*(layout.queue_file(s) for s in layout.QUEUE_STATES), layout.DEADLETTER, layout.ABANDONED]:
-        path = root / rel
-        if path.exists():
-            walk(json.loads(path.read_text()))
+    walk(store.tasks().view(STATES))
+    walk(store.tasks().dead_letter_doc())
     return found
 
 
 def test_the_probe_tells_a_held_lock_from_a_free_one(probe: tuple[Store, LockProbeClock]) -> None:
     store, _ = probe
     assert store.now_ts() == BEFORE
-    with store.transaction(layout.QUEUE_LOCK):
+    with store.tasks().transaction():
+        assert store.now_ts() == UNDER
+    with store.tasks().transaction(claim=True):
         assert store.now_ts() == UNDER
 
 
-def test_queue_operations_stamp_the_time_under_the_lock(probe: tuple[Store, LockProbeClock], root: Path) -> None:
+def test_queue_operations_stamp_the_time_under_the_lock(probe: tuple[Store, LockProbeClock]) -> None:
     store, _ = probe
     queue = Queue(store)
     queue.add("one", task_id="t1")
@@ -84,11 +94,11 @@ def test_queue_operations_stamp_the_time_under_the_lock(probe: tuple[Store, Lock
     queue.complete(claimed["id"], "a1")
     queue.claim("a1")
     queue.fail("t2", "a1", error="boom")  # last attempt: dead-letter
-    assert BEFORE not in stamps(root)
+    assert BEFORE not in stamps(store)
 
 
 def test_dead_letter_and_escalation_operations_stamp_the_time_under_the_lock(
-        probe: tuple[Store, LockProbeClock], root: Path) -> None:
+        probe: tuple[Store, LockProbeClock]) -> None:
     store, _ = probe
     queue = Queue(store)
     for task_id in ("t1", "t2", "t3", "t4"):
@@ -101,10 +111,10 @@ def test_dead_letter_and_escalation_operations_stamp_the_time_under_the_lock(
     escalate(store, "t3", "security_decision")
     resolve(store, "t3", "approve")
     dead.review(force=True)
-    assert BEFORE not in stamps(root)
+    assert BEFORE not in stamps(store)
 
 
-def test_watcher_rules_stamp_the_time_under_the_lock(probe: tuple[Store, LockProbeClock], root: Path) -> None:
+def test_watcher_rules_stamp_the_time_under_the_lock(probe: tuple[Store, LockProbeClock]) -> None:
     store, _ = probe
     queue = Queue(store)
     for task_id in ("t1", "t2", "t3"):
@@ -119,11 +129,11 @@ def test_watcher_rules_stamp_the_time_under_the_lock(probe: tuple[Store, LockPro
     rules.apply(store, signal("TESTS_PASSED_auth", "t1", 1))
     rules.apply(store, signal("TESTS_FAILED_auth", "t2", 2))
     rules.apply(store, signal("DRIFT_DETECTED", "t3", 3, detected_drift="off course"))
-    assert BEFORE not in stamps(root)
+    assert BEFORE not in stamps(store)
 
 
 def test_the_review_timeout_tick_stamps_the_time_under_the_lock(
-        probe: tuple[Store, LockProbeClock], root: Path) -> None:
+        probe: tuple[Store, LockProbeClock]) -> None:
     store, clock = probe
     queue = Queue(store)
     queue.add("one", task_id="t1")
@@ -131,5 +141,5 @@ def test_the_review_timeout_tick_stamps_the_time_under_the_lock(
     clock.offset = 48 * 3600  # past the 24 h review deadline
     events = Tick(store).review_timeouts(clock.now())
     assert [e["action"] for e in events] == ["review_timeout"]
-    entry = json.loads((root / layout.DEADLETTER).read_text())["tasks"][0]
+    entry = store.tasks().dead_letter_doc()["tasks"][0]
     assert entry["task_data"]["updated_at"] == "2026-01-27T10:00:07Z"  # UNDER + 48 h, not BEFORE + 48 h

@@ -94,6 +94,35 @@ def test_three_failures_then_the_call_is_denied(project: Path) -> None:
     assert tree_problems(root) == []
 
 
+def test_on_a_database_tree_pre_tool_use_reads_this_machines_copy_and_never_connects(project: Path,
+                                                                                   tmp_path: Path) -> None:
+    """docs/postgres.md: the copies under .loki/cache/ are what PreToolUse reads; the database (here one that
+    cannot be reached) is never connected to, and the driver never imported."""
+    root = project / ".loki"
+    elsewhere = tmp_path / "elsewhere"  # a tree where the strikes were recorded, as the database holds them
+    (elsewhere / ".git").mkdir(parents=True)
+    (elsewhere / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    from loki.storage.tree import init_tree
+
+    init_tree(str(elsewhere / ".loki"))
+    for _ in range(3):
+        assert fail_cargo(elsewhere).code == 0
+    copy = root / layout.LOCAL_CACHE_DIR / layout.STRIKES_DIR / "main.json"
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes((elsewhere / ".loki" / layout.STRIKES_DIR / "main.json").read_bytes())
+    (root / layout.CONFIG).write_text(json.dumps(
+        {"version": 1, "storage": {"backend": "postgresql", "database": "postgresql://loki@unreachable.invalid:1/team"}}))
+    args = [sys.executable, "-X", "importtime", "-m", "loki", "hook", "pre-tool-use"]
+    stdin = json.dumps(payload("pre_tool_use_bash", project)).encode()
+    done = subprocess.run(args, input=stdin, capture_output=True, cwd=project, timeout=60,
+                          env={**os.environ, "LOKI_NOW": NOW})
+    assert done.returncode == 0 and json.loads(done.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert b"psycopg" not in done.stderr and b"loki.storage.postgres" not in done.stderr
+    (root / layout.LOCAL_CACHE_DIR / layout.STRIKES_DIR / "main.json").unlink()  # no copy: nothing stopped
+    allowed = hook("pre-tool-use", payload("pre_tool_use_bash", project), cwd=project)
+    assert (allowed.code, allowed.stdout, allowed.stderr) == (0, "", "")
+
+
 def test_the_warn_tier_reminds_before_the_same_call(project: Path) -> None:
     fail_cargo(project)
     before = hook("pre-tool-use", payload("pre_tool_use_bash", project), cwd=project)

@@ -1,9 +1,11 @@
-"""``loki errors compact`` as a library (loki/memory/compact.py): bounded, merged, nothing learned lost."""
+"""``loki errors compact`` as a library (loki/memory/compact.py): bounded, merged, nothing learned lost.
+
+Every test runs on each backend (tests/conftest.py: backend), except the one that needs a second
+process's store."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,16 @@ from tests.helpers import tree_problems
 from tests.test_memory import capture_case, log_lines, resolve
 
 LOG = layout.MEMORY_LOG
+
+
+@pytest.fixture
+def store(backend_store: Store) -> Store:
+    return backend_store
+
+
+def problems(store: Store, root: Path) -> list[str]:
+    """What `loki validate` finds in a file tree (the other stores validate every write themselves)."""
+    return tree_problems(root) if isinstance(store, Store) else []
 
 
 @pytest.fixture
@@ -40,21 +52,21 @@ def test_duplicates_merge_into_their_latest_occurrence(memory: ErrorMemory, root
     report = memory.compact()
     assert (report["lines_before"], report["lines_after"], report["merged"]) == (3, 2, 1)
     assert (report["errors"], report["patterns"], report["dropped_patterns"]) == (3, 2, 0)
-    merged = [r for r in log_lines(root) if r["content_hash"] == first["content_hash"]]
+    merged = [r for r in log_lines(memory.store) if r["content_hash"] == first["content_hash"]]
     assert len(merged) == 1 and merged[0]["id"] == last["id"] and merged[0]["session_id"] == "s2"
     assert (merged[0]["occurrences"], merged[0]["first_seen"]) == (2, first["timestamp"])
     after = memory.search("terraformx")
     assert after == before and after[0]["occurrences"] == 2 and after[0]["first_seen"] == first["timestamp"]
-    assert tree_problems(root) == []
+    assert problems(memory.store, root) == []
 
 
-def test_compacting_twice_changes_nothing(memory: ErrorMemory, root: Path) -> None:
+def test_compacting_twice_changes_nothing(memory: ErrorMemory) -> None:
     for _ in range(3):
         capture_case(memory, "bash_command_not_found")
     memory.compact()
-    once = (root / LOG).read_bytes()
+    once = memory.store.read_text(LOG)
     report = memory.compact()
-    assert (root / LOG).read_bytes() == once and report["merged"] == 0 and memory.stats()["errors"] == 3
+    assert memory.store.read_text(LOG) == once and report["merged"] == 0 and memory.stats()["errors"] == 3
 
 
 def test_resolutions_follow_their_errors_into_the_merge(memory: ErrorMemory, root: Path) -> None:
@@ -63,7 +75,7 @@ def test_resolutions_follow_their_errors_into_the_merge(memory: ErrorMemory, roo
     resolve(memory, errors[:2], "pytest -x tests/test_calc.py", calls_between=4)  # the same fix, less sure
     report = memory.compact()
     assert (report["resolutions"], report["resolutions_merged"]) == (1, 1)
-    lines = log_lines(root)
+    lines = log_lines(memory.store)
     assert [r["kind"] for r in lines] == ["error", "resolution"]  # errors first: the index meets them first
     assert lines[1]["resolves"] == [errors[2]["id"]] and lines[1]["calls_between"] == 1
     (hit,) = memory.search("test_calc", with_resolution=True)
@@ -79,7 +91,7 @@ def test_the_bound_drops_the_oldest_unresolved_patterns_first(memory: ErrorMemor
     resolve(memory, [resolved], "make all")
     report = memory.compact(max_records=4)
     assert (report["dropped_patterns"], report["lines_after"], report["over_bound"]) == (3, 4, False)
-    kept = [r.get("command") for r in log_lines(root) if r["kind"] == "error"]
+    kept = [r.get("command") for r in log_lines(memory.store) if r["kind"] == "error"]
     assert kept == ["make build", "python job3.py", "python job4.py"]  # the oldest, resolved, stays
     assert memory.search("make", with_resolution=True)[0]["resolution"]["resolution"] == "make all"
 
@@ -104,7 +116,7 @@ def test_errors_an_open_streak_holds_are_kept_and_still_resolvable(memory: Error
         fail(memory, f"python job{n}.py", f"ValueError: bad {n}x")
     report = memory.compact(max_records=2)
     assert report["aliases_kept"] == 1
-    (cargo,) = [r for r in log_lines(root) if r.get("command") == "cargo build"]
+    (cargo,) = [r for r in log_lines(memory.store) if r.get("command") == "cargo build"]
     assert cargo["id"] == held[1]["id"] and cargo["aliases"] == [held[0]["id"]]
     ended: list[dict[str, Any]] = []
     strikes.record_success("Bash", {"command": "cargo build --offline"}, call_number=3, on_resolved=ended.extend)
@@ -116,37 +128,39 @@ def test_errors_an_open_streak_holds_are_kept_and_still_resolvable(memory: Error
 
 def test_unreadable_lines_are_set_aside_not_lost(memory: ErrorMemory, root: Path) -> None:
     capture_case(memory, "py_zero_division")
-    with (root / LOG).open("a") as log:
-        log.write('{"kind": "err\n')
-        log.write('{"kind": "error", "id": "e1", "timestamp": "2026-01-25T10:00:00Z", "tool": "Bash"}\n')
+    # Lines another tool (or an agent's `echo >>`) appended: not records.
+    foreign = '{"kind": "error", "id": "e1", "timestamp": "2026-01-25T10:00:00Z", "tool": "Bash"}'
+    memory.store.append_text(LOG, ['{"kind": "err', foreign])
     capture_case(memory, "bash_command_not_found")
     report = memory.compact()
     assert report["corrupt_lines"] == [2, 3]
-    aside = root / report["corrupt_file"]
-    assert aside.name == "errors.jsonl.corrupt.2026-01-25T100000Z"
-    assert aside.read_text().splitlines() == ['{"kind": "err', '{"kind": "error", "id": "e1", "timestamp": '
-                                              '"2026-01-25T10:00:00Z", "tool": "Bash"}']
-    assert [r["kind"] for r in log_lines(root)] == ["error", "error"]
+    assert report["corrupt_file"].rsplit("/", 1)[1] == "errors.jsonl.corrupt.2026-01-25T100000Z"
+    aside = memory.store.read_text(report["corrupt_file"])
+    assert aside.splitlines() == ['{"kind": "err', '{"kind": "error", "id": "e1", "timestamp": '
+                                  '"2026-01-25T10:00:00Z", "tool": "Bash"}']
+    assert [r["kind"] for r in log_lines(memory.store)] == ["error", "error"]
     memory.search("division")
-    assert memory.warnings == [] and tree_problems(root) == []
+    assert memory.warnings == [] and problems(memory.store, root) == []
 
 
-def test_compaction_rebuilds_the_index_and_the_hints(memory: ErrorMemory, root: Path) -> None:
+def test_compaction_rebuilds_the_index_and_the_hints(memory: ErrorMemory) -> None:
     error = fail(memory, "cargo build", "cargo: command not found")
     resolve(memory, [error], "~/.cargo/bin/cargo build")
-    hints = os.listdir(root / layout.MEMORY_HINTS_DIR)
-    (root / layout.MEMORY_HINTS_DIR / "0000000000000000.json").write_text("{}")  # a stray hint goes
+    hints = memory.store.list(layout.MEMORY_HINTS_DIR)
+    memory.store.write_text(f"{layout.MEMORY_HINTS_DIR}/0000000000000000.json", "{}")  # a stray hint goes
     report = memory.compact()
-    assert report["index"]["hints"] == 1 and os.listdir(root / layout.MEMORY_HINTS_DIR) == hints
+    assert report["index"]["hints"] == 1 and memory.store.list(layout.MEMORY_HINTS_DIR) == hints
     assert report["index"]["rebuilt"] == "asked for (loki errors reindex)"
 
 
-def test_an_empty_memory_compacts_to_nothing(memory: ErrorMemory, root: Path) -> None:
+def test_an_empty_memory_compacts_to_nothing(memory: ErrorMemory) -> None:
     report = memory.compact()
     assert (report["lines_before"], report["lines_after"], report["corrupt_file"]) == (0, 0, None)
-    assert (root / LOG).read_bytes() == b""
+    assert (memory.store.read_text(LOG) or "") == ""
 
 
+@pytest.mark.files("a second store that waits for the first needs a second process's (the memory store is one); "
+                   "PostgreSQL: tests/test_postgres_state.py")
 def test_appends_wait_for_compaction(memory: ErrorMemory, store: Store, root: Path) -> None:
     """Compaction holds the log's lock from its first read to the rename: an append cannot slip in between."""
     from loki.errors import LockTimeout
@@ -155,5 +169,5 @@ def test_appends_wait_for_compaction(memory: ErrorMemory, store: Store, root: Pa
     impatient = Store(root, lock_timeout=0.05)
     with store.transaction(LOG), pytest.raises(LockTimeout):
         ErrorMemory(impatient).capture("Bash", {"command": "x"}, "Exit code 1\nboom", branch="main")
-    assert len(log_lines(root)) == 1
+    assert len(log_lines(memory.store)) == 1
     assert json.loads((root / LOG).read_text())["error_class"] == "python_exception"

@@ -532,3 +532,195 @@ def test_the_live_view_counts_the_queue_of_either_store(queue: Queue, clock: Man
     assert [row["id"] for row in first["in_progress"]["tasks"]] == ["t0"]
     queue.fail("t0", "a", error="boom", final=True)
     assert dashboard.snapshot()["queue"] | {} == {**first["queue"], "in-progress": 0, "failed": 1}
+
+
+class _Spy:
+    """A store whose task units record every whole-state read (``tasks``, ``dead_letters``, ``abandoned``)."""
+
+    WHOLE = ("tasks", "dead_letters", "abandoned")
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.whole_reads: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def tasks(self) -> object:
+        spy = self
+
+        class Tasks:
+            def __getattr__(self, name: str) -> object:
+                return getattr(spy._store.tasks(), name)
+
+            def transaction(self, **kwargs: object) -> object:
+                unit = spy._store.tasks().transaction(**kwargs)
+
+                class Unit:
+                    def __enter__(self) -> object:
+                        unit.__enter__()
+                        return self
+
+                    def __exit__(self, *exc: object) -> None:
+                        unit.__exit__(*exc)
+
+                    def __getattr__(self, name: str) -> object:
+                        if name in _Spy.WHOLE:
+                            spy.whole_reads.append(name)
+                        return getattr(unit, name)
+
+                return Unit()
+
+        return Tasks()
+
+
+def test_adding_looks_ids_and_keys_up_and_reads_no_whole_state(store: Store) -> None:
+    """``add`` on a big queue must not read the whole queue (it was O(n) per add): ids, idempotency keys,
+    dependencies and cycles are looked up one task at a time (TaskTxn.find, find_by_key, waiting_chain)."""
+    put_tasks(store, "pending", [task(f"p{n}", idempotency_key=f"k{n}") for n in range(30)])
+    put_tasks(store, "completed", [task("done", status="completed")])
+    spy = _Spy(store)
+    queue = Queue(spy)  # type: ignore[arg-type]
+    assert queue.add("new", task_id="n1", idempotency_key="fresh")["created"] is True
+    again = queue.add("other title", idempotency_key="k7")
+    assert again["created"] is False and again["task"]["id"] == "p7"
+    with pytest.raises(Conflict, match="'p3' already exists"):
+        queue.add("dup", task_id="p3")
+    queue.add("after done", task_id="n2", depends_on=["done"])
+    queue.add("after pending", task_id="n3", depends_on=["p1", "n1"])
+    with pytest.raises(InvalidInput, match="does not exist"):
+        queue.add("dangling", depends_on=["nowhere"])
+    queue.add_many([{"title": "a", "id": "b1", "dependencies": ["b2"]}, {"title": "b", "id": "b2"}])
+    assert [t["id"] for t in tasks_in(store, "pending")][-5:] == ["n1", "n2", "n3", "b1", "b2"]
+    # A claim asks for the expired leases and the best ready task; the holder's operations find their task.
+    claimed = queue.claim("a")
+    queue.complete(claimed["id"], "a", token=claimed["claim_token"])
+    queue.fail(queue.claim("b")["id"], "b", error="boom")
+    assert spy.whole_reads == []
+
+
+def test_expired_returns_the_in_progress_tasks_whose_lease_ended(store: Store) -> None:
+    now = "2026-01-25T10:00:00Z"
+    put_tasks(store, "in-progress", [
+        task("ended", status="in-progress", claimed_by="a", lease_until="2026-01-25T09:59:59Z"),
+        task("running", status="in-progress", claimed_by="a", lease_until=now),  # ends at now: not yet
+        task("no-lease", status="in-progress", claimed_by="a"),
+        task("ended-too", status="in-progress", claimed_by="b", lease_until="2026-01-01T00:00:00Z"),
+    ])
+    with store.tasks().transaction(claim=True) as unit:
+        assert [t["id"] for t in unit.expired(now)] == ["ended", "no-lease", "ended-too"]
+
+
+def test_waiting_chain_is_what_the_dependencies_reach_in_listing_order(store: Store) -> None:
+    put_tasks(store, "pending", [task("a", dependencies=["b"]), task("z"), task("c", dependencies=["gone"]),
+                                 task("b", dependencies=["blk", "done"])])
+    put_tasks(store, "blocked", [task("blk", status="blocked", dependencies=["c"])])
+    put_tasks(store, "completed", [task("done", status="completed")])
+    with store.tasks().transaction() as unit:
+        assert [t["id"] for t in unit.waiting_chain(["a"])] == ["a", "c", "b", "blk"]
+        assert [t["id"] for t in unit.waiting_chain(["done", "nowhere"])] == []
+        assert [t["id"] for t in unit.waiting_chain(["blk", "z"])] == ["z", "c", "blk"]
+
+
+def test_find_by_key_finds_a_key_wherever_its_task_is(make_store: Callable[..., Store], clock: ManualClock) -> None:
+    queue = Queue(make_store({"version": 1, "queue": {"completed_hot_limit": 1, "max_attempts": 1}}))
+    for name in ("old", "newer"):
+        queue.add(name, task_id=name, idempotency_key=f"key-{name}")
+        queue.claim("a")
+        queue.complete(name, "a")  # the second rotates "old" out
+    for name in ("failing", "waiting"):
+        queue.add(name, task_id=name, idempotency_key=f"key-{name}")
+    queue.claim("a")
+    queue.fail("failing", "a", error="boom")  # one attempt allowed: dead-letter
+    with queue.tasks.transaction() as unit:
+        found = {name: unit.find_by_key(f"key-{name}") for name in ("old", "newer", "failing", "waiting")}
+        assert unit.find_by_key("key-none") is None
+    assert {name: (hit[0], hit[1]["id"]) for name, hit in found.items() if hit} == {
+        "old": ("completed", "old"), "newer": ("completed", "newer"), "failing": ("dead-letter", "failing"),
+        "waiting": ("pending", "waiting")}
+    assert queue.show("old").get("archived") is True
+
+
+def _scenario(store: Store, clock: ManualClock) -> list[object]:
+    """A day of a queue, through the library; what a user would see after each step (tokens masked)."""
+    from loki.queue.deadletter import DeadLetter
+
+    queue, dead = Queue(store), DeadLetter(store)
+    seen: list[object] = []
+
+    def look(result: object) -> None:
+        text = json.dumps(result, sort_keys=True)
+        for token in {t["claim_token"] for t in queue.tasks.view(["in-progress"])["in-progress"]}:
+            text = text.replace(token, "<token>")
+        seen.append(json.loads(text))
+        seen.append(queue.list_tasks("all", limit=1000))
+        seen.append(dead.entries())
+
+    def attempt(call: Callable[[], object]) -> None:
+        try:
+            look(call())
+        except (Conflict, InvalidInput, NotFound, NothingToDo) as exc:
+            look({"error": type(exc).__name__, "message": exc.message})
+
+    keys = ["k0", "k1", None, "k3", None, "k5", None, "k1"]  # t07's key is t01's: not created again
+    for n, (priority, deps) in enumerate([("low", []), ("high", []), ("medium", ["t00"]), ("high", ["t02"]),
+                                          ("medium", []), ("medium", []), ("low", ["t04", "t05"]), ("high", [])]):
+        attempt(lambda n=n, p=priority, d=deps: queue.add(f"task {n}", task_id=f"t{n:02d}", priority=p,
+                                                           depends_on=d, idempotency_key=keys[n]))
+        clock.advance(n % 2)
+    for agent in ("a", "b", "c", "d"):
+        attempt(lambda agent=agent: queue.claim(agent, lease_seconds=60))
+    attempt(lambda: queue.fail("t01", "a", error="flaky network"))
+    attempt(lambda: queue.complete("t04", "b"))
+    attempt(lambda: queue.cancel("t02", cascade=True, reason="dropped"))
+    clock.advance(120)  # the leases of c and d expire
+    attempt(lambda: queue.claim("e", lease_seconds=600))  # requeues them first
+    attempt(lambda: queue.complete("t05", "c"))  # lease lost
+    attempt(lambda: queue.fail("t01", "f", error="not mine"))
+    attempt(queue.requeue_stale)
+    clock.advance(3600)  # e's lease ends too; every backoff is over
+    for round_number in range(8):
+        def work(n: int = round_number) -> object:
+            claimed = queue.claim(f"w{n}")
+            if n % 3 == 1:
+                return queue.fail(claimed["id"], f"w{n}", error=f"step {n} broke", final=n == 4)
+            return queue.complete(claimed["id"], f"w{n}", result={"n": n})
+        attempt(work)
+        clock.advance(600)
+    attempt(lambda: queue.retry("t00"))
+    attempt(lambda: queue.retry("t03"))
+    for entry in dead.entries()["tasks"][:1]:
+        attempt(lambda entry=entry: dead.retry(entry["task_id"], approach="smaller steps"))
+    attempt(lambda: queue.add("again", idempotency_key="k3"))
+    attempt(lambda: queue.show("t04"))
+    attempt(lambda: queue.list_tasks("completed"))
+    return seen
+
+
+def test_the_same_steps_give_the_same_results_in_the_same_order_as_the_files(
+        make_store: Callable[..., Store], tmp_path: Path, clock: ManualClock, backend: str) -> None:
+    """Claims, failures, backoff, expired leases, cascades, the dead-letter queue, idempotency keys and
+    the archive give every backend the file store's answers, in its order."""
+    from loki.storage.tree import init_tree
+
+    config = {"version": 1, "queue": {"completed_hot_limit": 2, "max_attempts": 2}}
+    files_root = tmp_path / "files" / ".loki"
+    init_tree(str(files_root))
+    (files_root / "config" / "loki.json").write_text(json.dumps(config))
+    files_clock = ManualClock("2026-01-25T10:00:00Z")
+    files = _scenario(Store(files_root, clock=files_clock), files_clock)
+    assert sum(1 for step in files if isinstance(step, dict) and "error" in step) >= 3  # refusals are compared too
+    if backend != "file":  # the file store is the reference itself
+        assert _scenario(make_store(config), clock) == files
+
+
+def test_an_idempotency_key_may_be_any_string(queue: Queue) -> None:
+    """Long keys and keys holding a NUL name one task each on every backend (PostgreSQL indexes a digest)."""
+    import random
+
+    keys = ["a\x00b", "".join(random.Random(7).choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(5000))]
+    first = [queue.add(f"task {n}", idempotency_key=key)["task"] for n, key in enumerate(keys)]
+    again = [queue.add("again", idempotency_key=key) for key in keys]
+    assert [a["created"] for a in again] == [False, False]
+    assert [a["task"]["id"] for a in again] == [t["id"] for t in first]
+    assert queue.add("other", idempotency_key="a\x00c")["created"] is True

@@ -1,11 +1,13 @@
 """The watcher loop (loki/signals/watcher.py), driven in-process: cycles, ticks, one consumer, stopping,
-the observer."""
+the observer. Every test runs on each backend (tests/conftest.py: backend); a second watcher, or a
+watcher running in a thread, gets a store of its own over the same state (``twin``: a second process
+would have one)."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +16,40 @@ import pytest
 from loki.clock import ManualClock
 from loki.queue.queue import Queue
 from loki.signals import emit as signals
+from loki.signals import outcomes
 from loki.signals.consumer import Consumer
 from loki.signals.watcher import Watcher
 from loki.storage import layout
 from loki.storage.store import Store
+
+OBSERVER = {"file": "native", "memory": "memory", "postgres": "notify"}
+"""What wakes a watcher on each backend (store.observe): watchdog, the memory store's callbacks, LISTEN/NOTIFY."""
+
+
+@pytest.fixture
+def store(backend_store: Store) -> Store:
+    return backend_store
+
+
+@pytest.fixture
+def twin(backend: str, root: Path) -> Iterator[Callable[[Any], Any]]:
+    """Another store over the same state, as another process would open it (the memory store is its own)."""
+    opened: list[Any] = []
+
+    def make(store: Any) -> Any:
+        if backend == "memory":
+            return store
+        if backend == "postgres":
+            from loki.storage.postgres.store import PgStore
+
+            other = PgStore.open(store.db.url, root=store.local_root, clock=store.clock)
+            opened.append(other)
+            return other
+        return Store(root, clock=store.clock)
+
+    yield make
+    for other in opened:
+        other.close()
 
 
 class Timer:
@@ -28,13 +60,8 @@ class Timer:
         return self.now
 
 
-def configure(root: Path, **watch: Any) -> None:
-    (root / "config" / "loki.json").write_text(json.dumps({"version": 1, "watch": watch}))
-
-
-def logged(root: Path) -> list[dict[str, Any]]:
-    path = root / "logs" / "signals.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+def logged(store: Any) -> list[dict[str, Any]]:
+    return outcomes.tail(store)
 
 
 def wait_for(condition: Any, timeout: float = 10.0) -> None:
@@ -68,21 +95,21 @@ def test_a_cycle_consumes_and_ticks_when_the_tick_is_due(store: Store, clock: Ma
     assert events[0]["event"] == "started" and events[-1]["event"] == "stopped"
 
 
-def test_start_finishes_what_a_crashed_consumer_left(store: Store, root: Path) -> None:
+def test_start_finishes_what_a_crashed_consumer_left(store: Store) -> None:
     signals.emit(store, "DOCS_NEEDED")
     entry = Consumer(store).claim("DOCS_NEEDED")
     watcher = Watcher(store, observer="polling")
     watcher.start()
     watcher.close()
-    assert [r["id"] for r in logged(root)] == [entry] and logged(root)[0]["recovered"] is True
+    assert [r["id"] for r in logged(store)] == [entry] and logged(store)[0]["recovered"] is True
 
 
-def test_a_second_watcher_is_display_only_then_takes_over(store: Store, root: Path) -> None:
+def test_a_second_watcher_is_display_only_then_takes_over(store: Store, twin: Callable[[Any], Any]) -> None:
     first = Watcher(store, observer="polling")
     assert first.start()
     timer = Timer()
     seen: list[dict[str, Any]] = []
-    second = Watcher(Store(root, clock=store.clock), on_event=seen.append, observer="polling", timer=timer)
+    second = Watcher(twin(store), on_event=seen.append, observer="polling", timer=timer)
     assert second.start() is False
     assert seen[0]["consuming"] is False and "display-only" in seen[0]["detail"]
     assert second.holder is not None and second.holder["pid"] > 0
@@ -96,11 +123,11 @@ def test_a_second_watcher_is_display_only_then_takes_over(store: Store, root: Pa
     timer.now += second.rescan_seconds
     second.step()
     assert second.consuming and [e["event"] for e in seen].count("started") == 2
-    assert signals.entries(store) == [] and [r["name"] for r in logged(root)] == ["DOCS_NEEDED", "BLOG_POST_QUEUED"]
+    assert signals.entries(store) == [] and [r["name"] for r in logged(store)] == ["DOCS_NEEDED", "BLOG_POST_QUEUED"]
     second.close()
 
 
-def test_stop_finishes_the_signal_in_hand_and_leaves_the_rest_waiting(store: Store, root: Path) -> None:
+def test_stop_finishes_the_signal_in_hand_and_leaves_the_rest_waiting(store: Store) -> None:
     for _ in range(5):
         signals.emit(store, "DOCS_NEEDED")
     watcher = Watcher(store, observer="polling")
@@ -113,7 +140,7 @@ def test_stop_finishes_the_signal_in_hand_and_leaves_the_rest_waiting(store: Sto
     watcher.start()
     assert watcher.step() == 1
     watcher.close()
-    assert len(logged(root)) == 1
+    assert len(logged(store)) == 1
     assert len(signals.entries(store, "waiting")) == 4 and signals.entries(store, "processing") == []
 
 
@@ -126,18 +153,18 @@ def test_run_once_summarises_what_it_did(store: Store) -> None:
     assert result["events"][0]["event"] == "started"
 
 
-def test_the_native_observer_wakes_the_loop_long_before_the_rescan(root: Path) -> None:
-    configure(root, rescan_seconds=60, tick_seconds=60)
-    store = Store(root)
-    watcher = Watcher(store, observer="native")
+def test_the_stores_observer_wakes_the_loop_long_before_the_rescan(make_store: Callable[..., Any], backend: str,
+                                                                    twin: Callable[[Any], Any]) -> None:
+    store = make_store({"version": 1, "watch": {"rescan_seconds": 60, "tick_seconds": 60}})
+    watcher = Watcher(twin(store), observer="native")  # the loop's thread has a store of its own
     loop = threading.Thread(target=watcher.run)
     loop.start()
     try:
         wait_for(lambda: watcher.consuming)
-        assert watcher.observer == "native"
+        assert watcher.observer == OBSERVER[backend]
         started = time.monotonic()
         signals.emit(store, "DOCS_NEEDED")
-        wait_for(lambda: len(logged(root)) == 1, timeout=10)
+        wait_for(lambda: len(logged(store)) == 1, timeout=10)
         assert time.monotonic() - started < 30  # the rescan alone would take 60 s
     finally:
         watcher.stop()
@@ -145,17 +172,17 @@ def test_the_native_observer_wakes_the_loop_long_before_the_rescan(root: Path) -
     assert not loop.is_alive()
 
 
-def test_without_an_observer_the_rescan_still_finds_signals(root: Path) -> None:
-    configure(root, rescan_seconds=0.05, tick_seconds=60)
-    store = Store(root)
-    watcher = Watcher(store, observer="polling")
+def test_without_an_observer_the_rescan_still_finds_signals(make_store: Callable[..., Any],
+                                                             twin: Callable[[Any], Any]) -> None:
+    store = make_store({"version": 1, "watch": {"rescan_seconds": 0.05, "tick_seconds": 60}})
+    watcher = Watcher(twin(store), observer="polling")
     loop = threading.Thread(target=watcher.run)
     loop.start()
     try:
         wait_for(lambda: watcher.consuming)
         assert watcher.observer == "polling"
         signals.emit(store, "DOCS_NEEDED")
-        wait_for(lambda: len(logged(root)) == 1)
+        wait_for(lambda: len(logged(store)) == 1)
     finally:
         watcher.stop()
         loop.join(timeout=10)
@@ -168,7 +195,7 @@ def test_an_unknown_observer_mode_is_refused(store: Store) -> None:
         Watcher(store, observer="kqueue")
 
 
-def test_a_display_only_watcher_shows_the_consumers_tick_events(store: Store, root: Path,
+def test_a_display_only_watcher_shows_the_consumers_tick_events(store: Store, twin: Callable[[Any], Any],
                                                                   clock: ManualClock) -> None:
     from loki.breakers.breakers import Breakers
     from loki.cli.watch import event_text
@@ -180,7 +207,7 @@ def test_a_display_only_watcher_shows_the_consumers_tick_events(store: Store, ro
     first = Watcher(store, observer="polling")
     assert first.start()
     seen: list[dict[str, Any]] = []
-    second = Watcher(Store(root, clock=store.clock), on_event=seen.append, observer="polling", timer=Timer())
+    second = Watcher(twin(store), on_event=seen.append, observer="polling", timer=Timer())
     assert second.start() is False
     clock.advance(300)
     first.run_tick()  # the consumer requeues the lease and saves HALF_OPEN

@@ -21,7 +21,10 @@ print, or None to say nothing:
   (``systemMessage``) and never answers ``decision: "block"``: a hook must not trap a session.
 
 The hot handlers import only what they need; the store and everything behind it are imported
-inside the functions that write.
+inside the functions that write. They read strike state, hints and settings from ``view``
+(:func:`loki.strikes.view.hot_root`): the tree itself, or on a tree whose state is in a database this
+machine's copies, which the handlers that connect anyway keep fresh (``store.keep_local``:
+``Strikes`` after each write, error memory after a resolution, SessionStart for all of them).
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ def _store(root: str) -> Store:
 def pre_tool_use(payload: dict[str, Any], root: str, *, hint: bool = True) -> dict[str, Any] | None:
     """``hint=False`` for an agent that cannot take context before a call (Gemini CLI): the hint
     then goes with the failure's answer instead (``post_tool_use_failure(hint=True)``)."""
-    answer = _strike_answer(payload, root)
+    answer = _strike_answer(payload, strikeview.hot_root(root))
     return with_hint(answer, payload, root, "PreToolUse") if hint else answer
 
 
@@ -78,8 +81,9 @@ def with_hint(answer: dict[str, Any] | None, payload: dict[str, Any], root: str,
               event_name: str) -> dict[str, Any] | None:
     """``answer`` with error memory's line for this call added (one more line of its context or of
     its denial's reason), or the line alone; ``answer`` itself when there is no hint."""
+    view = strikeview.hot_root(root)
     tool, tool_input = _tool(payload)
-    hint = memoryhints.hint_for(root, tool, tool_input)  # never raises: any problem is no hint
+    hint = memoryhints.hint_for(view, tool, tool_input)  # never raises: any problem is no hint
     if hint is None:
         return answer
     if answer is None:
@@ -90,17 +94,17 @@ def with_hint(answer: dict[str, Any] | None, payload: dict[str, Any], root: str,
     return answer
 
 
-def _strike_answer(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
-    if not strikeview.any_strike_files(root):  # no strikes anywhere: the common case
+def _strike_answer(payload: dict[str, Any], view: str) -> dict[str, Any] | None:
+    if not strikeview.any_strike_files(view):  # no strikes anywhere: the common case
         return None
     branch = gitbranch.current_branch(work_dir(payload))
     try:
-        keys = strikeview.read_keys(root, gitbranch.file_name(branch))
+        keys = strikeview.read_keys(view, gitbranch.file_name(branch))
     except strikeview.Unreadable as exc:
         raise HookError(f"{exc}; no call is stopped until it is fixed") from None
     if not keys:
         return None
-    config = strikeview.read_config(root)
+    config = strikeview.read_config(view)
     tool, tool_input = _tool(payload)
     key, _, _ = strikekey.strike_key(tool, tool_input, hash_chars(config))
     entry = keys.get(key)
@@ -136,13 +140,14 @@ def post_tool_use(payload: dict[str, Any], root: str, *, hint: bool = False) -> 
     outcome = after_success(tool, tool_input, payload.get("tool_response"))
     if outcome.kind == FAILURE:
         return _record_failure(payload, root, outcome, "PostToolUse", hint=hint)
-    branch, keys = _branch_keys(payload, root)
+    view = strikeview.hot_root(root)
+    branch, keys = _branch_keys(payload, view)
     if keys is None or not keys:
         if keys is None:  # unreadable: let the store report it properly
             _record_success(payload, root, str(branch), None)
         return None
-    call = callcount.tick(root, gitbranch.file_name(str(branch)))  # a call in between, for resolutions
-    if outcome.kind == SUCCESS and _ends_a_streak(keys, root, tool, tool_input):
+    call = callcount.tick(view, gitbranch.file_name(str(branch)))  # a call in between, for resolutions
+    if outcome.kind == SUCCESS and _ends_a_streak(keys, view, tool, tool_input):
         _record_success(payload, root, str(branch), call)
     return None
 
@@ -154,27 +159,28 @@ def post_tool_use_failure(payload: dict[str, Any], root: str, *, hint: bool = Fa
     tool, tool_input = _tool(payload)
     outcome = after_failure(tool, tool_input, payload.get("error"), payload.get("is_interrupt"))
     if outcome.kind != FAILURE:
-        branch, keys = _branch_keys(payload, root)
+        view = strikeview.hot_root(root)
+        branch, keys = _branch_keys(payload, view)
         if keys:
-            callcount.tick(root, gitbranch.file_name(str(branch)))
+            callcount.tick(view, gitbranch.file_name(str(branch)))
         return None
     return _record_failure(payload, root, outcome, "PostToolUseFailure", hint=hint)
 
 
-def _branch_keys(payload: dict[str, Any], root: str) -> tuple[str | None, dict[str, Any] | None]:
+def _branch_keys(payload: dict[str, Any], view: str) -> tuple[str | None, dict[str, Any] | None]:
     """Lock-free: the branch and its strike keys; ``(None, {})`` without any strike file, keys None if unreadable."""
-    if not strikeview.any_strike_files(root):  # most calls: no strike file anywhere
+    if not strikeview.any_strike_files(view):  # most calls: no strike file anywhere
         return None, {}
     branch = gitbranch.current_branch(work_dir(payload))
     try:
-        return branch, strikeview.read_keys(root, gitbranch.file_name(branch))
+        return branch, strikeview.read_keys(view, gitbranch.file_name(branch))
     except strikeview.Unreadable:
         return branch, None
 
 
-def _ends_a_streak(keys: dict[str, Any], root: str, tool: str, tool_input: Any) -> bool:
+def _ends_a_streak(keys: dict[str, Any], view: str, tool: str, tool_input: Any) -> bool:
     """Does this success clear its own strikes, or end a streak of the same kind for error memory?"""
-    key, _, _ = strikekey.strike_key(tool, tool_input, hash_chars(strikeview.read_config(root)))
+    key, _, _ = strikekey.strike_key(tool, tool_input, hash_chars(strikeview.read_config(view)))
     if key in keys:
         return True
     candidates = [e for e in keys.values() if isinstance(e, dict) and e.get("memory_ids") and e.get("tool") == tool]
@@ -216,7 +222,7 @@ def _record_failure(payload: dict[str, Any], root: str, outcome: Outcome, event_
     def capture() -> tuple[str | None, int | None]:
         # Run by record_failure once the branch's strike lock is held: a hook that times out on
         # that lock exits 1 having written nothing, neither the call count nor error memory.
-        call = callcount.tick(root, gitbranch.file_name(strikes.branch))
+        call = callcount.tick(strikeview.hot_root(root), gitbranch.file_name(strikes.branch))
         return _capture(store, payload, outcome, strikes), call
 
     recorded = strikes.record_failure(tool, tool_input, outcome.error, result=outcome.result,
@@ -272,6 +278,7 @@ def session_start(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
             text = f"- {title}: unavailable ({exc.message})"
         if text:
             sections.append(text)
+    _refresh_local_copies(store)
     if not sections:
         return None
     briefing = "loki briefing (this repository's shared agent state in .loki/; `loki status` shows more):\n"
@@ -279,6 +286,20 @@ def session_start(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
     if len(briefing) > BRIEFING_MAX_CHARS:
         briefing = briefing[: BRIEFING_MAX_CHARS - 20] + "\n[... cut short]"
     return context_answer("SessionStart", briefing)
+
+
+def _refresh_local_copies(store: Store) -> None:
+    """A new session starts with this machine's copies of the team's strikes, hints and settings
+    up to date (a database tree; files: nothing to do). A failure costs the briefing nothing."""
+    from loki.errors import LokiError
+    from loki.storage import layout
+
+    try:
+        store.keep_local([layout.CONFIG], [layout.STRIKES_DIR, layout.MEMORY_HINTS_DIR])
+    except LokiError as exc:
+        import sys
+
+        sys.stderr.write(f"loki hook: the local copies of strikes and hints were not refreshed ({exc.message})\n")
 
 
 def _call(entry: dict[str, Any]) -> str:
@@ -397,7 +418,7 @@ def _continuity_section(store: Store, payload: dict[str, Any]) -> str | None:
 
 def stop(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
     """Advisory: tell the user which calls are stopped on this branch. Never blocks the stop."""
-    if not strikeview.any_strike_files(root):
+    if not strikeview.any_strike_files(strikeview.hot_root(root)):
         return None
     from loki.strikes.strikes import Strikes
 

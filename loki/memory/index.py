@@ -27,11 +27,11 @@ Resolutions attach to the patterns of the errors they name; a pattern shows its 
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 
-from loki.errors import InvalidArgument, LockTimeout, StateFileError
-from loki.storage import jsonio, layout
+from loki.errors import LockTimeout, StateFileError
+from loki.memory import patterns
+from loki.storage import layout
 from loki.storage.store import digest
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -47,8 +47,6 @@ VERSION = "1"
 WINDOW = 4096
 """Bytes hashed at the start of the log and just before the indexed offset (the staleness check)."""
 CHUNK = 4 << 20
-SKIPPED_KEPT = 100
-RESOLUTION_TEXT_CHARS = 2000
 WEIGHTS = (3.0, 4.0, 2.0, 1.0, 0.5, 1.5)
 """BM25 weight of each column: command, error_message, file_references, stack_trace, output, resolution."""
 HIGHLIGHT = ("**", "**")
@@ -99,7 +97,6 @@ CREATE VIRTUAL TABLE IF NOT EXISTS search USING fts5(
 );
 """
 _TABLES = ("patterns", "records", "resolutions", "resolution_log", "search", "meta")
-_WORD = re.compile(r"\w+")
 
 
 class _State:
@@ -161,11 +158,7 @@ class MemoryIndex:
         ``failing``); when that finds nothing, any word may. ``snippet`` shows the best-matching
         passage with the matched words between ``highlight`` markers.
         """
-        terms = [f'"{word}"' for word in _WORD.findall(query)]
-        if not terms:
-            raise InvalidArgument("the search query has no words in it", field="query")
-        if limit < 1:
-            raise InvalidArgument("--limit must be at least 1", field="limit")
+        terms = [f'"{word}"' for word in patterns.query_words(query, limit)]
         self.sync()
 
         def run() -> list[dict[str, Any]]:
@@ -314,7 +307,7 @@ class MemoryIndex:
                     added += 1
                 else:
                     skipped += 1
-                    state.skipped = [*state.skipped, line][-SKIPPED_KEPT:]
+                    state.skipped = [*state.skipped, line][-patterns.SKIPPED_KEPT:]
                     state.skipped_count += 1
                     self.warnings.append(f"{layout.MEMORY_LOG} line {line}: {problem}; skipped")
         head, tail = self._fingerprint(position)
@@ -325,16 +318,9 @@ class MemoryIndex:
 
     def _index_line(self, db: sqlite3.Connection, raw: bytes, line: int) -> str | None:
         """Index one line; the reason it was skipped, or None."""
-        from loki.memory.record import RECORD_SCHEMA
-
-        try:
-            record = jsonio.loads_strict(raw)
-        except jsonio.JsonError as exc:
-            return exc.reason
-        found = self.store.schemas.problems(RECORD_SCHEMA, record)
-        if found:
-            pointer, reason = found[0]
-            return f"does not match {RECORD_SCHEMA} at {pointer or '/'} ({reason})"
+        record, problem = patterns.read_line(self.store.schemas, raw)
+        if record is None:
+            return problem
         if record["kind"] == "error":
             self._index_error(db, record, line)
         else:
@@ -342,15 +328,7 @@ class MemoryIndex:
         return None
 
     def _index_error(self, db: sqlite3.Connection, record: dict[str, Any], line: int) -> None:
-        refs = record.get("file_references") or []
-        fields = {
-            "tool": record["tool"], "prefix": record.get("prefix") or "", "command": record["command"],
-            "error_message": record["error_message"], "error_class": record.get("error_class"),
-            "exit_code": record.get("exit_code"), "file_references": json.dumps(refs),
-            "stack_trace": record.get("stack_trace"), "output": record.get("output") or "",
-            "cwd": record.get("cwd") or "", "branch": record.get("branch") or "",
-            "session_id": record.get("session_id"), "last_id": record["id"], "last_line": line,
-        }
+        fields = patterns.error_fields(record, line)
         seen = record["timestamp"]
         first = record.get("first_seen") or seen
         occurrences = int(record.get("occurrences") or 1)
@@ -384,7 +362,7 @@ class MemoryIndex:
 
     @staticmethod
     def _put_text(db: sqlite3.Connection, pattern: int, fields: dict[str, Any], resolution: str) -> None:
-        refs = " ".join(f"{ref['file']}:{ref['line']}" for ref in json.loads(fields["file_references"]))
+        refs = patterns.refs_text(fields["file_references"])
         db.execute("INSERT INTO search(rowid, command, error_message, file_references, stack_trace, output, "
                    "resolution) VALUES (?, ?, ?, ?, ?, ?, ?)",
                    (pattern, fields["command"], fields["error_message"], refs, fields["stack_trace"] or "",
@@ -394,12 +372,12 @@ class MemoryIndex:
         db.execute("INSERT OR IGNORE INTO resolution_log(id, line, record) VALUES (?, ?, ?)",
                    (record["id"], line, raw.decode("utf-8")))
         ids = list(dict.fromkeys(record["resolves"]))
-        patterns: list[int] = []
+        matched: list[int] = []
         for start in range(0, len(ids), 500):
             part = ids[start : start + 500]
-            patterns += [p for (p,) in db.execute(
+            matched += [p for (p,) in db.execute(
                 f"SELECT DISTINCT pattern FROM records WHERE id IN ({', '.join('?' * len(part))})", part)]
-        for pattern in dict.fromkeys(patterns):
+        for pattern in dict.fromkeys(matched):
             added = db.execute(
                 "INSERT OR IGNORE INTO resolutions(pattern, id, resolution, confidence, calls_between, same_input, "
                 "timestamp, line) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -413,17 +391,14 @@ class MemoryIndex:
                              "FROM search WHERE rowid = ?", (pattern,)).fetchone()
             if row is None:
                 continue
-            text = row[5] if record["resolution"] in row[5] else f"{row[5]} {record['resolution']}".strip()
             db.execute("DELETE FROM search WHERE rowid = ?", (pattern,))
             db.execute("INSERT INTO search(rowid, command, error_message, file_references, stack_trace, output, "
                        "resolution) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (pattern, *row[:5], text[-RESOLUTION_TEXT_CHARS:]))
+                       (pattern, *row[:5], patterns.with_resolution(row[5], record["resolution"])))
 
     # -- reading -------------------------------------------------------------------------------------------
 
-    _COLUMNS = ("id", "content_hash", "tool", "prefix", "command", "error_message", "error_class", "exit_code",
-                "file_references", "stack_trace", "cwd", "branch", "session_id", "first_seen", "last_seen",
-                "occurrences", "resolutions")
+    _COLUMNS = ("id", *patterns.COLUMNS)
 
     def _match(self, expression: str, limit: int, error_class: str | None, with_resolution: bool,
                highlight: tuple[str, str]) -> list[dict[str, Any]]:
@@ -450,11 +425,8 @@ class MemoryIndex:
         return results
 
     def _pattern(self, row: tuple[Any, ...]) -> dict[str, Any]:
-        hit = dict(zip(self._COLUMNS, row[: len(self._COLUMNS)], strict=True))
-        pattern = hit.pop("id")
-        hit["file_references"] = json.loads(hit["file_references"])
-        hit["resolution"] = self._best_resolution(pattern) if hit["resolutions"] else None
-        return hit
+        fields = dict(zip(self._COLUMNS, row[: len(self._COLUMNS)], strict=True))
+        return patterns.hit(fields, self._best_resolution(fields["id"]) if fields["resolutions"] else None)
 
     def _best_resolution(self, pattern: int) -> dict[str, Any] | None:
         row = self._connect().execute(
@@ -467,7 +439,7 @@ class MemoryIndex:
 
     def _stats(self, top: int) -> dict[str, Any]:
         db = self._connect()
-        patterns, events, resolved = db.execute(
+        count, events, resolved = db.execute(
             "SELECT count(*), coalesce(sum(occurrences), 0), coalesce(sum(resolutions > 0), 0) FROM patterns"
         ).fetchone()
         (resolutions,) = db.execute("SELECT count(*) FROM resolution_log").fetchone()
@@ -480,10 +452,10 @@ class MemoryIndex:
         state = self._state(db)
         return {
             "errors": events,
-            "patterns": patterns,
+            "patterns": count,
             "resolutions": resolutions,
             "resolved_patterns": resolved,
-            "resolved_share": round(resolved / patterns, 4) if patterns else 0.0,
+            "resolved_share": round(resolved / count, 4) if count else 0.0,
             "by_class": by_class,
             "most_frequent": frequent,
             "skipped_lines": state.skipped_count,

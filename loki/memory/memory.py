@@ -10,7 +10,9 @@ server and no background process:
   The hooks append one line and return; nothing else happens on their path.
 * ``memory/errors.db`` is a SQLite FTS5 index (BM25) over it, a cache: it catches up from the
   offset it last read when it is next searched, and is rebuilt from the log when it is missing,
-  stale or corrupt (:mod:`loki.memory.index`).
+  stale or corrupt (:mod:`loki.memory.index`). A store that keeps a search of its own is asked
+  for it instead (``store.memory_search()``: PostgreSQL's tsvector tables, shared by every machine,
+  :mod:`loki.storage.postgres.memorysearch`).
 * ``memory/hints/`` holds one small file per resolved command prefix, which the PreToolUse hook
   reads before a Bash command (:mod:`loki.memory.hints`).
 
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from loki.hooks.errorscan import ScanResult
-    from loki.memory.index import MemoryIndex
+    from loki.storage.state import MemorySearch
     from loki.storage.state import StateStore as Store
 
 OUTPUT_CHARS = 1000
@@ -244,6 +246,17 @@ def resolution_record(
     }
 
 
+def _keep_local(store: Store, rels: list[str] | None = None, dirs: list[str] | None = None) -> None:
+    """Refresh this machine's copies of hints the PreToolUse hook reads (a database tree; files: nothing).
+    Best effort: the hints are in the store already, and a stale copy only delays a suggestion."""
+    from contextlib import suppress
+
+    from loki.errors import LokiError
+
+    with suppress(LokiError, OSError):
+        store.keep_local(rels or [], dirs or [])
+
+
 def _label_subject(label: Any, fallback: str) -> str:
     """``Bash `cargo build``` -> ``cargo build`` (the strike entry's redacted call label)."""
     if isinstance(label, str) and "`" in label:
@@ -263,7 +276,7 @@ class ErrorMemory:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._index: MemoryIndex | None = None
+        self._index: MemorySearch | None = None
 
     @classmethod
     def open(cls, root: str | None = None) -> ErrorMemory:
@@ -338,20 +351,29 @@ class ErrorMemory:
         for record in records:
             self.store.schemas.validate(RECORD_SCHEMA, record, layout.MEMORY_LOG)
         # One lock for the line and the hint: two resolutions of one prefix at once keep the better hint.
+        offered = []
         with self.store.transaction(layout.MEMORY_LOG):
             self.store.append_lines(layout.MEMORY_LOG, records, lock=False)
             for record in records:
-                memoryhints.offer(self.store, record)
+                if memoryhints.offer(self.store, record):
+                    offered.append(memoryhints.hint_file(record["tool"], record["prefix"]))
+        if offered:
+            _keep_local(self.store, offered)
         return records
 
     # -- reading (the index) -------------------------------------------------------------------------
 
     @property
-    def index(self) -> MemoryIndex:
+    def index(self) -> MemorySearch:
+        """The search: the store's own when it keeps one (PostgreSQL: tsvector tables every machine
+        shares), else the SQLite FTS5 cache beside the log (:mod:`loki.memory.index`)."""
         if self._index is None:
-            from loki.memory.index import MemoryIndex
+            found = self.store.memory_search()
+            if found is None:
+                from loki.memory.index import MemoryIndex
 
-            self._index = MemoryIndex(self.store)
+                found = MemoryIndex(self.store)
+            self._index = found
         return self._index
 
     @property
@@ -384,6 +406,7 @@ class ErrorMemory:
 
         report = self.index.rebuild("asked for (loki errors reindex)")
         report["hints"] = memoryhints.rebuild(self.store, self.index.resolution_records())
+        _keep_local(self.store, dirs=[layout.MEMORY_HINTS_DIR])
         return report
 
     def compact(self, *, max_records: int | None = None) -> dict[str, Any]:

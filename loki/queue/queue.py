@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from loki.clock import add_seconds, format_ts, parse_ts, ts_before, ts_before_or_at
+from loki.clock import add_seconds, format_ts, parse_ts, ts_before_or_at
 from loki.config import setting
 from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, NothingToDo
 from loki.queue.compat import RUNTIME_HOLDER
@@ -64,6 +64,8 @@ HOT_STATES = tuple(s.value for s in TASK_STATES)
 ACTIVE_STATES = (PENDING, IN_PROGRESS, BLOCKED)
 MAX_LEASE_SECONDS = 366 * 24 * 3600
 """States whose tasks may still run; a dependency on a task in any other state is settled."""
+LIVE_STATES = (*HOT_STATES, DEAD_LETTER, ABANDONED)
+"""Every state in which a task id is taken, short of the archive."""
 
 
 class Queue:
@@ -129,25 +131,26 @@ class Queue:
         """
         with self.tasks.transaction() as unit:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
-            known = self._known_ids(unit)
-            keys = self._known_keys(unit)
             results: list[dict[str, Any]] = []
             batch: dict[str, dict[str, Any]] = {}
+            batch_keys: dict[str, dict[str, Any]] = {}
             for index, spec in enumerate(specs):
                 task = self.task_from_spec(spec, now, f"{where} at /{index}" if where else "")
                 key = task.get("idempotency_key")
-                if key is not None and key in keys:
-                    results.append({"created": False, "task": keys[key]})
-                    continue
-                if task["id"] in known or task["id"] in batch or (
+                if key is not None:
+                    holder = batch_keys.get(key) or _task_or_none(unit.find_by_key(key))
+                    if holder is not None:
+                        results.append({"created": False, "task": holder})
+                        continue
+                if task["id"] in batch or _known(unit, task["id"]) or (
                         spec.get("id") is not None and unit.find_archived(task["id"]) is not None):
                     raise Conflict(f"task id {task['id']!r} already exists", task_id=task["id"])
                 batch[task["id"]] = task
                 if key is not None:
-                    keys[key] = task
+                    batch_keys[key] = task
                 results.append({"created": True, "task": task})
             explicit = {str(spec["id"]) for spec in specs if isinstance(spec, dict) and spec.get("id") is not None}
-            self._check_dependencies(unit, batch, known, where, explicit)
+            self._check_dependencies(unit, batch, where, explicit)
             for task in batch.values():
                 unit.put(PENDING, task)
         return results
@@ -244,23 +247,14 @@ class Queue:
             raise InvalidArgument(f"{where}{pointer}: {reason}", field=pointer)
         return task
 
-    def _known_ids(self, unit: TaskTxn) -> set[str]:
-        ids = {t["id"] for state in HOT_STATES for t in unit.tasks(state)}
-        for entries in (unit.dead_letters(), unit.abandoned()):
-            ids.update(entry["task_id"] for entry in entries)
-        return ids
-
     def _state_lookup(self, unit: TaskTxn) -> Callable[[str], str | None]:
-        """id -> the state it is in (queue files, dead-letter, abandoned, then the archive), lazily."""
+        """id -> the state it is in (queue files, dead-letter, abandoned, then the archive), looked up
+        one id at a time and remembered."""
         states: dict[str, str | None] = {}
-        for state in HOT_STATES:
-            states.update((t["id"], state) for t in unit.tasks(state))
-        states.update((e["task_id"], DEAD_LETTER) for e in unit.dead_letters())
-        states.update((e["task_id"], ABANDONED) for e in unit.abandoned())
 
         def state_of(task_id: str) -> str | None:
             if task_id not in states:
-                found = unit.find_archived(task_id)
+                found = unit.find(task_id, LIVE_STATES) or unit.find_archived(task_id)
                 states[task_id] = found[0] if found is not None else None
             return states[task_id]
 
@@ -269,15 +263,16 @@ class Queue:
     def _refuse_dead_dependencies(self, unit: TaskTxn, deps: Iterable[str], named: str, at: str = "") -> None:
         """A dependency that is cancelled or abandoned (or waits on one) would never complete."""
         state_of = self._state_lookup(unit)
-        stuck: dict[str, dict[str, str]] | None = None
+        deps = list(deps)
+        waiting = [dep for dep in deps if state_of(dep) in (PENDING, BLOCKED)]
+        # Only what those waiting dependencies wait on decides whether they ever become ready.
+        stuck = never_ready(unit.waiting_chain(waiting), state_of) if waiting else {}
         for dep in deps:
             state = state_of(dep)
             root = dep  # the cancelled or abandoned task at the end of the chain: the one to retry
             if state in DEAD_STATES:
                 reason = f"which is {state}"
             elif state in (PENDING, BLOCKED):
-                if stuck is None:
-                    stuck = never_ready([*unit.tasks(PENDING), *unit.tasks(BLOCKED)], state_of)
                 if dep not in stuck:
                     continue
                 reason = f"which can never be ready (it {stuck[dep]['why']})"
@@ -288,21 +283,11 @@ class Queue:
                                "first (`loki queue retry`) or leave the dependency out", field="dependencies",
                                dependency=dep, state=state)
 
-    def _known_keys(self, unit: TaskTxn) -> dict[str, dict[str, Any]]:
-        keys = {t["idempotency_key"]: t for state in HOT_STATES for t in unit.tasks(state)
-                if t.get("idempotency_key")}
-        for entries in (unit.dead_letters(), unit.abandoned()):
-            for entry in entries:
-                key = entry["task_data"].get("idempotency_key")
-                if key:
-                    keys.setdefault(key, entry["task_data"])
-        return _ArchiveBackedKeys(unit, keys)
-
-    def _check_dependencies(self, unit: TaskTxn, batch: dict[str, dict[str, Any]], known: set[str],
-                            where: str, explicit_ids: set[str]) -> None:
+    def _check_dependencies(self, unit: TaskTxn, batch: dict[str, dict[str, Any]], where: str,
+                            explicit_ids: set[str]) -> None:
         for index, task in enumerate(batch.values()):
             for dep in task["dependencies"]:
-                if dep not in known and dep not in batch and unit.find_archived(dep) is None:
+                if dep not in batch and not _known(unit, dep) and unit.find_archived(dep) is None:
                     # Name the task as the user wrote it: a generated id means nothing to them yet.
                     named = (f"task {task['id']!r}" if task["id"] in explicit_ids
                              else f"the new task {task['title']!r}")
@@ -315,10 +300,11 @@ class Queue:
                 self._refuse_dead_dependencies(unit, outside, named, f"{where} at /{index}: " if where else "")
         # A cycle can only run through the new tasks (existing tasks cannot depend on them,
         # unless an imported file had dangling ids): walk the graph from each new task.
-        graph = _dependency_graph(unit)
-        graph.update({tid: t["dependencies"] for tid, t in batch.items()})
+        if not any(task["dependencies"] for task in batch.values()):
+            return
+        deps_of = _dependency_lookup(unit, {tid: t["dependencies"] for tid, t in batch.items()})
         for start in batch:
-            path = _find_cycle(graph, start)
+            path = _find_cycle(deps_of, start)
             if path:
                 raise InvalidInput(f"{_at(where)}dependency cycle {' -> '.join(path)}", field="dependencies",
                                    cycle=path)
@@ -379,8 +365,9 @@ class Queue:
         """
         _check_agent(agent)
         lease = self._lease(lease_seconds)
-        with self.tasks.transaction() as unit:
-            now_dt = self._now()  # inside the lock: timestamps follow the commit order
+        # A claim unit takes no queue-wide lock on PostgreSQL: claimers skip each other's rows.
+        with self.tasks.transaction(claim=True) as unit:
+            now_dt = self._now()  # inside the unit: timestamps follow the commit order
             now = format_ts(now_dt)
             self._requeue_expired(unit, now_dt)
             best, reason = self._select(unit, now, set(types))
@@ -434,7 +421,7 @@ class Queue:
         if on_deps:
             # Only now, with nothing to hand out, is it worth asking which of them wait for ever.
             counted = set(census.on_dependencies)
-            on_hold = [*unit.tasks(PENDING), *unit.tasks(BLOCKED)]  # a chain may run through a blocked task
+            on_hold = unit.waiting_chain(census.on_dependencies)  # a chain may run through a blocked task
             stuck = {task_id: info for task_id, info in never_ready(on_hold, self._state_lookup(unit)).items()
                      if task_id in counted}
             if on_deps > len(stuck):
@@ -449,6 +436,8 @@ class Queue:
                          else f"1 backing off until {next_time}")
         if census.held:
             parts.append(f"{census.held} claimed in pending.json by Loki Mode's agents")
+        if census.busy:
+            parts.append(f"{census.busy} being claimed or changed by another process at this instant (try again)")
         parts.extend(f"{census.skipped[type_]} held back: {why}" for type_, why in refused.items()
                      if census.skipped.get(type_))
         if census.other_type:
@@ -518,16 +507,14 @@ class Queue:
 
     def _add_discovered_dependencies(self, unit: TaskTxn, task: dict[str, Any], deps: list[str], now: str,
                                      agent: str) -> None:
-        known = self._known_ids(unit)
         for dep in deps:
             if dep == task["id"]:
                 raise InvalidArgument(f"task {task['id']!r} cannot depend on itself", field="depends_on")
-            if dep not in known and unit.find_archived(dep) is None:
+            if not _known(unit, dep) and unit.find_archived(dep) is None:
                 raise InvalidInput(f"--depends-on {dep!r}: no such task", field="depends_on", dependency=dep)
         self._refuse_dead_dependencies(unit, deps, f"task {task['id']!r}")
-        graph = _dependency_graph(unit)
-        graph[task["id"]] = [*task["dependencies"], *deps]
-        cycle = _find_cycle(graph, task["id"])
+        deps_of = _dependency_lookup(unit, {task["id"]: [*task["dependencies"], *deps]})
+        cycle = _find_cycle(deps_of, task["id"])
         if cycle:
             raise InvalidInput(f"--depends-on would make a dependency cycle {' -> '.join(cycle)}", field="depends_on")
         task["dependencies"].extend(deps)
@@ -639,13 +626,11 @@ class Queue:
         now = format_ts(now_dt)
         requeued: list[str] = []
         dead: list[str] = []
-        for task in list(unit.tasks(IN_PROGRESS)):
+        for task in unit.expired(now):
             lease_until = task.get("lease_until")
             # No lease at all (an imported or hand-made in-progress task) never expires by itself:
             # treat it as expired, or the task would be stuck for ever -- unless Loki Mode's runner
             # holds it (run.sh's iteration record): the runner moves it on itself, and it is not work.
-            if lease_until is not None and not ts_before(lease_until, now):
-                continue
             if lease_until is None and task.get("claimed_by") == RUNTIME_HOLDER:
                 continue
             holder = task.get("claimed_by") or "unknown"
@@ -747,23 +732,13 @@ class Queue:
         unit.rotate(state, int(self._setting("completed_hot_limit")))
 
 
-class _ArchiveBackedKeys(dict):  # type: ignore[type-arg]
-    """Idempotency keys of the hot files; a miss is checked against the archive before it counts."""
+def _known(unit: TaskTxn, task_id: str) -> bool:
+    """Whether ``task_id`` is taken outside the archive (the queue files, dead-letter, abandoned)."""
+    return unit.find(task_id, LIVE_STATES) is not None
 
-    def __init__(self, unit: TaskTxn, keys: dict[str, dict[str, Any]]) -> None:
-        super().__init__(keys)
-        self._unit = unit
 
-    def __contains__(self, key: object) -> bool:
-        if super().__contains__(key):
-            return True
-        if not isinstance(key, str):
-            return False
-        found = self._unit.find_archived_by_key(key)
-        if found is not None:
-            self[key] = found[1]
-            return True
-        return False
+def _task_or_none(found: tuple[str, dict[str, Any]] | None) -> dict[str, Any] | None:
+    return found[1] if found is not None else None
 
 
 class _TypeBreakers:
@@ -781,7 +756,7 @@ class _TypeBreakers:
 
     def refusal(self, type_: Any) -> str | None:
         if self._names is None:
-            self._names = set(self.store.read(layout.BREAKERS)) if self.store.exists(layout.BREAKERS) else set()
+            self._names = set(self.store.read(layout.BREAKERS))  # an absent file reads as {}
         if not isinstance(type_, str) or type_ not in self._names:
             return None
         if type_ not in self._refusals:
@@ -870,22 +845,26 @@ def never_ready(waiting: Iterable[dict[str, Any]], state_of: Callable[[str], str
     return stuck
 
 
-def _dependency_graph(unit: TaskTxn) -> dict[str, list[str]]:
-    """Dependencies of every task that may still run: the queue files, and the dead-letter entries
-    (a failed, cancelled or dead-letter task can be retried, so a cycle through it would bind)."""
-    graph = {t["id"]: t["dependencies"] for state in HOT_STATES for t in unit.tasks(state)}
-    for entry in unit.dead_letters():
-        graph.setdefault(entry["task_id"], entry["task_data"].get("dependencies", []))
-    return graph
+def _dependency_lookup(unit: TaskTxn, overrides: dict[str, list[str]]) -> Callable[[str], list[str]]:
+    """The dependencies of a task that may still run, one lookup at a time: ``overrides`` (new tasks,
+    new dependencies) first, then the queue files and the dead-letter entries (a failed, cancelled or
+    dead-letter task can be retried, so a cycle through it would bind)."""
+    def deps_of(task_id: str) -> list[str]:
+        if task_id in overrides:
+            return overrides[task_id]
+        found = unit.find(task_id, (*HOT_STATES, DEAD_LETTER))
+        return list(found[1].get("dependencies") or []) if found is not None else []
+
+    return deps_of
 
 
-def _find_cycle(graph: dict[str, list[str]], start: str) -> list[str] | None:
-    """A dependency path from ``start`` back to itself, if there is one."""
+def _find_cycle(deps_of: Callable[[str], list[str]], start: str) -> list[str] | None:
+    """A dependency path from ``start`` back to itself, if there is one (only what it reaches is read)."""
     stack: list[tuple[str, list[str]]] = [(start, [start])]
     seen: set[str] = set()
     while stack:
         node, path = stack.pop()
-        for dep in graph.get(node, []):
+        for dep in deps_of(node):
             if dep == start:
                 return [*path, dep]
             if dep not in seen:

@@ -4,10 +4,16 @@ One watcher consumes (it holds ``state/watch.consumer.lock`` for its whole life)
 other is display-only: it follows ``logs/signals.jsonl`` and the tick's ``logs/events.jsonl``
 and tries to take over once a second, so killing the consumer never leaves signals unattended for long.
 
-How a signal is noticed: a watchdog observer on ``signals/`` wakes the loop (inotify
-on Linux), but its events are only hints -- the loop also rescans every
-``watch.rescan_seconds``, so an overflowed inotify queue, a network filesystem or a
-missing observer (``watch.observer: polling``) delays signals and loses none.
+How a signal is noticed: the store's observer of ``signals/`` wakes the loop
+(:meth:`observe`: on the files a watchdog observer, inotify on Linux; on PostgreSQL
+LISTEN/NOTIFY, which a signal published on any machine triggers), but it is only a
+hint -- the loop also rescans every ``watch.rescan_seconds``, so an overflowed inotify
+queue, a network filesystem, a listener reconnecting or a missing observer
+(``watch.observer: polling``) delays signals and loses none.
+
+A consumer whose lock is lost while it runs (on PostgreSQL, its lock connection died:
+the server has freed the lock for another watcher) stops consuming at its next cycle
+and becomes display-only, so two watchers never consume at once.
 
 The loop is driven from outside for tests and cron: :meth:`Watcher.step` does one
 cycle (``loki watch --once`` is ``start`` + ``step(force_tick=True)`` + ``close``) and
@@ -69,7 +75,8 @@ class Watcher:
         self.tick = Tick(store)
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT)
         self.observer: str = "none"
-        """What wakes the loop: "native" (inotify...), or "polling" (the rescan timer alone)."""
+        """What wakes the loop: "native" (inotify...), "notify" (PostgreSQL), "memory", or "polling"
+        (the rescan timer alone)."""
         self.holder: dict[str, Any] | None = None
         self._observer: Any = None
         self._follower: outcomes.Follower | None = None
@@ -163,6 +170,8 @@ class Watcher:
 
     def step(self, *, force_tick: bool = False) -> int:
         """Consume what is waiting and tick if due. Returns how many signals were handled."""
+        if self.consumer is not None and not self.lock.held:
+            self._lost_lock()
         if self.consumer is None:
             self._display_only_step()
         handled = 0
@@ -177,6 +186,19 @@ class Watcher:
             for event in self.activity.poll():
                 self._emit(event)
         return handled
+
+    def _lost_lock(self) -> None:
+        """The consumer lock went away under us (its connection died): another watcher may hold it
+        now, so this one only displays from here on (and tries to take over like any other)."""
+        self._stop_observer()
+        self.consumer = None
+        self.lock.release()
+        self.holder = consumer_status(self.store)
+        self._follower = outcomes.Follower(self.store)
+        self._tick_follower = outcomes.Follower(self.store, log=EVENTS_LOG)
+        self._next_takeover = self._timer() + self.rescan_seconds
+        self._emit({"event": "warning", "detail": "lost the consumer lock (its database connection ended); "
+                                                  "display-only until it can be taken again"})
 
     def run_tick(self) -> list[dict[str, Any]]:
         self._next_tick = self._timer() + self.tick_seconds
@@ -272,46 +294,22 @@ class Watcher:
             self.observer = "polling" if self._observer is None else self.observer
             return
         try:
-            self._observer = _native_observer(self.store.ensure_dir(layout.SIGNALS_DIR), self._wake.set)
-            self.observer = "native"
+            self._observer = self.store.observe(layout.SIGNALS_DIR, self._wake.set)
+            self.observer = self._observer.kind
         except Exception as exc:  # inotify limits, an exotic filesystem: the rescan timer still works
             if self.observer_mode == "native":
                 raise
             self.observer = "polling"
-            self._emit({"event": "warning", "detail": f"no native file observer ({exc}); polling every "
+            self._emit({"event": "warning", "detail": f"no native observer ({exc}); polling every "
                                                       f"{self.rescan_seconds:g}s"})
 
     def _stop_observer(self) -> None:
         if self._observer is not None:
             self._observer.stop()
-            self._observer.join(timeout=5)
+            join = getattr(self._observer, "join", None)
+            if join is not None:
+                join(timeout=5)
             self._observer = None
-
-
-def _native_observer(directory: str, wake: Callable[[], None]) -> Any:
-    """A started watchdog observer that calls ``wake`` when something may have arrived in ``directory``."""
-    import logging
-
-    from watchdog.events import FileSystemEvent, FileSystemEventHandler
-    from watchdog.observers import Observer
-
-    # watchdog logs a warning when its thread is stopped mid-read; with no handler configured
-    # Python would print it on stderr, in the middle of --no-tui output.
-    logging.getLogger("watchdog").addHandler(logging.NullHandler())
-
-    class Hint(FileSystemEventHandler):
-        def on_any_event(self, event: FileSystemEvent) -> None:
-            if event.event_type in ("created", "modified", "moved", "closed"):
-                path = event.dest_path if event.event_type == "moved" else event.src_path
-                name = os.path.basename(os.fsdecode(path))
-                if name and not name.startswith("."):
-                    wake()
-
-    observer = Observer()
-    observer.schedule(Hint(), directory, recursive=False)
-    observer.daemon = True
-    observer.start()
-    return observer
 
 
 def describe_holder(holder: dict[str, Any] | None) -> str:

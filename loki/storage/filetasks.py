@@ -19,7 +19,7 @@ dropped; ``loki queue show`` still finds an archived task.
 
 from __future__ import annotations
 
-from loki.clock import ts_before_or_at
+from loki.clock import ts_before, ts_before_or_at
 from loki.queue.tasks import PRIORITY_RANK, TASK_STATES
 from loki.storage import jsonio, layout
 
@@ -39,11 +39,11 @@ DEAD_LETTER, ABANDONED = "dead-letter", "abandoned"
 class Census:
     """Why nothing was ready (see :class:`loki.storage.tasks.Census`)."""
 
-    __slots__ = ("held", "next_time", "on_dependencies", "other_type", "pending", "skipped", "waiting")
+    __slots__ = ("busy", "held", "next_time", "on_dependencies", "other_type", "pending", "skipped", "waiting")
 
     def __init__(self, pending: int) -> None:
         self.pending = pending
-        self.other_type = self.waiting = self.held = 0
+        self.other_type = self.waiting = self.held = self.busy = 0
         self.next_time: str | None = None
         self.on_dependencies: list[str] = []
         self.skipped: dict[str, int] = {}
@@ -55,7 +55,8 @@ class FileTasks:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def transaction(self) -> FileTaskTxn:
+    def transaction(self, *, claim: bool = False) -> FileTaskTxn:
+        """A unit of work under the queue lock (a claim too: one lock over the domain is what files allow)."""
         return FileTaskTxn(self)
 
     def _files(self, states: Iterable[str]) -> dict[str, str]:
@@ -129,6 +130,10 @@ class TaskTxnBase:
     A store gives two hooks: :meth:`_list`, the live list of a state (a hot state, ``dead-letter`` or
     ``abandoned``), and :meth:`_mark`, which records that a state changed (with the records to validate);
     plus :meth:`dead_letter_metadata`, :meth:`rotate` and the ``with`` block, which are its own.
+
+    Lookups by id and by idempotency key go through a dictionary per state, built the first time a
+    state is searched and kept up to date by every change, so a batch of adds reads each state once
+    instead of scanning it once per task.
     """
 
     _owner: TaskStore
@@ -137,6 +142,8 @@ class TaskTxnBase:
         self.dead_lettered: list[dict[str, Any]] = []
         self._archived: list[tuple[str, dict[str, Any]]] = []
         """Tasks this unit rotated out: in the archive from then on, though the store has them only at commit."""
+        self._by_id: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        self._by_key: dict[str, dict[str, list[dict[str, Any]]]] = {}
 
     def _list(self, state: str) -> list[dict[str, Any]]:
         raise NotImplementedError
@@ -147,6 +154,52 @@ class TaskTxnBase:
     def dead_letter_metadata(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    # -- the lookup dictionaries -------------------------------------------------------------------
+
+    def _ids(self, state: str) -> dict[str, list[dict[str, Any]]]:
+        """id -> the records of ``state`` with that id (one, unless a file was edited by hand)."""
+        index = self._by_id.get(state)
+        if index is None:
+            index = self._by_id[state] = {}
+            for record in self._list(state):
+                index.setdefault(_record_id(state, record), []).append(record)
+        return index
+
+    def _keys(self, state: str) -> dict[str, list[dict[str, Any]]]:
+        """idempotency key -> the tasks of ``state`` that hold it."""
+        index = self._by_key.get(state)
+        if index is None:
+            index = self._by_key[state] = {}
+            for record in self._list(state):
+                key = _task_of(state, record).get("idempotency_key")
+                if key:
+                    index.setdefault(key, []).append(record)
+        return index
+
+    def _indexed(self, state: str, record: dict[str, Any]) -> None:
+        if state in self._by_id:
+            self._by_id[state].setdefault(_record_id(state, record), []).append(record)
+        key = _task_of(state, record).get("idempotency_key")
+        if key and state in self._by_key:
+            self._by_key[state].setdefault(key, []).append(record)
+
+    def _unindexed(self, state: str, record: dict[str, Any]) -> None:
+        key = _task_of(state, record).get("idempotency_key")
+        for index, name in ((self._by_id.get(state), _record_id(state, record)),
+                            (self._by_key.get(state), key)):
+            if index is None or not name or name not in index:
+                continue
+            kept = [r for r in index[name] if r is not record]
+            if kept:
+                index[name] = kept
+            else:
+                del index[name]
+
+    def _forget(self, state: str) -> None:
+        """``state``'s list was replaced (a rotation): its dictionaries are built again when needed."""
+        self._by_id.pop(state, None)
+        self._by_key.pop(state, None)
+
     # -- hot states ------------------------------------------------------------------------------
 
     def tasks(self, state: str) -> list[dict[str, Any]]:
@@ -154,17 +207,20 @@ class TaskTxnBase:
 
     def find(self, task_id: str, states: Iterable[str] = HOT_STATES) -> tuple[str, dict[str, Any]] | None:
         for state in states:
-            for task in self._list(state):
-                if task["id"] == task_id:
-                    return state, task
+            found = self._ids(state).get(task_id)
+            if found:
+                return state, _task_of(state, found[0])
         return None
 
+    def find_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
+        for state in (*HOT_STATES, DEAD_LETTER, ABANDONED):
+            found = self._keys(state).get(key)
+            if found:
+                return state, _task_of(state, found[0])
+        return self.find_archived_by_key(key)
+
     def find_outside(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
-        for state in (DEAD_LETTER, ABANDONED):
-            for entry in self._list(state):
-                if entry["task_id"] == task_id:
-                    return state, entry["task_data"]
-        return self.find_archived(task_id)
+        return self.find(task_id, (DEAD_LETTER, ABANDONED)) or self.find_archived(task_id)
 
     def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
         staged = next(((s, t) for s, t in reversed(self._archived) if t["id"] == task_id), None)
@@ -177,6 +233,7 @@ class TaskTxnBase:
     def put(self, state: str, task: dict[str, Any]) -> None:
         task["status"] = state
         self._list(state).append(task)
+        self._indexed(state, task)
         self._mark(state, task)
 
     def remove(self, state: str, task: dict[str, Any]) -> None:
@@ -184,6 +241,7 @@ class TaskTxnBase:
         for index, candidate in enumerate(tasks):
             if candidate is task:
                 del tasks[index]
+                self._unindexed(state, task)
                 break
         self._mark(state)
 
@@ -198,6 +256,21 @@ class TaskTxnBase:
                    skip_types: Collection[str] = ()) -> tuple[dict[str, Any] | None, Census]:
         return select_ready(self._list("pending"), types, now, not_after, skip_types, DependencyIndex(self))
 
+    def expired(self, now: str) -> list[dict[str, Any]]:
+        return [task for task in self._list("in-progress")
+                if not task.get("lease_until") or ts_before(task["lease_until"], now)]
+
+    def waiting_chain(self, task_ids: Iterable[str]) -> list[dict[str, Any]]:
+        order = {id(task): n for n, task in enumerate([*self._list("pending"), *self._list("blocked")])}
+        chain: dict[int, dict[str, Any]] = {}
+        frontier = list(task_ids)
+        while frontier:
+            found = self.find(frontier.pop(), ("pending", "blocked"))
+            if found is not None and id(found[1]) not in chain:
+                chain[id(found[1])] = found[1]
+                frontier.extend(found[1].get("dependencies") or [])
+        return [chain[key] for key in sorted(chain, key=order.__getitem__)]
+
     # -- dead-letter and abandoned -----------------------------------------------------------------
 
     def dead_letters(self) -> list[dict[str, Any]]:
@@ -208,6 +281,7 @@ class TaskTxnBase:
 
     def dead_letter(self, entry: dict[str, Any]) -> None:
         self.dead_letters().append(entry)
+        self._indexed(DEAD_LETTER, entry)
         self._mark(DEAD_LETTER, entry)
 
     def update_dead_letter(self, *entries: dict[str, Any]) -> None:
@@ -215,6 +289,7 @@ class TaskTxnBase:
 
     def _take_out(self, entry: dict[str, Any], counter: str) -> None:
         self.dead_letters().remove(entry)
+        self._unindexed(DEAD_LETTER, entry)
         self.dead_letter_metadata()[counter] += 1
         self._mark(DEAD_LETTER)
 
@@ -227,6 +302,7 @@ class TaskTxnBase:
         self._take_out(entry, "total_abandoned")
         record = abandoned_record(entry, reason, now)
         self.abandoned().append(record)
+        self._indexed(ABANDONED, record)
         self._mark(ABANDONED, record)
         return record
 
@@ -236,6 +312,17 @@ class TaskTxnBase:
 
     def abandoned(self) -> list[dict[str, Any]]:
         return self._list(ABANDONED)
+
+
+def _record_id(state: str, record: dict[str, Any]) -> str:
+    """A task's id; a dead-letter or abandoned entry's ``task_id``."""
+    return str(record["task_id"] if state in (DEAD_LETTER, ABANDONED) else record["id"])
+
+
+def _task_of(state: str, record: dict[str, Any]) -> dict[str, Any]:
+    """The task of a record: itself, or a dead-letter or abandoned entry's ``task_data``."""
+    task: dict[str, Any] = record["task_data"] if state in (DEAD_LETTER, ABANDONED) else record
+    return task
 
 
 def _file_of(state: str) -> str:
@@ -319,6 +406,7 @@ class FileTaskTxn(TaskTxnBase):
             self.txn.append(layout.archive_file(state, month), moved)
             self._archived.extend((state, task) for task in moved)
         doc["tasks"] = kept
+        self._forget(state)
         self._touch(layout.queue_file(state))
 
 

@@ -37,6 +37,9 @@ MEMORY_INDEX = f"{MEMORY_DIR}/errors.db"
 """The SQLite FTS5 search index over MEMORY_LOG: a cache, rebuilt from the log whenever in doubt."""
 MEMORY_HINTS_DIR = f"{MEMORY_DIR}/hints"
 """One small file per resolved command prefix, read lock-free by the PreToolUse hook."""
+LOCAL_CACHE_DIR = "cache"
+"""On a tree whose state is in a database: this machine's copies of what the hooks' hot path reads
+(strike state, prefix hints, the settings), refreshed by the hooks that connect (docs/postgres.md)."""
 TEMPLATES_DIR = "templates"
 ESCALATION_TEMPLATE = f"{TEMPLATES_DIR}/escalation.md"
 

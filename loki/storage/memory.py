@@ -15,6 +15,7 @@ the log's buffer; change tokens are a counter bumped on every write.
 
 from __future__ import annotations
 
+import builtins
 import copy
 import os
 import threading
@@ -28,7 +29,7 @@ from loki.storage.schema import registry
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from typing import Any
 
     from loki.clock import Clock
@@ -56,6 +57,7 @@ class MemoryStore(LogReads):
         self._versions: dict[str, int] = {}
         self._mtimes: dict[str, int] = {}
         self._holders: dict[str, dict[str, Any]] = {}
+        self._observers: list[MemoryObserver] = []
         self._counter = 0
         self._config: dict[str, Any] | None = None
         self._tasks = MemoryTasks(self)
@@ -178,6 +180,7 @@ class MemoryStore(LogReads):
             if read_whole:
                 self.check_size(rel, len(current) + len(payload))
             self._put(rel, current + payload)
+            self._published(rel)
         return len(payload)
 
     def append_lines(self, rel: str, records: Iterable[Any], *, lock: bool = True) -> int:
@@ -219,6 +222,7 @@ class MemoryStore(LogReads):
                     self._put(candidate, data)
                     if mtime_ns is not None:
                         self._mtimes[candidate] = mtime_ns
+                    self._published(candidate)
                     return candidate
                 number += 1
 
@@ -259,6 +263,27 @@ class MemoryStore(LogReads):
         """Nothing to make: keys need no directories."""
         return rel_dir
 
+    def observe(self, rel_dir: str, wake: Callable[[], None]) -> MemoryObserver:
+        """``wake`` is called (in the publishing thread) when an item or a log line is published under ``rel_dir``."""
+        observer = MemoryObserver(self, rel_dir, wake)
+        with self._lock:
+            self._observers.append(observer)
+        return observer
+
+    def _published(self, rel: str) -> None:
+        directory = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        for observer in list(self._observers):
+            if observer.rel_dir == directory:
+                observer.wake()
+
+    def memory_search(self) -> None:
+        """None: error memory keeps its SQLite cache (an in-memory database, :meth:`index_database`)."""
+        return None
+
+    def keep_local(self, rels: Iterable[str] = (), dirs: Iterable[str] = ()) -> builtins.list[str]:
+        """Nothing to copy: there are no local files."""
+        return []
+
     def index_database(self, rel: str, side_files: Iterable[str] = ()) -> str:
         """An in-memory SQLite database: the index is a cache, rebuilt from the log when it is missing."""
         return ":memory:"
@@ -267,6 +292,20 @@ class MemoryStore(LogReads):
 
     def tasks(self) -> MemoryTasks:
         return self._tasks
+
+
+class MemoryObserver:
+    """A wake-up callback registered with the store until ``stop()``."""
+
+    kind = "memory"
+
+    def __init__(self, store: MemoryStore, rel_dir: str, wake: Callable[[], None]) -> None:
+        self.store, self.rel_dir, self.wake = store, rel_dir, wake
+
+    def stop(self) -> None:
+        with self.store._lock:
+            if self in self.store._observers:
+                self.store._observers.remove(self)
 
 
 class MemoryLock:
@@ -344,7 +383,7 @@ class MemoryTasks:
         self._archive: list[tuple[str, dict[str, Any]]] = []
         self._versions: dict[str, int] = {}
 
-    def transaction(self) -> MemoryTaskTxn:
+    def transaction(self, *, claim: bool = False) -> MemoryTaskTxn:
         return MemoryTaskTxn(self)
 
     def view(self, states: Iterable[str]) -> dict[str, list[Any]]:
@@ -452,6 +491,7 @@ class MemoryTaskTxn(TaskTxnBase):
         if by_month:
             self._archived.extend((state, task) for _, moved in by_month for task in moved)
             self._states[state] = kept
+            self._forget(state)
             self._changed.add(state)
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ only (``typing`` costs ~10 ms, which a hook cannot pay).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any, Protocol
 
 from loki.clock import Clock
@@ -49,14 +49,38 @@ class HeldLock(Protocol):
     def release(self) -> None: ...
 
 
+class Observer(Protocol):
+    """What :meth:`StateStore.observe` returns: a wake-up source until ``stop()``."""
+
+    kind: str
+    """``native`` (watchdog: inotify ...), ``notify`` (PostgreSQL's LISTEN/NOTIFY), ``memory``."""
+    def stop(self) -> None: ...
+
+
+class MemorySearch(Protocol):
+    """Error memory's search (docs/memory.md): the SQLite cache beside the log
+    (:class:`loki.memory.index.MemoryIndex`), or a store's own (PostgreSQL's tsvector tables)."""
+
+    warnings: builtins.list[str]
+    def sync(self) -> dict[str, Any]: ...
+    def rebuild(self, reason: str) -> dict[str, Any]: ...
+    def search(self, query: str, *, limit: int = ..., error_class: str | None = ..., with_resolution: bool = ...,
+               highlight: tuple[str, str] = ...) -> builtins.list[dict[str, Any]]: ...
+    def stats(self, *, top: int = ...) -> dict[str, Any]: ...
+    def resolution_records(self) -> Iterator[dict[str, Any]]: ...
+    def close(self) -> None: ...
+
+
 class StateStore(Protocol):
     """One tree's state: documents under lock domains, append-only logs, published items."""
 
     clock: Clock
     schemas: Registry
     notes: list[str]
-    root: str
-    """Where the state lives, for messages (files: the ``.loki/`` directory; memory: ``:memory:``)."""
+    @property
+    def root(self) -> str:
+        """Where the state lives, for messages (files: the ``.loki/`` directory; memory: ``:memory:``;
+        PostgreSQL: the database without its password, and the schema)."""
     backend: str
     """``files``, ``memory`` or ``postgresql``: what ``status``, ``validate`` and ``doctor`` say they are on."""
 
@@ -138,10 +162,22 @@ class StateStore(Protocol):
     def lock_holder(self, rel: str) -> dict[str, Any] | None:
         """Who holds the lock ``rel`` now (pid, command, host, since), or None."""
 
+    def observe(self, rel_dir: str, wake: Callable[[], None]) -> Observer:
+        """Call ``wake`` (from another thread) whenever something may have been published under
+        ``rel_dir``: a hint that wakes a waiting watcher at once, never the only way to notice one
+        (files: a watchdog observer; PostgreSQL: LISTEN on the directory's channel, any machine)."""
+
     def ensure_dir(self, rel_dir: str) -> str:
         """Make room for items under ``rel_dir`` (files: the directory, refusing links; memory: nothing)."""
     def index_database(self, rel: str, side_files: Iterable[str] = ...) -> str:
         """What ``sqlite3.connect`` opens for a cache ``rel`` (a checked path; ``:memory:`` in memory)."""
+
+    def memory_search(self) -> MemorySearch | None:
+        """Error memory's search when the store keeps it itself (PostgreSQL: tsvector, shared by every
+        machine); None: error memory keeps its SQLite cache beside the log (:meth:`index_database`)."""
+    def keep_local(self, rels: Iterable[str] = ..., dirs: Iterable[str] = ...) -> builtins.list[str]:
+        """Refresh this machine's copies of documents the hooks' hot path reads from local files
+        (a database store: under ``.loki/cache/``); files and memory: nothing to copy, []."""
 
     # -- the queue -------------------------------------------------------------------------------
     def tasks(self) -> TaskStore: ...

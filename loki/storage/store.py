@@ -28,6 +28,7 @@ so a PostgreSQL implementation can stand behind it later.
 
 from __future__ import annotations
 
+import builtins
 import errno
 import hashlib
 import os
@@ -52,10 +53,11 @@ from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from typing import Any
 
     from loki.storage.filetasks import FileTasks
+    from loki.storage.observer import DirectoryObserver
 
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 TEMP_SUFFIX = ".tmp"
@@ -880,6 +882,20 @@ class Store(LogReads):
         from loki.storage.locks import holder
 
         return holder(self.path(rel))
+
+    def observe(self, rel_dir: str, wake: Callable[[], None]) -> DirectoryObserver:
+        """A watchdog observer of the directory ``rel_dir`` calling ``wake`` (:mod:`loki.storage.observer`)."""
+        from loki.storage.observer import DirectoryObserver
+
+        return DirectoryObserver(self.ensure_dir(rel_dir), wake)
+
+    def memory_search(self) -> None:
+        """None: error memory keeps its SQLite cache beside the log (:meth:`index_database`)."""
+        return None
+
+    def keep_local(self, rels: Iterable[str] = (), dirs: Iterable[str] = ()) -> builtins.list[str]:
+        """Nothing to copy: the hooks' hot path reads these very files."""
+        return []
 
     def index_database(self, rel: str, side_files: Iterable[str] = ()) -> str:
         """Where SQLite keeps a cache ``rel`` (error memory's search index), checked like state.

@@ -11,7 +11,13 @@ Why ``next_ready`` is a store method: a claim picks the best ready task. Files d
 ``pending`` and scanning it; PostgreSQL does it as ``SELECT ... ORDER BY priority_rank, created_at
 LIMIT 1 FOR UPDATE SKIP LOCKED`` and the ``UPDATE`` of the move that follows in the same
 transaction, so concurrent claimers never wait for each other. Keeping the choice behind the
-interface is what lets the second one exist.
+interface is what lets the second one exist. A claim is the one unit opened with
+``transaction(claim=True)``: it only requeues expired leases (:meth:`TaskTxn.expired`) and takes a
+ready task, so PostgreSQL runs it without the queue-wide lock every other unit takes (docs/postgres.md).
+
+Lookups are by key (:meth:`TaskTxn.find`, :meth:`TaskTxn.find_by_key`), never "read every task and
+search": adding one task to 100,000 pending must not read the 100,000 (an index on PostgreSQL, a
+dictionary per state built once per unit on files and in memory).
 
 This module is for type checkers and readers: domain modules import it under ``TYPE_CHECKING``
 only (``typing`` costs ~10 ms, which a hook cannot pay).
@@ -37,6 +43,8 @@ class Census(Protocol):
     held: int
     on_dependencies: list[str]
     skipped: dict[str, int]
+    busy: int
+    """Ready, but locked by another unit of work at that instant (PostgreSQL's SKIP LOCKED; 0 elsewhere)."""
 
 
 class TaskTxn(Protocol):
@@ -55,7 +63,12 @@ class TaskTxn(Protocol):
     # -- the hot states (pending, in-progress, blocked, completed, failed, cancelled) ---------------
     def tasks(self, state: str) -> list[Task]:
         """The tasks in ``state``, in insertion order (read only: change them through the methods below)."""
-    def find(self, task_id: str, states: Iterable[str] = ...) -> tuple[str, Task] | None: ...
+    def find(self, task_id: str, states: Iterable[str] = ...) -> tuple[str, Task] | None:
+        """``(state, task)`` if ``task_id`` is in one of ``states`` (the hot states by default; ``dead-letter``
+        and ``abandoned`` give the entry's ``task_data``); a lookup by id, not a scan."""
+    def find_by_key(self, key: str) -> tuple[str, Task] | None:
+        """The task holding idempotency key ``key``: hot, then dead-letter and abandoned (``task_data``),
+        then archived."""
     def find_outside(self, task_id: str) -> tuple[str, Task] | None:
         """A task in the dead-letter queue, abandoned, or archived: ``(state, task)``."""
     def put(self, state: str, task: Task) -> None:
@@ -70,8 +83,18 @@ class TaskTxn(Protocol):
 
         Ready: of one of ``types`` (any when empty) and not of ``skip_types``; ``available_at`` at
         or before ``now`` (or after ``not_after``: written under a clock since set back); not held
-        in place by a Loki Mode claim; every dependency completed (hot or archived).
+        in place by a Loki Mode claim; every dependency completed (hot or archived). The census says
+        why nothing is ready; it is only counted when no task is returned.
         """
+    def expired(self, now: str) -> list[Task]:
+        """In-progress tasks whose lease ended before ``now``, or that have none, in insertion order.
+
+        In a claim unit on PostgreSQL they are locked with SKIP LOCKED: a lease another claimer is
+        requeueing at that instant is left to it."""
+    def waiting_chain(self, task_ids: Iterable[str]) -> list[Task]:
+        """The pending and blocked tasks among ``task_ids`` and those they depend on, directly or through
+        each other, in the order ``tasks("pending") + tasks("blocked")`` lists them: all that decides
+        whether they can ever be ready (:func:`loki.queue.queue.never_ready`)."""
 
     # -- dead-letter and abandoned ---------------------------------------------------------------
     def dead_letters(self) -> list[Entry]: ...
@@ -97,7 +120,9 @@ class TaskTxn(Protocol):
 class TaskStore(Protocol):
     """The queue domain of one tree. ``transaction()`` for changes; the rest reads without the lock."""
 
-    def transaction(self) -> TaskTxn: ...
+    def transaction(self, *, claim: bool = False) -> TaskTxn:
+        """A unit of work. ``claim``: it only requeues expired leases and takes a ready task (and
+        records what that needs), so PostgreSQL runs it without the queue-wide lock."""
     def view(self, states: Iterable[str]) -> dict[str, list[Any]]:
         """A consistent read of several states without the lock: tasks, or entries for dead-letter and
         abandoned."""

@@ -144,9 +144,12 @@ class _ReferenceValidator:
         if validator is None:
             validator = self._cls(registry().raw(schema_name), registry=self._registry)
             self._validators[schema_name] = validator
+        from loki.hooks.redact import redact  # jsonschema quotes the refused value, which may be a secret
+
         found = []
         for error in (leaf for top in validator.iter_errors(doc) for leaf in _branch_errors(top)):
-            message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
+            message = redact(error.message)
+            message = message if len(message) <= 200 else message[:197] + "..."
             found.append((pointer(str(p) for p in error.absolute_path), message))
         return found
 

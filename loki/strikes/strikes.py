@@ -244,6 +244,7 @@ class Strikes:
                 escalation, signal = self._escalate(doc, key, entry, label, tiers, session, now)
                 entry.update(escalated_at=now, escalation=escalation)
             txn.write(self.rel, doc)
+        self._keep_local(layout.CONFIG)  # the stop tier's settings are read from the copy too
         guidance = {RECORD: None, WARN: warn_text, STOP: stop_text}[tier]
         text = guidance(tiers, entry, label) if guidance is not None else None
         return StrikeOutcome(key=key, branch=self.branch, entry=dict(entry), tier=tier, guidance=text,
@@ -295,6 +296,8 @@ class Strikes:
             if ended or cleared is not None:
                 _finish(doc, now)
                 txn.write(self.rel, doc)
+        if ended or cleared is not None:
+            self._keep_local()
         if cleared is not None:
             self._close_escalation(cleared, "the same call succeeded; the strikes were cleared")
         return cleared
@@ -322,7 +325,20 @@ class Strikes:
             if cleared:
                 _finish(doc, self.store.now_ts())
                 txn.write(self.rel, doc)
+        if cleared:
+            self._keep_local()
         return cleared
+
+    def _keep_local(self, *others: str) -> None:
+        """This machine's copy of the branch's strikes follows every write made here (a database tree:
+        the PreToolUse hook reads the copy, docs/postgres.md; files: nothing to copy). Best effort: the
+        write is done, and a stale copy is refreshed by the next hook that connects."""
+        from contextlib import suppress
+
+        from loki.errors import LokiError
+
+        with suppress(LokiError, OSError):
+            self.store.keep_local([self.rel, *others])
 
     def _read(self, txn: Transaction) -> dict[str, Any]:
         doc = txn.read(self.rel)

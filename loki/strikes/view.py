@@ -7,6 +7,9 @@ replaced atomically by the store, so a reader without a lock sees a whole old or
 file. It keeps the store's reading rules (no symlinks, regular files only, a size limit) and
 never validates, writes, repairs or creates anything; a file it cannot use reads as "no strikes"
 and the caller reports it. Everything that writes strike state uses :class:`loki.strikes.strikes.Strikes`.
+
+On a tree whose state is in a database, the files it reads are this machine's copies
+(:func:`hot_root`): importing a database driver would cost the hook more than its whole budget.
 """
 
 from __future__ import annotations
@@ -26,6 +29,14 @@ MAX_BYTES = 8 * 1024 * 1024
 
 class Unreadable(Exception):
     """A state file exists but cannot be used (its message names it and says why)."""
+
+
+def hot_root(root: str) -> str:
+    """Where the hot path reads strike state, hints and the settings: the tree itself, or, on a tree whose
+    state is in a database, this machine's copies under ``.loki/cache/`` (kept by the hooks that
+    connect: docs/postgres.md). One ``stat``; a file tree never has that directory."""
+    cache = os.path.join(root, layout.LOCAL_CACHE_DIR)
+    return cache if os.path.isdir(cache) else root
 
 
 def strike_file(branch_file_name: str) -> str:

@@ -1,0 +1,439 @@
+"""Published items, their exclusive claim, long-held locks, and what this machine keeps locally.
+
+**Items** (signals, escalations, a compacted log's set-aside lines) are rows of ``loki_items``
+keyed by their name (``signals/HUMAN_REVIEW_NEEDED.2``, ``escalations/<ts>-<task>.md``):
+
+* ``create_unique`` inserts under the first free name (``name``, ``name-2`` ...: ``INSERT ... ON
+  CONFLICT DO NOTHING``, so two machines publishing at once get two names) and notifies the
+  directory's channel in the same transaction (:mod:`loki.storage.postgres.listen`). An item's
+  ``mtime_ns`` is the *database's* clock plus an order number, never the publisher's: signals are
+  consumed oldest first, and two machines' clocks disagree (a HUMAN_APPROVED from a machine whose
+  clock is behind must not overtake the HUMAN_REVIEW_NEEDED it answers).
+* ``claim_into`` moves an item into ``signals/.processing/<id>`` with one ``UPDATE`` of a row
+  locked ``FOR UPDATE SKIP LOCKED``: exactly one claimer gets it and none waits for another; the
+  claim is one step, so there is never a twin to drop (``drop_twin`` does nothing). ``finish``
+  deletes it or moves it to quarantine or archive.
+* ``read_text``, ``write_text``, ``exists``, ``remove``, ``list`` and ``change_token`` answer for
+  items and pass every other name down the chain (:mod:`.logs`, then :mod:`.documents`): an
+  escalation is written by ``create_unique`` and then read, resolved and listed like a document.
+
+**Long-held locks** (the signal consumer's ``state/watch.consumer.lock``: one consuming watcher per
+database schema) are session-level advisory locks on a connection of their own, so the lock is free
+the moment its holder's connection ends (``kill -9``, a machine gone: the server notices the closed
+socket; a network that silently drops packets: TCP keepalives). ``loki_lock_holders`` names the
+holder (pid, command, host, since); :meth:`Items.lock_holder` believes that row only while
+``pg_locks`` shows its backend holding the lock, as the file store checks ``/proc/locks``.
+
+**This machine's copies** (:meth:`Items.keep_local`): the PreToolUse hook reads strike state, the
+prefix hints and the strike settings from local files without importing a database driver (its
+cold-start budget, docs/postgres.md). The hooks that connect anyway write those copies under
+``.loki/cache/`` from the database, each under the document's lock, so copies follow commit order.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from contextlib import suppress
+
+from loki.errors import LockTimeout, StateFileError
+from loki.storage import jsonio, layout
+from loki.storage.postgres import domains, listen
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable, Iterable
+    from typing import Any
+
+    import psycopg
+
+    from loki.storage.postgres.memorysearch import PgMemorySearch
+    from loki.storage.postgres.session import Database
+
+HELD_NAMESPACE = "loki:held"
+"""The first key of the long-held advisory locks (two-int form): apart from the units' xact locks."""
+PROBE_SECONDS = 1.0
+"""How often a held lock's connection is checked for life when asked."""
+
+_MTIME = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000 + nextval('loki_items_order') %% 1000"
+"""The database's clock in microseconds, with an order number in the nanoseconds: publication order."""
+
+
+def _without_waiting_for_the_disk(conn: psycopg.Connection[Any]) -> None:
+    """Commit the current transaction without waiting for its WAL to reach the disk.
+
+    Safe for the consumer's claim and finish, and what keeps a signal's way from emit to applied at
+    one durable commit on the consumer's side (the outcome line): the WAL is written in order, so the
+    first durable commit after them (the rule's effect, the outcome line) makes them durable too. A
+    crash before that loses a claim whose rule has changed nothing yet (the signal is consumed again,
+    from the start) or a finish whose outcome is logged already (recovery finishes it again)."""
+    conn.execute("SELECT set_config('synchronous_commit', 'off', true)")
+
+
+def _range(rel_dir: str) -> tuple[str, str]:
+    """Bounds of the keys strictly under ``rel_dir`` (bytewise: ``/`` is followed by ``0``)."""
+    return rel_dir + "/", rel_dir + "0"
+
+
+class Items:
+    """``create_unique``, ``claim_into``, ``drop_twin``, ``finish``, ``scan``, ``entry``, ``lock`` ..."""
+
+    db: Database
+    local_root: str | None
+    max_file_bytes: int
+    if TYPE_CHECKING:  # what the other parts of PgStore provide (no definitions at run time: the MRO decides)
+        @property
+        def lock_timeout(self) -> float: ...
+        def check_size(self, rel: str, size: int) -> None: ...
+        def now_ts(self) -> str: ...
+        def rows(self, sql: str, params: Any = ()) -> builtins.list[tuple[Any, ...]]: ...
+
+    # -- publishing --------------------------------------------------------------------------------
+
+    def create_unique(self, rel_dir: str, name: str, data: bytes, *, suffix: str = "", separator: str = "-",
+                      mtime_ns: int | None = None, state_file: bool = True) -> str:
+        """Publish ``rel_dir/name`` (else ``name-2`` ...) without overwriting anything; returns the key.
+        ``mtime_ns`` is not used: the database's clock orders items (see the module)."""
+        if state_file:
+            self.check_size(f"{rel_dir}/{name}{suffix}", len(data))
+        first = f"{rel_dir}/{name}{suffix}"
+        with self.db.transaction() as conn:
+            taken: set[str] | None = None
+            for number in range(1, 10_000):
+                key = first if number == 1 else f"{rel_dir}/{name}{separator}{number}{suffix}"
+                if taken is not None and key in taken:
+                    continue
+                row = conn.execute(f"INSERT INTO loki_items (name, dir, data, mtime_ns) VALUES (%s, %s, %s, {_MTIME}) "
+                                   "ON CONFLICT (name) DO NOTHING RETURNING 1", (key, rel_dir, data)).fetchone()
+                if row is not None:
+                    listen.notify(conn, self.db, key, key)
+                    return key
+                if taken is None:  # one look at every taken number, rather than one insert per number
+                    prefix = f"{rel_dir}/{name}{separator}"
+                    taken = {str(r[0]) for r in conn.execute(
+                        "SELECT name FROM loki_items WHERE dir = %s AND starts_with(name, %s)",
+                        (rel_dir, prefix)).fetchall()}
+        raise StateFileError(first, "could not find a free name")
+
+    # -- claiming (the signal consumer's protocol) ----------------------------------------------------
+
+    def claim_into(self, rel: str, rel_dir: str, entry: str) -> bool:
+        """Move an item to ``rel_dir/entry`` so that exactly one claimer gets it (False: it is gone,
+        or another claimer holds it this instant). Committed without waiting for the disk (see
+        :func:`_without_waiting_for_the_disk`)."""
+        with self.db.transaction() as conn:
+            _without_waiting_for_the_disk(conn)
+            row = conn.execute(
+                "UPDATE loki_items SET name = %s, dir = %s, version = version + 1 "
+                "WHERE name = (SELECT name FROM loki_items WHERE name = %s FOR UPDATE SKIP LOCKED) RETURNING 1",
+                (f"{rel_dir}/{entry}", rel_dir, rel)).fetchone()
+        return row is not None
+
+    def drop_twin(self, claimed_rel: str, waiting_rel: str) -> None:
+        """Nothing to do: a claim is one UPDATE, so no crash leaves an item under two names."""
+
+    def finish(self, rel: str, target_dir: str | None) -> None:
+        """A claimed item is done: delete it, or move it into ``target_dir`` (quarantine, archive).
+        Committed without waiting for the disk, as the claim is."""
+        with self.db.transaction() as conn:
+            _without_waiting_for_the_disk(conn)
+            if target_dir is None:
+                conn.execute("DELETE FROM loki_items WHERE name = %s", (rel,))
+                return
+            target = f"{target_dir}/{rel.rsplit('/', 1)[-1]}"
+            conn.execute("DELETE FROM loki_items WHERE name = %s", (target,))  # as a rename replaces
+            conn.execute("UPDATE loki_items SET name = %s, dir = %s, version = version + 1 WHERE name = %s",
+                         (target, target_dir, rel))
+
+    # -- looking -------------------------------------------------------------------------------------
+
+    _CHILDREN = ("SELECT substr(name, %(cut)s), length(data), mtime_ns FROM loki_items WHERE dir = %(dir)s "
+                 "UNION ALL SELECT DISTINCT split_part(substr(dir, %(cut)s), '/', 1), NULL::integer, NULL::bigint "
+                 "FROM loki_items WHERE dir > %(low)s AND dir < %(high)s")
+    """The items directly under a directory, and the directories of items below it (bytes NULL)."""
+
+    def _children(self, rel_dir: str) -> list[tuple[Any, ...]]:
+        low, high = _range(rel_dir)
+        return self.rows(self._CHILDREN, {"cut": len(low) + 1, "dir": rel_dir, "low": low, "high": high})
+
+    def scan(self, rel_dir: str) -> list[dict[str, Any]]:
+        """Every item directly under ``rel_dir`` (``{"name", "kind", "bytes", "mtime_ns"}``), and the
+        directories holding items below it; unsorted."""
+        return [{"name": str(name), "kind": "file", "bytes": int(size), "mtime_ns": int(mtime)} if size is not None
+                else {"name": str(name), "kind": "directory", "bytes": 0, "mtime_ns": 0}
+                for name, size, mtime in self._children(rel_dir)]
+
+    def entry(self, rel: str) -> dict[str, Any] | None:
+        """What is at ``rel``: an item (a file), a directory of items, or None."""
+        name = rel.rsplit("/", 1)[-1]
+        low, high = _range(rel)
+        found = self.rows("SELECT length(data), mtime_ns FROM loki_items WHERE name = %(rel)s UNION ALL "
+                          "(SELECT NULL, NULL FROM loki_items "
+                          " WHERE dir = %(rel)s OR (dir > %(low)s AND dir < %(high)s) LIMIT 1) LIMIT 1",
+                          {"rel": rel, "low": low, "high": high})
+        if not found:
+            return None
+        size, mtime = found[0]
+        if size is None:
+            return {"name": name, "kind": "directory", "bytes": 0, "mtime_ns": 0}
+        return {"name": name, "kind": "file", "bytes": int(size), "mtime_ns": int(mtime)}
+
+    def read_bytes(self, rel: str, *, limit: int | None = None) -> bytes | None:
+        """An item's bytes (None: absent), refused over ``limit``; else the next part's answer."""
+        item = self._item(rel)
+        if item is None:
+            found: bytes | None = super().read_bytes(rel, limit=limit)  # type: ignore[misc]
+            return found
+        data = item
+        bound = self.max_file_bytes if limit is None else limit
+        if len(data) > bound:
+            raise StateFileError(rel, f"is {len(data)} bytes, over the {bound}-byte limit")
+        return data
+
+    # -- names shared with logs and documents: items answer first, the rest goes down the chain --------
+
+    def _item(self, rel: str) -> bytes | None:
+        found = self.rows("SELECT data FROM loki_items WHERE name = %s", (rel,))
+        return bytes(found[0][0]) if found else None
+
+    def read_text(self, rel: str) -> str | None:
+        data = self._item(rel)
+        if data is None:
+            return super().read_text(rel)  # type: ignore[misc, no-any-return]
+        try:
+            return jsonio.decode_utf8(data)
+        except jsonio.JsonError as exc:
+            raise StateFileError(rel, exc.reason) from None
+
+    def write_text(self, rel: str, text: str) -> None:
+        """Replace an item's content (an escalation's resolution), else write the document."""
+        data = text.encode("utf-8")
+        self.check_size(rel, len(data))
+        if not self.rows(f"UPDATE loki_items SET data = %s, mtime_ns = {_MTIME}, version = version + 1 "
+                         "WHERE name = %s RETURNING 1", (data, rel)):
+            super().write_text(rel, text)  # type: ignore[misc]
+
+    def exists(self, rel: str) -> bool:
+        return self._item(rel) is not None or bool(super().exists(rel))  # type: ignore[misc]
+
+    def remove(self, rel: str) -> bool:
+        removed = bool(self.rows("DELETE FROM loki_items WHERE name = %s RETURNING 1", (rel,)))
+        return removed or bool(super().remove(rel))  # type: ignore[misc]
+
+    def list(self, rel_dir: str) -> list[str]:
+        """The names under ``rel_dir``: items, directories of items, and whatever else is there."""
+        rel_dir = rel_dir.rstrip("/")
+        names = {str(row[0]) for row in self._children(rel_dir)}
+        names.update(super().list(rel_dir))  # type: ignore[misc]
+        return sorted(names)
+
+    def change_token(self, rel: str) -> Any:  # Hashable | None (Any: the documents' is narrower)
+        found = self.rows("SELECT version, mtime_ns FROM loki_items WHERE name = %s", (rel,))
+        if found:
+            return ("item", int(found[0][0]), int(found[0][1]))
+        token: Hashable | None = super().change_token(rel)  # type: ignore[misc]
+        return token
+
+    def ensure_dir(self, rel_dir: str) -> str:
+        """Nothing to make: keys need no directories."""
+        return rel_dir
+
+    # -- waking a watcher -----------------------------------------------------------------------------
+
+    def observe(self, rel_dir: str, wake: Callable[[], None]) -> listen.Listener:
+        """A listener that calls ``wake`` (from its thread) whenever something is published under
+        ``rel_dir`` on any machine; ``stop()`` ends it. A hint: the caller still rescans."""
+        self.db.conn  # noqa: B018 -- opens the connection, which learns the schema
+        assert self.db.schema is not None
+        return listen.Listener(self.db.url, listen.channel(self.db.schema, rel_dir), wake).start()
+
+    # -- long-held locks ---------------------------------------------------------------------------
+
+    def lock(self, rel: str, timeout: float) -> PgHeldLock:
+        """A session-level advisory lock (not yet taken) that a process holds while it runs."""
+        return PgHeldLock(self, rel, timeout)
+
+    def lock_holder(self, rel: str) -> dict[str, Any] | None:
+        """Who holds the lock ``rel`` now (pid, command, host, since), or None when nobody does."""
+        with self.db.transaction() as conn:  # the lock and its record as of one snapshot
+            held = conn.execute(
+                "SELECT l.pid, a.application_name, a.client_addr::text, a.backend_start FROM pg_locks l "
+                "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 "
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND l.classid = hashtext(%s)::oid AND l.objid = hashtext(current_schema() || ':' || %s)::oid",
+                (HELD_NAMESPACE, rel)).fetchone()
+            if held is None:
+                return None
+            record = conn.execute("SELECT pid, host, command, since FROM loki_lock_holders "
+                                  "WHERE name = %s AND backend_pid = %s", (rel, held[0])).fetchone()
+        if record is not None:
+            return {"pid": record[0], "host": record[1], "command": record[2], "since": record[3]}
+        # Held by a backend that has not written its record yet (or never will): say what the server knows.
+        return {"pid": None, "host": held[2] or "local socket", "command": held[1] or "unknown",
+                "since": held[3].strftime("%Y-%m-%dT%H:%M:%SZ") if held[3] is not None else None,
+                "backend_pid": held[0]}
+
+    # -- error memory's search ------------------------------------------------------------------------
+
+    def memory_search(self) -> PgMemorySearch:
+        """Error memory's search in the database (tsvector, ts_rank), shared by every machine."""
+        from loki.storage.postgres.memorysearch import PgMemorySearch
+
+        return PgMemorySearch(self)  # type: ignore[arg-type]  # Items is always a part of a PgStore
+
+    def index_database(self, rel: str, side_files: Iterable[str] = ()) -> str:
+        """Not used on PostgreSQL (error memory searches the database: :meth:`memory_search`); an
+        in-memory SQLite database if asked all the same."""
+        return ":memory:"
+
+    # -- this machine's copies for the hot path ----------------------------------------------------------
+
+    def keep_local(self, rels: Iterable[str] = (), dirs: Iterable[str] = ()) -> builtins.list[str]:
+        """Refresh this machine's copies of documents the hot path reads (``rels``; every document
+        under ``dirs``) under ``.loki/cache/``; a copy of a document that is gone is removed. Returns
+        the names copied. Nothing when the store was opened without a local tree."""
+        if self.local_root is None:
+            return []
+        copied = []
+        for rel in rels:
+            self._copy_local(rel)
+            copied.append(rel)
+        for rel_dir in dirs:
+            names = [n for n in self.list(rel_dir) if n.endswith(".json") and not n.startswith(".")]
+            for name in names:
+                self._copy_local(f"{rel_dir}/{name}")
+                copied.append(f"{rel_dir}/{name}")
+            self._drop_local_except(rel_dir, set(names))
+        return copied
+
+    def local_path(self, rel: str) -> str:
+        assert self.local_root is not None
+        return os.path.join(self.local_root, layout.LOCAL_CACHE_DIR, *rel.split("/"))
+
+    def _copy_local(self, rel: str) -> None:
+        from loki.storage.store import atomic_write
+
+        path = self.local_path(rel)
+        with self.db.transaction():
+            # The document's writers hold it: copies are written in commit order.
+            domains.hold(self.db, layout.lock_for(rel), self.lock_timeout)
+            text = self.read_text(rel)
+            if text is None:
+                with suppress(FileNotFoundError):
+                    os.unlink(path)
+                return
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            atomic_write(path, text.encode("utf-8"), sync_dir=False)  # a cache: the database is the truth
+
+    def _drop_local_except(self, rel_dir: str, keep: set[str]) -> None:
+        directory = os.path.dirname(self.local_path(f"{rel_dir}/x"))
+        try:
+            present = os.listdir(directory)
+        except FileNotFoundError:
+            return
+        for name in present:
+            if name.endswith(".json") and name not in keep:
+                with suppress(FileNotFoundError):
+                    os.unlink(os.path.join(directory, name))
+
+
+class PgHeldLock:
+    """A session-level advisory lock on a connection of its own, with a holder record (see the module)."""
+
+    def __init__(self, store: Items, rel: str, timeout: float) -> None:
+        self.store = store
+        self.rel = rel
+        self.timeout = timeout
+        self._conn: psycopg.Connection[Any] | None = None
+        self._probed = 0.0
+
+    @property
+    def held(self) -> bool:
+        """Whether the lock is still ours: its connection is alive (checked at most once a second)."""
+        import time
+
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            return False
+        now = time.monotonic()
+        if now - self._probed >= PROBE_SECONDS:
+            self._probed = now
+            try:
+                conn.execute("SELECT 1")
+            except Exception:  # the connection is gone, and the server released the lock with it
+                self._close()
+                return False
+        return True
+
+    def acquire(self) -> PgHeldLock:
+        from loki.storage.locks import _describe_command
+        from loki.storage.postgres import connect as connecting
+
+        if self.timeout <= 0:
+            # A display-only watcher asks every second: one query on the store's connection while the
+            # lock is held, rather than a new connection each time.
+            holder = self.store.lock_holder(self.rel)
+            if holder is not None:
+                raise self._held(holder)
+        pg = connecting.driver()
+        conn = connecting.connect(self.store.db.url, autocommit=True, application_name=f"loki lock {self.rel}"[:63])
+        key = (HELD_NAMESPACE, self.rel)
+        try:
+            if self.timeout <= 0:
+                row = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s), hashtext(current_schema() || ':' || %s))",
+                                   key).fetchone()
+                got = bool(row and row[0])
+            else:
+                wait = pg.sql.Literal(f"{int(self.timeout * 1000)}ms")
+                conn.execute(pg.sql.SQL("SET lock_timeout = {}").format(wait))
+                try:
+                    conn.execute("SELECT pg_advisory_lock(hashtext(%s), hashtext(current_schema() || ':' || %s))", key)
+                    got = True
+                except pg.errors.LockNotAvailable:
+                    got = False
+            if not got:
+                raise self._held(self.store.lock_holder(self.rel))
+            conn.execute(
+                "INSERT INTO loki_lock_holders (name, backend_pid, pid, host, command, since) "
+                "VALUES (%s, pg_backend_pid(), %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET "
+                "backend_pid = EXCLUDED.backend_pid, pid = EXCLUDED.pid, host = EXCLUDED.host, "
+                "command = EXCLUDED.command, since = EXCLUDED.since",
+                (self.rel, os.getpid(), os.uname().nodename, _describe_command(), self.store.now_ts()))
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return self
+
+    def _held(self, holder: dict[str, Any] | None) -> LockTimeout:
+        from loki.storage.locks import describe_holder
+
+        return LockTimeout(f"{self.rel} is held; {describe_holder(holder or {})}", lock=self.rel, holder=holder,
+                           timeout=self.timeout)
+
+    def release(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            conn.execute("DELETE FROM loki_lock_holders WHERE name = %s AND backend_pid = pg_backend_pid()",
+                         (self.rel,))
+            # Unlocked here, not only by closing: the server ends a closed session a moment later, and
+            # whoever asks next (a watcher taking over) must find the lock free already.
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s), hashtext(current_schema() || ':' || %s))",
+                         (HELD_NAMESPACE, self.rel))
+        except Exception:  # the connection is gone: so is the lock
+            pass
+        self._close()
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()  # ends the session: the server releases its advisory locks
+            self._conn = None
+
+    def __enter__(self) -> PgHeldLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -1,0 +1,311 @@
+"""Append-only logs as rows, read after a position that is a line's sequence number (docs/postgres.md).
+
+A log (``logs/signals.jsonl``, ``signals/DRIFT_DETECTED``, ``memory/errors.jsonl`` ...) is a row of
+``loki_logs`` and one row of ``loki_log_lines`` per line. The lines of a log are numbered
+``base+1 .. last_seq``; a *position* (opaque to callers, docs/storage.md "Log positions") is the
+number of the last line read: ``None`` or ``base`` is the start, ``last_seq`` the end, and the line
+numbered ``n`` starts at position ``n - 1``. Appenders take the log's lock domain (``<log>.lock``, the
+advisory lock ``transaction(log)`` takes too: compaction and ``record_resolutions`` hold it), so numbers
+are dense and given in commit order. A rewrite (compaction) or a removal starts the numbering again
+*after* every old position, so a position saved before it is no longer valid (:meth:`Logs.log_valid`)
+and a line's number is never reused: ``DRIFT_DETECTED@<position>`` stays a unique id forever.
+
+Each line also keeps the byte offset it would have in a file, so sizes for reports (``log_size``,
+``log_bytes_after``, the drift backlog) and ``read_tail``'s window are what the file store says.
+A Markdown file that is appended to but read back whole (``CONTINUITY.md``,
+``institutional-knowledge.md``: ``read_whole=True``) is a document, not a log: it is appended under
+its lock through the documents' ``read_text``/``write_text``, bounded by the state-file limit.
+
+Publishing a line notifies the channel of the log's directory (LISTEN/NOTIFY: a drift line wakes the
+watchers at once on every machine, :mod:`loki.storage.postgres.listen`).
+"""
+
+from __future__ import annotations
+
+from loki.storage import jsonio, layout
+from loki.storage.logpos import LogLine
+from loki.storage.postgres import domains, listen
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Hashable, Iterable
+    from typing import Any
+
+    import psycopg
+
+    from loki.storage.postgres.session import Database
+
+BATCH_ROWS = 1000
+"""Lines fetched or inserted per statement (a log may be far larger than memory should hold)."""
+
+_APPEND = """
+INSERT INTO loki_logs AS l (name, last_seq, bytes, torn) VALUES (%(name)s, %(count)s, %(size)s, %(torn)s)
+ON CONFLICT (name) DO UPDATE SET last_seq = l.last_seq + %(count)s,
+                                 bytes = l.bytes + l.torn::int + %(size)s, torn = %(torn)s
+RETURNING last_seq - %(count)s, bytes - %(size)s
+"""
+_INSERT_LINES = """
+INSERT INTO loki_log_lines (log, seq, "offset", data)
+SELECT %s, %s + t.n, t.off, t.d FROM unnest(%s::bigint[], %s::bytea[]) WITH ORDINALITY AS t(off, d, n)
+"""
+_RESTART = """
+INSERT INTO loki_logs AS l (name, base, last_seq) VALUES (%(name)s, 1, 1)
+ON CONFLICT (name) DO UPDATE SET base = l.last_seq + 1, last_seq = l.last_seq + 1, bytes = 0, torn = false
+RETURNING base
+"""
+
+
+class _Meta:
+    """A log's row: its lines are ``(base, last]``; ``size`` in bytes as a file; ``torn`` last line."""
+
+    __slots__ = ("base", "last", "size", "torn")
+
+    def __init__(self, row: tuple[Any, ...] | None) -> None:
+        self.base, self.last, self.size, self.torn = row if row is not None else (0, 0, 0, False)
+
+    def valid(self, position: Any) -> bool:
+        return position is None or (isinstance(position, int) and self.base <= position <= self.last)
+
+    @property
+    def readable(self) -> int:
+        """The last line a reader may see (a torn last line is still being written)."""
+        return int(self.last) - 1 if self.torn else int(self.last)
+
+
+def _split(payload: bytes) -> tuple[list[bytes], bool]:
+    """The lines of a payload, and whether its last one has no newline (torn)."""
+    lines = payload.split(b"\n")
+    torn = lines[-1] != b""
+    return (lines if torn else lines[:-1]), torn
+
+
+class Logs:
+    """``append_lines``, ``append_text``, ``rewrite_lines``, ``log_end``, ``read_after`` ... on rows."""
+
+    db: Database
+    if TYPE_CHECKING:  # what the other parts of PgStore provide (no definitions at run time: the MRO decides)
+        @property
+        def lock_timeout(self) -> float: ...
+        def check_size(self, rel: str, size: int) -> None: ...
+        def write_text(self, rel: str, text: str) -> None: ...
+        def rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]: ...
+
+    # -- appending ---------------------------------------------------------------------------------
+
+    def append_lines(self, rel: str, records: Iterable[Any], *, lock: bool = True) -> int:
+        """Append JSON lines; returns the position they start at (the log's end before them)."""
+        return self.append_bytes(rel, "".join(jsonio.dumps_compact(r) + "\n" for r in records).encode("utf-8"),
+                                 lock=lock)
+
+    def append_text(self, rel: str, lines: Iterable[str], *, lock: bool = True, read_whole: bool = False) -> int:
+        """Append plain text lines. ``read_whole``: a Markdown file read back whole, kept as a document."""
+        payload = "".join(line.rstrip("\n") + "\n" for line in lines).encode("utf-8")
+        return self.append_bytes(rel, payload, lock=lock, read_whole=read_whole)
+
+    def append_bytes(self, rel: str, payload: bytes, *, lock: bool = True, read_whole: bool = False) -> int:
+        if not payload:
+            return 0
+        if read_whole:
+            return self._append_document(rel, payload)
+        lines, torn = _split(payload)
+        size = len(payload)
+        with self.db.transaction() as conn:
+            if lock:
+                domains.hold(self.db, layout.lock_for(rel), self.lock_timeout)
+            row = conn.execute(_APPEND, {"name": rel, "count": len(lines), "size": size, "torn": torn}).fetchone()
+            assert row is not None
+            start, offset = int(row[0]), int(row[1])
+            self._insert_lines(conn, rel, start, offset, lines)
+            listen.notify(conn, self.db, rel, rel)
+        return start
+
+    @staticmethod
+    def _insert_lines(conn: psycopg.Connection[Any], rel: str, start: int, offset: int, lines: list[bytes]) -> int:
+        """Insert ``lines`` numbered from ``start + 1`` at byte ``offset``; returns the offset after them."""
+        offsets = []
+        for line in lines:
+            offsets.append(offset)
+            offset += len(line) + 1
+        conn.execute(_INSERT_LINES, (rel, start, offsets, lines))
+        return offset
+
+    def _append_document(self, rel: str, payload: bytes) -> int:
+        """A Markdown file read back whole: appended under its lock, bounded like any document."""
+        with self.db.transaction():
+            domains.hold(self.db, layout.lock_for(rel), self.lock_timeout)
+            current = (self.read_text(rel) or "").encode("utf-8")
+            if current and not current.endswith(b"\n"):
+                current += b"\n"  # a torn last line is never glued onto (docs/storage.md)
+            self.check_size(rel, len(current) + len(payload))
+            self.write_text(rel, (current + payload).decode("utf-8"))
+        return len(current)
+
+    def rewrite_lines(self, rel: str, records: Iterable[Any]) -> int:
+        """Replace a log with ``records`` (compaction; the caller holds the log's lock). Old positions
+        become invalid. The records are streamed in batches, never held whole, and may be read from the
+        old lines while they stream (compaction copies lines it found at their positions): the new
+        lines are numbered after the old ones, which are deleted only once the last record is in."""
+        count = 0
+        with self.db.transaction() as conn:
+            # Re-entrant: the caller's transaction(rel) holds it already.
+            domains.hold(self.db, layout.lock_for(rel), self.lock_timeout)
+            conn.execute("INSERT INTO loki_logs (name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (rel,))
+            row = conn.execute("SELECT last_seq FROM loki_logs WHERE name = %s FOR UPDATE", (rel,)).fetchone()
+            assert row is not None
+            old_last = int(row[0])
+            start = old_last + 1  # the new base: past every position the log ever had
+            offset = 0
+            batch: list[bytes] = []
+            for record in records:
+                batch.append(jsonio.dumps_compact(record).encode("utf-8"))
+                if len(batch) >= BATCH_ROWS:
+                    offset = self._insert_lines(conn, rel, start + count, offset, batch)
+                    count += len(batch)
+                    batch = []
+            if batch:
+                offset = self._insert_lines(conn, rel, start + count, offset, batch)
+                count += len(batch)
+            conn.execute("DELETE FROM loki_log_lines WHERE log = %s AND seq <= %s", (rel, old_last))
+            conn.execute("UPDATE loki_logs SET base = %s, last_seq = %s, bytes = %s, torn = false WHERE name = %s",
+                         (start, start + count, offset, rel))
+        return count
+
+    @staticmethod
+    def _restart(conn: psycopg.Connection[Any], rel: str) -> int:
+        """Empty a log and move its numbering past every position it ever had; returns the new base."""
+        row = conn.execute(_RESTART, {"name": rel}).fetchone()
+        assert row is not None
+        conn.execute("DELETE FROM loki_log_lines WHERE log = %s", (rel,))
+        return int(row[0])
+
+    # -- reading: one statement each, no unit of work (a reader takes no lock) ---------------------------
+
+    def _meta(self, rel: str) -> _Meta:
+        found = self.rows("SELECT base, last_seq, bytes, torn FROM loki_logs WHERE name = %s", (rel,))
+        return _Meta(found[0] if found else None)
+
+    def _is_log(self, rel: str) -> bool:
+        return bool(self.rows("SELECT 1 FROM loki_logs WHERE name = %s AND last_seq > base", (rel,)))
+
+    def log_end(self, rel: str) -> int:
+        """The position after the last line now (its start when the log is absent)."""
+        return int(self._meta(rel).last)
+
+    def log_size(self, rel: str) -> int:
+        """The log's size in bytes, as a file (a measure for reports, never a position)."""
+        return int(self._meta(rel).size)
+
+    def log_valid(self, rel: str, position: Any) -> bool:
+        """False if ``position`` is not one of this log's (it was rewritten or removed since)."""
+        return self._meta(rel).valid(position)
+
+    def _offset_after(self, rel: str, meta: _Meta, position: int) -> int:
+        """The byte offset where the line after ``position`` starts (the log's size at its end)."""
+        if position >= meta.last:
+            return int(meta.size)
+        found = self.rows('SELECT "offset" FROM loki_log_lines WHERE log = %s AND seq = %s', (rel, position + 1))
+        return int(found[0][0]) if found else int(meta.size)
+
+    def log_bytes_after(self, rel: str, position: Any) -> int:
+        """How many bytes of the log come after ``position`` (0 when it is not one of the log's)."""
+        meta = self._meta(rel)
+        if position is None:
+            return int(meta.size)
+        if not meta.valid(position):
+            return 0
+        return int(meta.size) - self._offset_after(rel, meta, position)
+
+    def read_after(self, rel: str, position: Any, limit: int = 1 << 20, *, whole: bool = False,
+                   final: bool = False) -> tuple[list[LogLine], Any]:
+        """The complete lines after ``position`` (None: the start), about ``limit`` bytes of them, and
+        the position after the last one (``position`` itself when there is none; see the module).
+
+        The lines up to the end the first statement sees: a line committed meanwhile is for the next read."""
+        lines: list[LogLine] = []
+        total = 0
+        meta = self._meta(rel)
+        here = meta.base if position is None else int(position)
+        stop = meta.last if final else meta.readable
+        while here < stop:
+            found = self.rows(
+                "SELECT seq, length(data), CASE WHEN length(data) <= %(limit)s OR %(whole)s THEN data END "
+                "FROM loki_log_lines WHERE log = %(log)s AND seq > %(here)s AND seq <= %(stop)s "
+                "ORDER BY seq LIMIT %(rows)s",
+                {"limit": limit, "whole": whole, "log": rel, "here": here, "stop": stop, "rows": BATCH_ROWS})
+            for seq, length, data in found:
+                if lines and total + length + 1 > limit:
+                    return lines, here
+                lines.append(LogLine(int(seq) - 1, None if data is None else bytes(data), int(length)))
+                total += length + 1
+                here = int(seq)
+            if not found or total >= limit or len(found) < BATCH_ROWS:
+                break
+        return lines, here
+
+    def read_line(self, rel: str, position: Any) -> bytes:
+        """The line starting at ``position`` (one :meth:`read_after` returned), without its newline."""
+        found = self.rows("SELECT data FROM loki_log_lines WHERE log = %s AND seq = %s", (rel, int(position) + 1))
+        return bytes(found[0][0]) if found else b""
+
+    def read_tail(self, rel: str, limit: int) -> list[bytes]:
+        """The complete lines within the last ``limit`` bytes, oldest first (not a torn last line)."""
+        found = self.rows(
+            'SELECT d.data FROM loki_logs l JOIN loki_log_lines d ON d.log = l.name '
+            'WHERE l.name = %s AND d."offset" >= l.bytes - %s AND d.seq <= l.last_seq - l.torn::int ORDER BY d.seq',
+            (rel, limit))
+        return [bytes(row[0]) for row in found]
+
+    def log_windows(self, rel: str, position: Any, window: int) -> tuple[bytes, bytes]:
+        """The first and the last ``window`` bytes of the log before ``position`` (empty when it is
+        not one of the log's: a rewritten log never matches what was read before)."""
+        meta = self._meta(rel)
+        if position is None or not meta.valid(position):
+            return b"", b""
+        end = self._offset_after(rel, meta, position)
+        return self._bytes_between(rel, meta, 0, min(window, end)), self._bytes_between(rel, meta, max(0, end - window),
+                                                                                       end)
+
+    def _bytes_between(self, rel: str, meta: _Meta, start: int, end: int) -> bytes:
+        """The log's bytes ``[start, end)`` as a file would hold them."""
+        if end <= start:
+            return b""
+        found = self.rows('SELECT seq, "offset", data FROM loki_log_lines WHERE log = %s AND "offset" < %s '
+                          'AND "offset" + length(data) + 1 > %s ORDER BY seq', (rel, end, start))
+        if not found:
+            return b""
+        first = int(found[0][1])
+        text = b"".join(bytes(data) + (b"" if meta.torn and seq == meta.last else b"\n") for seq, _, data in found)
+        return text[start - first:end - first]
+
+    # -- the same names as documents and items (the chain ends in Documents) ----------------------------
+
+    def read_text(self, rel: str) -> str | None:
+        """A log read whole as text (a test's or an inspection's look), else the next part's answer."""
+        if not self._is_log(rel):
+            return super().read_text(rel)  # type: ignore[misc, no-any-return]
+        lines, _ = self.read_after(rel, None, 1 << 62, whole=True, final=True)
+        meta = self._meta(rel)
+        text = b"\n".join(line.data or b"" for line in lines) + (b"" if meta.torn else b"\n")
+        return jsonio.decode_utf8(text)
+
+    def exists(self, rel: str) -> bool:
+        return self._is_log(rel) or bool(super().exists(rel))  # type: ignore[misc]
+
+    def remove(self, rel: str) -> bool:
+        """Remove a log (its old positions stay invalid for good), else the next part's item or document."""
+        with self.db.transaction() as conn:
+            if conn.execute("SELECT 1 FROM loki_logs WHERE name = %s FOR UPDATE", (rel,)).fetchone() is not None:
+                had = conn.execute("SELECT 1 FROM loki_log_lines WHERE log = %s LIMIT 1", (rel,)).fetchone()
+                self._restart(conn, rel)
+                if had is not None:
+                    return True
+        return bool(super().remove(rel))  # type: ignore[misc]
+
+    def change_token(self, rel: str) -> Any:  # Hashable | None (Any: the documents' is narrower)
+        """A log's token: where its numbering starts and ends (appends and rewrites both change it)."""
+        found = self.rows("SELECT base, last_seq, bytes, torn FROM loki_logs WHERE name = %s AND last_seq > base",
+                          (rel,))
+        if found:
+            return ("log", *found[0])
+        token: Hashable | None = super().change_token(rel)  # type: ignore[misc]
+        return token

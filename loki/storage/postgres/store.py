@@ -1,0 +1,94 @@
+"""The PostgreSQL state store (:class:`loki.storage.state.StateStore`): a tree's state as rows.
+
+Composed of one part per concept, each its own module: documents under lock domains
+(:mod:`.documents`), append-only logs read after a position (:mod:`.logs`), published items, the
+signals' claim and the long-held locks (:mod:`.items`). The task store (:mod:`.tasks`) shares the
+connection (:class:`loki.storage.postgres.session.Database`).
+
+The team's settings (``config/loki.json``'s document: leases, breakers, strikes ...) live in the
+database, so every machine runs by the same rules; the local ``.loki/config/loki.json`` only says
+where the database is. ``root`` is the database for messages (its URL without a password, and the
+schema); ``local_root`` is this machine's ``.loki/`` directory (None when opened by URL alone), where the
+hooks' local caches live.
+"""
+
+from __future__ import annotations
+
+from loki.clock import default_clock, format_ts
+from loki.storage.postgres.documents import Documents
+from loki.storage.postgres.items import Items
+from loki.storage.postgres.logs import Logs
+from loki.storage.postgres.session import Database
+from loki.storage.schema import registry
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from typing import Any
+
+    from loki.clock import Clock
+    from loki.storage.postgres.tasks import PgTasks
+    from loki.storage.schema import Registry
+
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_LOCK_TIMEOUT = 10.0
+
+
+class PgStore(Items, Logs, Documents):
+    """A tree's state in a PostgreSQL database (see the module's docstring).
+
+    Items come first, then logs, then documents: ``read_text``, ``write_text``, ``exists``, ``remove``,
+    ``list`` and ``change_token`` are asked of each in turn (an escalation is an item read like a
+    document, a log may be read whole as text), each passing on what is not its own."""
+
+    backend = "postgresql"
+
+    def __init__(self, db: Database, *, local_root: str | None = None, clock: Clock | None = None,
+                 schemas: Registry | None = None, config: dict[str, Any] | None = None,
+                 lock_timeout: float | None = None, validate_all: bool | None = None) -> None:
+        import os
+
+        self.db = db
+        self.local_root = local_root
+        self.clock = clock or default_clock()
+        self.schemas = schemas or registry()
+        self.notes: list[str] = []
+        self.max_file_bytes = DEFAULT_MAX_BYTES
+        self._lock_timeout = lock_timeout
+        self._config: dict[str, Any] | None = None
+        self._tasks: PgTasks | None = None
+        self.validate_all = validate_all if validate_all is not None else bool(os.environ.get("LOKI_VALIDATE_ALL"))
+        if config is not None:
+            self.write_config(config)
+
+    @classmethod
+    def open(cls, url: str, *, root: str | None = None, **kwargs: Any) -> PgStore:
+        """The store of the database at ``url``; ``root``: this machine's ``.loki/`` directory."""
+        return cls(Database(url), local_root=root, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"PgStore({self.root})"
+
+    @property
+    def root(self) -> str:
+        return self.db.where
+
+    @property
+    def lock_timeout(self) -> float:
+        if self._lock_timeout is not None:
+            return self._lock_timeout
+        from loki.config import lock_timeout_setting
+
+        return lock_timeout_setting(lambda: self.config, DEFAULT_LOCK_TIMEOUT)
+
+    def now_ts(self) -> str:
+        return format_ts(self.clock.now())
+
+    def tasks(self) -> PgTasks:
+        if self._tasks is None:
+            from loki.storage.postgres.tasks import PgTasks
+
+            self._tasks = PgTasks(self)
+        return self._tasks
+
+    def close(self) -> None:
+        self.db.close()

@@ -1,0 +1,612 @@
+"""The task store on PostgreSQL: tasks as rows of ``loki_tasks``, claimed with ``FOR UPDATE SKIP LOCKED``.
+
+One row per task id, wherever the task is: a hot state, the dead-letter queue, abandoned, or the
+archive (``archived``: a completed or cancelled task rotated out of the hot listing). ``doc`` is the
+record as the file store writes it (the task; an entry for dead-letter and abandoned), and the
+columns beside it are copies of the fields SQL decides on (priority, age, insertion order, type,
+``available_at``, the lease, the idempotency key, the dependencies), written with it. The schema is
+migrations/002_tasks.sql; why it is correct under concurrency is docs/postgres.md.
+
+Two kinds of unit of work (:meth:`PgTasks.transaction`):
+
+* a **claim** (``claim=True``) takes no queue-wide lock. :meth:`PgTaskTxn.expired` and
+  :meth:`PgTaskTxn.next_ready` each lock the rows they return with ``FOR UPDATE SKIP LOCKED``, so
+  two claimers never wait for each other: each skips the rows the other holds. The domain fills in
+  the claim's fields (holder, lease, token) and moves the row; the ``UPDATE`` goes out at commit.
+* **every other unit** (add, complete, fail, cancel, retry, the review, approvals, the tick ...)
+  first takes the queue domain's advisory lock, so those units run one at a time, and reads the rows
+  it may change ``FOR UPDATE``: a row a claimer holds is waited for (the wait is bounded by the lock
+  timeout), a row such a unit holds is skipped by claimers.
+
+A unit keeps every row it read in an identity map (the same dict for the same task, as the file
+store's lists give), stages what the domain says it changed (``put``/``move``/``update``...) and
+writes those rows, validated against the same schemas, before its next read and at commit.
+"""
+
+from __future__ import annotations
+
+from loki.clock import format_ts, parse_ts
+from loki.errors import Conflict, LockTimeout
+from loki.queue.tasks import PRIORITY_RANK
+from loki.storage import jsonio, layout
+from loki.storage.filetasks import ABANDONED, DEAD_LETTER, HOT_STATES, Census, abandoned_record
+from loki.storage.postgres import domains
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Collection, Iterable
+    from contextlib import AbstractContextManager
+    from datetime import datetime
+    from typing import Any
+
+    import psycopg
+
+    from loki.storage.postgres.store import PgStore
+
+ANALYZE_AFTER = 500
+"""Rows one unit adds beyond which the planner's statistics of ``loki_tasks`` are refreshed at once."""
+CLAIMED_STATES = ("pending", "in-progress", "dead-letter")
+"""The states a claim moves rows between: a unit that reads any of them whole reads all three in one
+statement, so a row a claimer moves at that moment is seen once, in the state it ends in."""
+ENTRY_STATES = (DEAD_LETTER, ABANDONED)
+COLUMNS = "t.id, t.state, t.archived, t.doc"
+
+DEPENDENCIES_DONE = """NOT EXISTS (
+    SELECT 1 FROM unnest(t.dependencies) AS d(id)
+     WHERE NOT EXISTS (SELECT 1 FROM loki_tasks c WHERE c.id = d.id AND c.state = 'completed'))"""
+"""Every dependency is a completed task, hot or archived (ids are unique across every state)."""
+
+OF_TYPE = "(NOT %(typed)s OR coalesce(t.type = ANY(%(types)s::text[]), false))"
+SKIPPED = "coalesce(t.type = ANY(%(skip)s::text[]), false)"
+WAITING = "(t.available_at > %(now)s AND t.available_at <= %(not_after)s)"
+HELD = "(coalesce(t.claimed_by, '') <> '' AND t.lease_until IS NOT NULL AND t.lease_until >= %(now)s)"
+"""Claimed where it lies, in pending (Loki Mode's flock claim): its holder works on it."""
+
+CLAIM = f"""SELECT {COLUMNS} FROM loki_tasks t
+ WHERE t.state = 'pending' AND {OF_TYPE} AND NOT {WAITING} AND NOT {HELD} AND NOT {SKIPPED}
+   AND {DEPENDENCIES_DONE}
+ ORDER BY t.priority_rank, t.created_at, t.seq
+ LIMIT 1
+ FOR UPDATE OF t SKIP LOCKED"""
+"""The best ready task, locked: one statement. Rows another unit holds are skipped, not waited for;
+the partial index ``loki_tasks_ready`` hands rows over in claim order, so the first that qualifies ends
+the scan."""
+
+CENSUS = f"""SELECT why, CASE WHEN why = 'skipped' THEN type END, count(*)::int, min(available_at),
+       array_agg(id ORDER BY priority_rank, created_at, seq) FILTER (WHERE why = 'deps')
+  FROM (SELECT t.id, t.type, t.available_at, t.priority_rank, t.created_at, t.seq,
+               CASE WHEN NOT {OF_TYPE} THEN 'other'
+                    WHEN {WAITING} THEN 'waiting'
+                    WHEN {HELD} THEN 'held'
+                    WHEN NOT {DEPENDENCIES_DONE} THEN 'deps'
+                    WHEN {SKIPPED} THEN 'skipped'
+                    ELSE 'ready' END AS why
+          FROM loki_tasks t WHERE t.state = 'pending') p
+ GROUP BY 1, 2"""
+"""Why nothing was ready, in the file store's order of reasons; ``ready`` rows were locked by others."""
+
+EXPIRED = f"""SELECT {COLUMNS} FROM loki_tasks t
+ WHERE t.state = 'in-progress' AND (t.lease_until IS NULL OR t.lease_until < %s)
+ ORDER BY t.seq
+ FOR UPDATE OF t SKIP LOCKED"""
+
+WAITING_CHAIN = f"""WITH RECURSIVE chain(id) AS (
+    SELECT id FROM loki_tasks WHERE id = ANY(%s::text[]) AND state IN ('pending', 'blocked')
+    UNION
+    SELECT w.id FROM chain JOIN loki_tasks p ON p.id = chain.id
+      CROSS JOIN LATERAL unnest(p.dependencies) AS d(id)
+      JOIN loki_tasks w ON w.id = d.id AND w.state IN ('pending', 'blocked'))
+SELECT {COLUMNS}, t.seq FROM loki_tasks t WHERE t.id IN (SELECT id FROM chain)"""
+
+_WRITTEN = ("state = %(state)s, archived = %(archived)s, version = nextval('loki_version_seq'), "
+            "priority_rank = %(priority_rank)s, created_at = %(created_at)s, available_at = %(available_at)s, "
+            "type = %(type)s, claimed_by = %(claimed_by)s, lease_until = %(lease_until)s, "
+            "key_digest = %(key_digest)s, dependencies = %(dependencies)s::text[], "
+            "labels = %(labels)s::text[], finished_at = %(finished_at)s, doc = %(doc)s::json")
+UPDATE = (f"UPDATE loki_tasks SET {_WRITTEN}, seq = CASE WHEN %(fresh)s THEN nextval('loki_task_seq') ELSE seq END "
+          "WHERE id = %(id)s")
+INSERT = """INSERT INTO loki_tasks (id, state, archived, seq, version, priority_rank, created_at, available_at, type,
+                        claimed_by, lease_until, key_digest, dependencies, labels, finished_at, doc)
+VALUES (%(id)s, %(state)s, %(archived)s, nextval('loki_task_seq'), nextval('loki_version_seq'), %(priority_rank)s,
+        %(created_at)s, %(available_at)s, %(type)s, %(claimed_by)s, %(lease_until)s, %(key_digest)s,
+        %(dependencies)s::text[], %(labels)s::text[], %(finished_at)s, %(doc)s::json)"""
+
+ROTATE = """UPDATE loki_tasks SET archived = true, archived_month = left(finished_at, 7),
+       version = nextval('loki_version_seq')
+ WHERE id IN (SELECT id FROM loki_tasks WHERE state = %s AND NOT archived ORDER BY finished_at, seq LIMIT %s)
+ RETURNING id"""
+
+
+class PgTasks:
+    """The queue domain of one database (:class:`loki.storage.tasks.TaskStore`)."""
+
+    def __init__(self, store: PgStore) -> None:
+        self.store = store
+
+    def transaction(self, *, claim: bool = False) -> PgTaskTxn:
+        """A unit of work: a claim takes no queue-wide lock; every other unit takes the queue's."""
+        return PgTaskTxn(self, claim=claim)
+
+    def view(self, states: Iterable[str]) -> dict[str, list[Any]]:
+        """Several states as of one instant (one statement, one snapshot), in insertion order."""
+        wanted = list(states)
+        found: dict[str, list[Any]] = {state: [] for state in wanted}
+        for state, doc in self.store.rows("SELECT state, doc FROM loki_tasks WHERE state = ANY(%s::text[]) "
+                                          "AND NOT archived ORDER BY seq", (wanted,)):
+            found[state].append(doc)
+        return found
+
+    def tasks_in(self, state: str) -> list[dict[str, Any]]:
+        return self.view([state])[state]
+
+    def dead_letter_doc(self) -> dict[str, Any]:
+        """``{"tasks": [entries], "metadata": {...}}`` as of one instant."""
+        rows = self.store.rows("""SELECT 0, 0, value FROM loki_queue_meta WHERE key = 'dead-letter'
+                                  UNION ALL SELECT 1, seq, doc FROM loki_tasks WHERE state = 'dead-letter'
+                                  ORDER BY 1, 2""")
+        metadata = rows[0][2] if rows and rows[0][0] == 0 else _empty_metadata()
+        return {"tasks": [doc for part, _, doc in rows if part == 1], "metadata": metadata}
+
+    def change_token(self, state: str) -> tuple[int, int, int] | None:
+        """A fingerprint of ``state``: its row count, the sum of its rows' versions (every write gives a
+        row a new, never reused one), and for dead-letter the metadata's version."""
+        meta = "(SELECT version FROM loki_queue_meta WHERE key = 'dead-letter')" if state == DEAD_LETTER else "0"
+        row = self.store.rows(f"SELECT count(*), coalesce(sum(version), 0), {meta} FROM loki_tasks "
+                              "WHERE state = %s AND NOT archived", (state,))[0]
+        return int(row[0]), int(row[1]), int(row[2] or 0)
+
+    def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
+        found = self.store.rows("SELECT state, doc FROM loki_tasks WHERE id = %s AND archived", (task_id,))
+        return (found[0][0], found[0][1]) if found else None
+
+    def find_archived_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
+        found = self.store.rows("SELECT state, doc FROM loki_tasks WHERE key_digest = %s AND archived",
+                                (key_digest(key),))
+        return (found[0][0], found[0][1]) if found else None
+
+
+class _Row:
+    """A task id as this unit knows it: where it is now (None: nowhere), its record, whether the
+    table has a row for it (``stored``: None when never looked up)."""
+
+    __slots__ = ("archived", "doc", "state", "stored")
+
+    def __init__(self, state: str | None, doc: Any, archived: bool, stored: bool | None) -> None:
+        self.state = state
+        self.doc = doc
+        self.archived = archived
+        self.stored = stored
+
+
+class PgTaskTxn:
+    """One unit of work over the queue domain (see the module's docstring for the two kinds)."""
+
+    def __init__(self, owner: PgTasks, *, claim: bool) -> None:
+        self._owner = owner
+        self.store = owner.store
+        self.claim = claim
+        self.dead_lettered: list[dict[str, Any]] = []
+        self._rows: dict[str, _Row] = {}
+        self._lists: dict[str, list[dict[str, Any]]] = {}
+        self._dirty: dict[str, None] = {}
+        """Ids whose rows must be written (insertion-ordered set)."""
+        self._fresh: dict[str, None] = {}
+        """Ids put into a state by this unit, in the order they were put: each takes a new ``seq``."""
+        self.inserted = 0
+        """Rows this unit added: after a large batch, the planner's statistics are refreshed (see __exit__)."""
+        self._metadata: dict[str, Any] | None = None
+        self._metadata_dirty = False
+        self._unit: AbstractContextManager[psycopg.Connection[Any]] | None = None
+
+    # -- the unit --------------------------------------------------------------------------------
+
+    def __enter__(self) -> PgTaskTxn:
+        db = self.store.db
+        unit = db.transaction()
+        unit.__enter__()
+        try:
+            if not self.claim:
+                domains.hold(db, layout.QUEUE_LOCK, self.store.lock_timeout)
+        except BaseException as error:
+            unit.__exit__(type(error), error, error.__traceback__)
+            raise
+        self._unit = unit
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        unit = self._unit
+        assert unit is not None, "use the unit of work in a with block"
+        self._unit = None
+        try:
+            if exc_type is None:
+                self._flush()
+        except BaseException as error:
+            unit.__exit__(type(error), error, error.__traceback__)
+            raise
+        unit.__exit__(exc_type, exc, tb)
+        if exc_type is None and self.inserted >= ANALYZE_AFTER:
+            # A big batch leaves the statistics saying "a few pending rows" until autovacuum comes by (up to
+            # a minute): the planner would then sort every pending row for each claim instead of reading
+            # the claim index from its front. Counting them again takes a sample, tens of milliseconds.
+            self.store.rows("ANALYZE loki_tasks")
+
+    def _execute(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        """One statement of this unit; a lock wait that ran out is exit 5, a duplicate id or key exit 4."""
+        import psycopg
+
+        try:
+            cursor = self.store.db.conn.execute(sql, params)
+            return cursor.fetchall() if cursor.description is not None else []
+        except psycopg.errors.LockNotAvailable:
+            raise self._row_wait_error() from None
+        except psycopg.errors.UniqueViolation as exc:
+            detail = (exc.diag.message_detail or str(exc)).strip()
+            raise Conflict(f"the task store refused a duplicate: {detail}") from None
+
+    def _execute_many(self, sql: str, params: list[dict[str, Any]]) -> None:
+        """``sql`` for each of ``params``, in order, pipelined (one round trip for a batch of adds)."""
+        if len(params) == 1:
+            self._execute(sql, params[0])
+            return
+        import psycopg
+
+        try:
+            with self.store.db.conn.cursor() as cursor:
+                cursor.executemany(sql, params)
+        except psycopg.errors.LockNotAvailable:
+            raise self._row_wait_error() from None
+        except psycopg.errors.UniqueViolation as exc:
+            detail = (exc.diag.message_detail or str(exc)).strip()
+            raise Conflict(f"the task store refused a duplicate: {detail}") from None
+
+    def _row_wait_error(self) -> LockTimeout:
+        timeout = self.store.lock_timeout
+        return LockTimeout(f"timed out after {timeout:g}s waiting for tasks another process holds in "
+                           f"{self.store.db.where} (a claim or a command in the middle of its work)",
+                           lock=layout.QUEUE_LOCK, timeout=timeout)
+
+    def _lock(self) -> str:
+        """How this unit reads rows it may change: a claim never waits; every other unit locks them."""
+        return "" if self.claim else " FOR UPDATE OF t"
+
+    # -- the identity map ------------------------------------------------------------------------
+
+    def _known(self, task_id: str, state: str, archived: bool, doc: Any) -> _Row:
+        """The unit's row for a row the table returned: the one it already has, else this one."""
+        row = self._rows.get(task_id)
+        if row is None or row.stored is False:
+            row = self._rows[task_id] = _Row(state, doc, archived, True)
+        return row
+
+    def _merge(self, found: Iterable[tuple[Any, ...]]) -> list[_Row]:
+        return [self._known(task_id, state, archived, doc) for task_id, state, archived, doc, *_ in found]
+
+    def _row(self, task_id: str) -> _Row:
+        """The unit's row for ``task_id``, read (and, outside a claim, locked) on first use."""
+        row = self._rows.get(task_id)
+        if row is None:
+            found = self._execute(f"SELECT {COLUMNS} FROM loki_tasks t WHERE t.id = %s{self._lock()}", (task_id,))
+            row = self._merge(found)[0] if found else _Row(None, None, False, False)
+            self._rows[task_id] = row
+        return row
+
+    def _load(self, state: str) -> list[dict[str, Any]]:
+        """The live list of ``state`` (a hot state, dead-letter or abandoned), read whole on first use."""
+        if state not in self._lists:
+            group = CLAIMED_STATES if state in CLAIMED_STATES and not self.claim else (state,)
+            self._flush()
+            found = self._execute(f"SELECT {COLUMNS}, t.seq FROM loki_tasks t WHERE t.state = ANY(%s::text[]) "
+                                  f"AND NOT t.archived{self._lock()}", (list(group),))
+            # FOR UPDATE may return a row it waited for out of ORDER BY's order: sort after the locks.
+            rows = self._merge(sorted(found, key=lambda r: r[4]))
+            for name in group:
+                if name not in self._lists:
+                    self._lists[name] = [row.doc for row in rows if row.state == name and not row.archived]
+        return self._lists[state]
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def _stage(self, task_id: str, state: str | None, doc: Any, *, fresh: bool) -> _Row:
+        row = self._rows.get(task_id)
+        if row is None:
+            row = self._rows[task_id] = _Row(None, None, False, None)
+        previous = row.state
+        if previous is not None and previous in self._lists and not row.archived:
+            _drop(self._lists[previous], row.doc)
+        row.state, row.doc = state, doc
+        if state is not None and state in self._lists:
+            self._lists[state].append(doc)
+        self._dirty[task_id] = None
+        if fresh:
+            self._fresh.pop(task_id, None)
+            self._fresh[task_id] = None
+        return row
+
+    def _flush(self) -> None:
+        """Write every staged row (deletions, then changes in place, then rows put, in put order)."""
+        if self._metadata_dirty and self._metadata is not None:
+            self.store.schemas.validate("deadletter-file.json", {"tasks": [], "metadata": self._metadata},
+                                        "the dead-letter metadata")
+            self._execute("INSERT INTO loki_queue_meta (key, value) VALUES ('dead-letter', %s::json) "
+                          "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, "
+                          "version = nextval('loki_version_seq')", (jsonio.dumps_compact(self._metadata),))
+            self._metadata_dirty = False
+        if not self._dirty:
+            return
+        dirty, fresh = self._dirty, self._fresh
+        self._dirty, self._fresh = {}, {}
+        gone = [task_id for task_id in dirty if self._rows[task_id].state is None and self._rows[task_id].stored]
+        if gone:
+            self._execute("DELETE FROM loki_tasks WHERE id = ANY(%s::text[])", (gone,))
+        for task_id in gone:
+            self._rows[task_id].stored = False
+        kept = [task_id for task_id in dirty if task_id not in fresh and self._rows[task_id].state is not None]
+        batch: list[dict[str, Any]] = []
+        statement = UPDATE
+        for task_id in [*kept, *(t for t in fresh if t in dirty and self._rows[t].state is not None)]:
+            row = self._rows[task_id]
+            wanted = UPDATE if row.stored else INSERT
+            if wanted is not statement and batch:
+                self._execute_many(statement, batch)  # in order: each row put takes the next seq
+                batch = []
+            statement = wanted
+            batch.append(self._params(task_id, row, fresh=task_id in fresh))
+            if not row.stored:
+                self.inserted += 1
+            row.stored = True
+        if batch:
+            self._execute_many(statement, batch)
+
+    def _params(self, task_id: str, row: _Row, *, fresh: bool) -> dict[str, Any]:
+        """The row as it is written: the record, validated, and the columns copied from it."""
+        state = row.state
+        assert state is not None
+        self._validate(task_id, state, row.doc)
+        task = row.doc["task_data"] if state in ENTRY_STATES else row.doc
+        doc = jsonio.dumps_compact(row.doc)
+        self.store.check_size(f"task {task_id}", len(doc.encode("utf-8")))
+        return {
+            "id": task_id, "state": state, "archived": row.archived, "fresh": fresh, "doc": doc,
+            "priority_rank": PRIORITY_RANK.get(task.get("priority"), PRIORITY_RANK["medium"]),
+            "created_at": _text(task.get("created_at")), "available_at": _ts(task.get("available_at")),
+            "type": _text(task.get("type")), "claimed_by": _text(task.get("claimed_by")),
+            "lease_until": _ts(task.get("lease_until")),
+            "key_digest": key_digest(task["idempotency_key"]) if task.get("idempotency_key") else None,
+            "dependencies": [_text(dep) for dep in task.get("dependencies") or []],
+            "labels": [_text(label) for label in task.get("labels") or []],
+            "finished_at": _text(task.get("completed_at") or task.get("updated_at") or task.get("created_at")),
+        }
+
+    def _validate(self, task_id: str, state: str, doc: Any) -> None:
+        """Each record against the schema the file store checks it with (every write: as LOKI_VALIDATE_ALL)."""
+        schemas = self.store.schemas
+        where = f"the task store's {state} row {task_id!r}"
+        if state == DEAD_LETTER:
+            schemas.validate("deadletter-entry.json", doc, where)
+        elif state == ABANDONED:
+            schemas.validate("abandoned-file.json", {"version": 1, "tasks": [doc]}, where)
+        else:
+            schemas.validate("task.json", doc, where)
+
+    # -- hot states --------------------------------------------------------------------------------
+
+    def tasks(self, state: str) -> list[dict[str, Any]]:
+        return self._load(state)
+
+    def find(self, task_id: str, states: Iterable[str] = HOT_STATES) -> tuple[str, dict[str, Any]] | None:
+        row = self._row(task_id)
+        if row.state is None or row.archived or row.state not in tuple(states):
+            return None
+        return row.state, _task_of(row.state, row.doc)
+
+    def find_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
+        self._flush()
+        found = self._execute(f"SELECT {COLUMNS} FROM loki_tasks t WHERE t.key_digest = %s{self._lock()}",
+                              (key_digest(key),))
+        for row in self._merge(found):
+            if row.state is not None:
+                return row.state, _task_of(row.state, row.doc)
+        return None
+
+    def find_outside(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
+        row = self._row(task_id)
+        if row.state in ENTRY_STATES or (row.state is not None and row.archived):
+            return row.state, _task_of(row.state, row.doc)
+        return None
+
+    def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
+        row = self._row(task_id)
+        return (row.state, row.doc) if row.state is not None and row.archived else None
+
+    def find_archived_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
+        self._flush()
+        found = self._execute(f"SELECT {COLUMNS} FROM loki_tasks t WHERE t.key_digest = %s AND t.archived",
+                              (key_digest(key),))
+        for row in self._merge(found):
+            if row.state is not None and row.archived:
+                return row.state, row.doc
+        return None
+
+    def put(self, state: str, task: dict[str, Any]) -> None:
+        task["status"] = state
+        self._stage(task["id"], state, task, fresh=True)
+
+    def remove(self, state: str, task: dict[str, Any]) -> None:
+        self._stage(task["id"], None, None, fresh=False)
+
+    def move(self, task: dict[str, Any], source: str, target: str) -> None:
+        self.remove(source, task)
+        self.put(target, task)
+
+    def update(self, state: str, *tasks: dict[str, Any]) -> None:
+        for task in tasks:
+            self._changed(task["id"], state, task)
+
+    def _changed(self, task_id: str, state: str, record: dict[str, Any]) -> None:
+        """``record`` (in ``state``) was changed in place: write it."""
+        if task_id not in self._rows or self._rows[task_id].state is None:
+            self._rows[task_id] = _Row(state, record, False, None)
+        self._dirty[task_id] = None
+
+    def next_ready(self, types: Collection[str], now: str, *, not_after: str,
+                   skip_types: Collection[str] = ()) -> tuple[dict[str, Any] | None, Census]:
+        """The best ready task in one statement, locked with SKIP LOCKED; the census only when none is."""
+        self._flush()
+        params = {"typed": bool(types), "types": list(types), "skip": list(skip_types), "now": parse_ts(now),
+                  "not_after": parse_ts(not_after)}
+        found = self._execute(CLAIM, params)
+        if found:
+            row = self._merge(found)[0]
+            return row.doc, Census(0)
+        return None, self._census(params)
+
+    def _census(self, params: dict[str, Any]) -> Census:
+        census = Census(0)
+        for why, skipped_type, count, earliest, on_dependencies in self._execute(CENSUS, params):
+            census.pending += count
+            if why == "other":
+                census.other_type += count
+            elif why == "waiting":
+                census.waiting += count
+                census.next_time = format_ts(earliest)
+            elif why == "held":
+                census.held += count
+            elif why == "deps":
+                census.on_dependencies = list(on_dependencies)
+            elif why == "skipped":
+                census.skipped[skipped_type] = count
+            else:
+                census.busy += count
+        return census
+
+    def expired(self, now: str) -> list[dict[str, Any]]:
+        self._flush()
+        rows = self._merge(self._execute(EXPIRED, (parse_ts(now),)))
+        return [row.doc for row in rows if row.state == "in-progress"]
+
+    def waiting_chain(self, task_ids: Iterable[str]) -> list[dict[str, Any]]:
+        wanted = list(task_ids)
+        if not wanted:
+            return []
+        self._flush()
+        found = self._execute(WAITING_CHAIN + self._lock(), (wanted,))
+        order = {"pending": 0, "blocked": 1}
+        rows = self._merge(sorted(found, key=lambda r: (order[r[1]], r[4])))
+        return [row.doc for row in rows if row.state in order]
+
+    # -- dead-letter and abandoned -------------------------------------------------------------------
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        return self._load(DEAD_LETTER)
+
+    def abandoned(self) -> list[dict[str, Any]]:
+        return self._load(ABANDONED)
+
+    def dead_letter_metadata(self) -> dict[str, Any]:
+        if self._metadata is None:
+            found = self._execute(f"SELECT value FROM loki_queue_meta WHERE key = 'dead-letter'"
+                                  f"{'' if self.claim else ' FOR UPDATE'}")
+            self._metadata = found[0][0] if found else _empty_metadata()
+        return self._metadata
+
+    def find_dead_letter(self, task_id: str) -> dict[str, Any] | None:
+        row = self._row(task_id)
+        entry: dict[str, Any] | None = row.doc if row.state == DEAD_LETTER else None
+        return entry
+
+    def dead_letter(self, entry: dict[str, Any]) -> None:
+        self._stage(entry["task_id"], DEAD_LETTER, entry, fresh=True)
+
+    def update_dead_letter(self, *entries: dict[str, Any]) -> None:
+        for entry in entries:
+            self._changed(entry["task_id"], DEAD_LETTER, entry)
+
+    def _take_out(self, entry: dict[str, Any], counter: str) -> None:
+        self.dead_letter_metadata()[counter] += 1
+        self._metadata_dirty = True
+
+    def recover(self, entry: dict[str, Any]) -> dict[str, Any]:
+        self._stage(entry["task_id"], None, None, fresh=False)
+        self._take_out(entry, "total_recovered")
+        task: dict[str, Any] = entry["task_data"]
+        return task
+
+    def abandon(self, entry: dict[str, Any], reason: str, now: str) -> dict[str, Any]:
+        record = abandoned_record(entry, reason, now)
+        self._stage(entry["task_id"], ABANDONED, record, fresh=True)
+        self._take_out(entry, "total_abandoned")
+        return record
+
+    def mark_reviewed(self, now: str) -> None:
+        self.dead_letter_metadata()["last_reviewed"] = now
+        self._metadata_dirty = True
+
+    # -- the archive -------------------------------------------------------------------------------
+
+    def rotate(self, state: str, limit: int) -> None:
+        """Archive the oldest finished tasks of ``state`` beyond ``limit``, down to 90 % of it: rows change
+        state in place (``archived``), nothing is copied or rewritten."""
+        self._flush()
+        hot = self._execute("SELECT count(*) FROM (SELECT 1 FROM loki_tasks WHERE state = %s AND NOT archived "
+                            "LIMIT %s) hot", (state, limit + 1))[0][0]
+        if hot <= limit:
+            return
+        total = self._execute("SELECT count(*) FROM loki_tasks WHERE state = %s AND NOT archived", (state,))[0][0]
+        for (task_id,) in self._execute(ROTATE, (state, total - (limit - limit // 10))):
+            row = self._rows.get(task_id)
+            if row is not None:
+                if state in self._lists:
+                    _drop(self._lists[state], row.doc)
+                row.archived = True
+
+
+def _drop(records: list[dict[str, Any]], record: Any) -> None:
+    """Take ``record`` (this very object) out of a live list."""
+    for index, candidate in enumerate(records):
+        if candidate is record:
+            del records[index]
+            return
+
+
+def _task_of(state: str, record: dict[str, Any]) -> dict[str, Any]:
+    task: dict[str, Any] = record["task_data"] if state in ENTRY_STATES else record
+    return task
+
+
+def key_digest(key: str) -> str:
+    """What the unique index holds for an idempotency key: its SHA-256. A key is any string, of any length
+    (a btree entry may not pass ~2.7 kB) and may hold NUL, which a text column cannot; the record keeps it."""
+    import hashlib
+
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _text(value: Any) -> Any:
+    """A text column's copy of a field: a NUL (which PostgreSQL's text cannot hold) becomes U+FFFD there;
+    the record keeps the field as it is."""
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) else value
+
+
+def _ts(value: Any) -> datetime | None:
+    """A timestamp column's value (None when the record has none it can give)."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_ts(value)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _empty_metadata() -> dict[str, Any]:
+    return {"last_reviewed": None, "total_abandoned": 0, "total_recovered": 0}
+
+
+
+if TYPE_CHECKING:
+    from loki.storage.tasks import TaskStore, TaskTxn
+
+    def _implements_the_task_store(tasks: PgTasks) -> None:
+        """Never called: mypy (``make lint``) checks here that the task store satisfies its protocol."""
+        store: TaskStore = tasks
+        unit: TaskTxn = tasks.transaction()
+        del store, unit
