@@ -96,6 +96,12 @@ def _errors(app: typer.Typer) -> None:
     app.add_typer(errormemory.app, name="errors")
 
 
+def _database(app: typer.Typer) -> None:
+    from loki.cli import database
+
+    app.add_typer(database.app, name="db")
+
+
 REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "init": _admin,
     "status": _admin,
@@ -114,6 +120,7 @@ REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "hook": _hooks,
     "hooks": _hooks,
     "errors": _errors,
+    "db": _database,
 }
 
 
