@@ -102,6 +102,12 @@ def _database(app: typer.Typer) -> None:
     app.add_typer(database.app, name="db")
 
 
+def _migrate(app: typer.Typer) -> None:
+    from loki.cli import migrate
+
+    app.command("migrate")(migrate.migrate)
+
+
 REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "init": _admin,
     "status": _admin,
@@ -121,6 +127,7 @@ REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "hooks": _hooks,
     "errors": _errors,
     "db": _database,
+    "migrate": _migrate,
 }
 
 
