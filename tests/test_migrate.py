@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from loki.errors import InvalidInput
 from loki.storage.memory import MemoryStore
 from loki.storage.migrate import content, digest, migrate
 from loki.storage.store import Store
@@ -95,7 +96,7 @@ def test_a_target_that_holds_state_is_refused_and_unchanged(populated: Path, tmp
     init_tree(str(other))
     assert cli(["queue", "add", "theirs"], root=other).code == 0
     before = digest(content(Store(other)))
-    with pytest.raises(Exception, match=r"already holds state \(1 tasks\)"):
+    with pytest.raises(InvalidInput, match=r"already holds state \(1 tasks\)"):
         migrate(Store(populated), Store(other))
     assert digest(content(Store(other))) == before
 
@@ -111,5 +112,5 @@ def test_a_difference_after_the_copy_is_an_error(populated: Path, monkeypatch: p
         real(held, target)
 
     monkeypatch.setattr(migrating, "_copy", lossy)
-    with pytest.raises(Exception, match="differs from .* in items"):
+    with pytest.raises(InvalidInput, match=r"differs from .* in items"):
         migrate(Store(populated), MemoryStore())

@@ -37,7 +37,6 @@ from datetime import datetime, timezone
 from loki.clock import Clock, default_clock, format_ts
 from loki.errors import (
     FileTooLarge,
-    InvalidArgument,
     InvalidInput,
     LokiError,
     SchemaViolation,
