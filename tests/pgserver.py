@@ -179,3 +179,12 @@ def fresh_schema_url(base_url: str | None = None, *, migrate: bool = True) -> st
         with psycopg.connect(url, autocommit=True) as conn:
             migrations.upgrade(conn)
     return url
+
+
+def driver() -> object:
+    """psycopg, or the skip (a failure when PostgreSQL is required) saying how to install it."""
+    try:
+        import psycopg
+    except ImportError:
+        unavailable("psycopg is not installed (pip install -e '.[dev]')")
+    return psycopg

@@ -16,7 +16,7 @@ import pytest
 from tests import pgserver
 from tests.helpers import cli, loki_proc
 
-psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed: pip install -e '.[dev]'")
+psycopg: Any = pgserver.driver()
 
 FAST_RETRY = {"LOKI_DB_RETRY_SECONDS": "0.2"}
 

@@ -15,13 +15,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests import pgserver
 from tests.helpers import loki_proc
 
-psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed: pip install -e '.[dev]'")
+psycopg: Any = pgserver.driver()
 
 REPO = Path(__file__).resolve().parent.parent
 LATER = "2031-01-01T00:00:00Z"

@@ -16,7 +16,7 @@ import pytest
 from tests import pgserver
 from tests.helpers import loki_proc
 
-pytest.importorskip("psycopg", reason="psycopg is not installed: pip install -e '.[dev]'")
+pgserver.driver()
 
 REPO = Path(__file__).resolve().parent.parent
 
