@@ -41,7 +41,7 @@ def unavailable(reason: str) -> None:
     """Skip with a visible reason, or fail when PostgreSQL is mandatory (CI)."""
     if os.environ.get(REQUIRE_ENV):
         pytest.fail(f"PostgreSQL is required ({REQUIRE_ENV} is set) but {reason}", pytrace=False)
-    pytest.skip(f"no PostgreSQL: {reason} (set {URL_ENV} or install initdb/pg_ctl)")
+    pytest.skip(f"no PostgreSQL: {reason} (set {URL_ENV} or install initdb/pg_ctl)", allow_module_level=True)
 
 
 @dataclass
