@@ -1,4 +1,4 @@
-"""procrastinate's own API, for the side-by-side throughput row (bench/bench_postgres.py).
+"""procrastinate's own API, for the side-by-side throughput row (bench/bench_pg_team.py).
 
 usage: python -m bench.procrastinate_worker setup CONNINFO COUNT   (schema + COUNT jobs deferred)
        python -m bench.procrastinate_worker work CONNINFO NAME      (fetch+finish until the queue is empty)
