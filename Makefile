@@ -39,6 +39,7 @@ lint: $(STAMP_DEV)
 	$(VENV)/bin/mypy loki
 
 bench: $(STAMP_DEV)
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) bench/run.py
 
 torture: $(STAMP_DEV)

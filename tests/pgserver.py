@@ -41,7 +41,7 @@ def unavailable(reason: str) -> None:
     """Skip with a visible reason, or fail when PostgreSQL is mandatory (CI)."""
     if os.environ.get(REQUIRE_ENV):
         pytest.fail(f"PostgreSQL is required ({REQUIRE_ENV} is set) but {reason}", pytrace=False)
-    pytest.skip(f"no PostgreSQL: {reason} (set {URL_ENV} or install initdb/pg_ctl)")
+    pytest.skip(f"no PostgreSQL: {reason} (set {URL_ENV} or install initdb/pg_ctl)", allow_module_level=True)
 
 
 @dataclass
@@ -99,6 +99,10 @@ class Cluster:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+PASSWORD_ROLE = "loki_pw"
+PASSWORD = "s3cret-Pw-for-tests"
+"""A role of every throwaway cluster that must give this password (scram-sha-256)."""
+
 _ports = itertools.count(55432 + (os.getpid() % 500) * 8)
 
 
@@ -123,8 +127,18 @@ def start_cluster() -> Cluster:
     cluster = Cluster(directory=directory, port=next(_ports), owner=owner, log=f"{directory}/server.log")
     cluster._run(initdb, "-D", f"{directory}/data", "-A", "trust", "-U", owner or os.environ.get("USER", "postgres"),
                  "--no-sync", "-E", "UTF8", "--locale", "C")
+    # One role logs in with a password (scram), so a refused password can be tested; everyone else: trust.
+    hba = f"{directory}/data/pg_hba.conf"
+    with open(hba) as handle:
+        rules = handle.read()
+    with open(hba, "w") as handle:
+        handle.write(f"local all {PASSWORD_ROLE} scram-sha-256\n{rules}")
     cluster.start()
     atexit.register(cluster.remove)
+    import psycopg
+
+    with psycopg.connect(cluster.url(), autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {PASSWORD_ROLE} LOGIN SUPERUSER PASSWORD '{PASSWORD}'")
     return cluster
 
 
@@ -165,3 +179,12 @@ def fresh_schema_url(base_url: str | None = None, *, migrate: bool = True) -> st
         with psycopg.connect(url, autocommit=True) as conn:
             migrations.upgrade(conn)
     return url
+
+
+def driver() -> object:
+    """psycopg, or the skip (a failure when PostgreSQL is required) saying how to install it."""
+    try:
+        import psycopg
+    except ImportError:
+        unavailable("psycopg is not installed (pip install -e '.[dev]')")
+    return psycopg

@@ -24,9 +24,13 @@ def init(
                                          "repository, else the current directory)."),
     gitignore: bool = typer.Option(False, "--gitignore", help="Also add .loki/ to the .gitignore beside it (the live "
                                                               "state must not be committed)."),
+    database: str | None = typer.Option(None, "--database", envvar="LOKI_DATABASE_URL", show_envvar=False,
+                                        help="Keep the state in this PostgreSQL database (postgresql://...), shared "
+                                             "by every machine whose tree names it; LOKI_DATABASE_URL works too. "
+                                             "The password is never saved: libpq's PGPASSWORD/~/.pgpass supply it."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Create the .loki/ tree. Idempotent: existing files are never overwritten."""
+    """Create the .loki/ tree (or join a team's database). Idempotent: existing files are never overwritten."""
     from loki.errors import UsageError
     from loki.storage.paths import STATE_DIR_NAME, init_directory
     from loki.storage.tree import gitignore_state, ignore_in_git, init_tree
@@ -42,17 +46,17 @@ def init(
     else:
         project, location = init_directory(path, os.getcwd())
         root = os.path.join(project, STATE_DIR_NAME)
+    if database is not None:
+        _init_database(root, location, database, json_output)
+        return
     created = init_tree(root)
     added = ignore_in_git(root) if gitignore else False
     ignore = {**gitignore_state(root), "added": added}
     if json_output:
-        print_json({"root": root, "created": created, "location": location, "gitignore": ignore})
+        print_json({"root": root, "created": created, "location": location, "gitignore": ignore,
+                    "backend": "files"})
         return
-    where = {"root": "as --root says", "env": "as LOKI_ROOT says", "path": "as --path says",
-             "cwd": "in the current directory (not in a git repository)",
-             "git_top": "at the top of the git repository, where Claude Code looks"}[location]
-    if location == "git_top" and os.path.dirname(root) != os.path.abspath(os.getcwd()):
-        where += " (`loki init --path .` puts it in the current directory instead)"
+    where = _where(root, location)
     if created:
         made = plural(len(created), "new file or directory", "new files and directories")
         say(f"initialised {root} {where} ({made})")
@@ -75,6 +79,33 @@ NEXT_STEPS = (
     "  loki watch                         in a terminal of its own: applies signals, requeues expired leases",
     '  eval "$(loki completion bash)"     Tab completion (zsh, fish: `loki completion -h`)',
 )
+
+
+def _where(root: str, location: str) -> str:
+    where = {"root": "as --root says", "env": "as LOKI_ROOT says", "path": "as --path says",
+             "cwd": "in the current directory (not in a git repository)",
+             "git_top": "at the top of the git repository, where Claude Code looks"}[location]
+    if location == "git_top" and os.path.dirname(root) != os.path.abspath(os.getcwd()):
+        where += " (`loki init --path .` puts it in the current directory instead)"
+    return where
+
+
+def _init_database(root: str, location: str, url: str, json_output: bool) -> None:
+    from loki.storage.tree import init_database_tree
+
+    report = init_database_tree(root, url)
+    if json_output:
+        print_json({**report, "location": location, "backend": "postgresql"})
+        return
+    schema = f"{report['database']} (schema {report['schema']})"
+    if report["created"]:
+        say(f"created loki's tables in {schema}: schema version {report['schema_version']}")
+    else:
+        say(f"joined the team's state in {schema}: schema version {report['schema_version']}")
+    say(f"this tree is {root} ({_where(root, location)}); its state is in that database"
+        + ("" if report["config_written"] else " (its config already said so)"))
+    if report["password_dropped"]:
+        say("the password in the URL was not saved: give it with PGPASSWORD, ~/.pgpass or LOKI_DATABASE_URL")
 
 
 def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:

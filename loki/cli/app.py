@@ -108,6 +108,18 @@ def _completion(app: typer.Typer) -> None:
     app.command("completion")(completion.completion)
 
 
+def _database(app: typer.Typer) -> None:
+    from loki.cli import database
+
+    app.add_typer(database.app, name="db")
+
+
+def _migrate(app: typer.Typer) -> None:
+    from loki.cli import migrate
+
+    app.command("migrate")(migrate.migrate)
+
+
 REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "init": _admin,
     "status": _admin,
@@ -128,6 +140,8 @@ REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "errors": _errors,
     "agents": _agents,
     "completion": _completion,
+    "db": _database,
+    "migrate": _migrate,
 }
 
 

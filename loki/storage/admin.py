@@ -8,6 +8,9 @@ says which backend it is about (``backend``).
 
 from __future__ import annotations
 
+from loki.storage import layout
+from loki.storage.layout import QUEUE_STATES
+
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from typing import Any
@@ -17,16 +20,51 @@ if TYPE_CHECKING:
 
 
 def status(store: StateStore) -> dict[str, Any]:
-    from loki.storage.store import Store
+    """Tasks per state, breakers by state, signals waiting, dead-letter size and last review, the
+    watcher, and which backend the tree is on: read through the storage interfaces, the same on all."""
+    from loki.breakers.breakers import Breakers
 
-    if isinstance(store, Store):
-        from loki.storage.tree import status as tree_status
+    view = store.tasks().view([*QUEUE_STATES, "dead-letter", "abandoned"])
+    counts = {state: len(view[state]) for state in (*QUEUE_STATES, "dead-letter", "abandoned")}
+    by_state = {"CLOSED": 0, "OPEN": 0, "HALF_OPEN": 0}
+    for breaker in Breakers(store).status():
+        by_state[breaker.state.value] += 1  # the effective state: an OPEN one past its cooldown is probing
+    return {
+        "root": store.root,
+        "backend": store.backend,
+        "queue": counts,
+        "breakers": by_state,
+        "signals_waiting": count_signals(store),
+        "dead_letter": {"size": counts["dead-letter"],
+                        "last_reviewed": store.tasks().dead_letter_doc()["metadata"]["last_reviewed"]},
+        "escalations": _escalation_counts(store),
+        "watcher": _watcher(store),
+    }
 
-        return {**tree_status(store), "backend": store.backend}
-    from loki.storage.postgres.admin import status as database_status  # type: ignore[import-not-found, import-untyped, unused-ignore]
 
-    report: dict[str, Any] = database_status(store)
-    return report
+def _watcher(store: StateStore) -> dict[str, Any]:
+    """Whether a ``loki watch`` consumes signals now (and which), and how far it got."""
+    from loki.signals.consumer import consumer_status
+
+    holder = consumer_status(store)
+    state = store.read(layout.WATCH_STATE)
+    return {"consuming": holder is not None, "holder": holder, "last_tick": state.get("last_tick"),
+            "signals_processed": state.get("signals_processed", 0)}
+
+
+def _escalation_counts(store: StateStore) -> dict[str, int]:
+    from loki.queue.escalations import list_escalations
+
+    rows = list_escalations(store)
+    return {"open": sum(1 for r in rows if r["open"]), "total": len(rows)}
+
+
+def count_signals(store: StateStore) -> int:
+    """Signals waiting for the watcher (drift reports excepted: they are a log, not a queue)."""
+    from loki.signals import types as signaltypes
+
+    return sum(1 for name in store.list(layout.SIGNALS_DIR)
+               if not name.startswith(".") and signaltypes.type_of_file(name) != signaltypes.DRIFT)
 
 
 def validate(store: StateStore) -> list[Problem]:

@@ -102,6 +102,9 @@ class FileTasks:
                 if isinstance(task, dict) and "id" in task:
                     yield state, task
 
+    def archived(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        return self.iter_archived()
+
     def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
         # The writer's own spelling ('"id":"task-1"') finds the few candidate lines without parsing
         # every line of every month: the file store's substitute for an index on id. A line written
@@ -313,6 +316,10 @@ class TaskTxnBase:
     def abandoned(self) -> list[dict[str, Any]]:
         return self._list(ABANDONED)
 
+    def put_abandoned(self, record: dict[str, Any]) -> None:
+        self.abandoned().append(record)
+        self._mark(ABANDONED, record)
+
 
 def _record_id(state: str, record: dict[str, Any]) -> str:
     """A task's id; a dead-letter or abandoned entry's ``task_id``."""
@@ -408,6 +415,14 @@ class FileTaskTxn(TaskTxnBase):
         doc["tasks"] = kept
         self._forget(state)
         self._touch(layout.queue_file(state))
+
+    def archive(self, state: str, tasks: list[dict[str, Any]]) -> None:
+        by_month: dict[str, list[dict[str, Any]]] = {}
+        for task in tasks:
+            by_month.setdefault(_finished_at(task)[:7], []).append(task)
+        for month, moved in sorted(by_month.items()):
+            self.txn.append(layout.archive_file(state, month), moved)
+        self._archived.extend((state, task) for task in tasks)
 
 
 def abandoned_record(entry: dict[str, Any], reason: str, now: str) -> dict[str, Any]:

@@ -409,6 +409,10 @@ class MemoryTasks:
         """The store's write counter at the last commit that changed ``state``."""
         return self._versions.get(state)
 
+    def archived(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        with self.store._lock:
+            return iter(list(self._archive))
+
     def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
         with self.store._lock:
             for state, task in reversed(self._archive):  # the newest first, as the file store's months
@@ -485,6 +489,9 @@ class MemoryTaskTxn(TaskTxnBase):
         return metadata
 
     # -- the archive -------------------------------------------------------------------------------
+
+    def archive(self, state: str, tasks: list[dict[str, Any]]) -> None:
+        self._archived.extend((state, task) for task in tasks)
 
     def rotate(self, state: str, limit: int) -> None:
         kept, by_month = rotation(self._states[state], limit)

@@ -35,7 +35,16 @@ def database_url(root: str) -> str | None:
     storage = config.get("storage") if isinstance(config, dict) else None
     if not isinstance(storage, dict) or storage.get("backend") != "postgresql":
         return None
-    return os.environ.get(URL_ENV) or str(storage.get("database") or "")
+    from_env = os.environ.get(URL_ENV)
+    if from_env:
+        return from_env
+    saved = storage.get("database")
+    if not isinstance(saved, str) or not saved:
+        from loki.storage.postgres.connect import DatabaseError
+
+        raise DatabaseError(f"{os.path.join(root, *CONFIG.split('/'))}: storage.backend is postgresql but no "
+                            f"database is named: set /storage/database or {URL_ENV}", field="/storage/database")
+    return saved
 
 
 def open_store(root: str | os.PathLike[str] | None = None, **kwargs: Any) -> StateStore:
@@ -48,7 +57,9 @@ def open_store(root: str | os.PathLike[str] | None = None, **kwargs: Any) -> Sta
         from loki.storage.store import Store
 
         return Store(found, **kwargs)
+    from loki.storage.postgres.connect import check_url
     from loki.storage.postgres.store import PgStore  # type: ignore[import-not-found, import-untyped, unused-ignore]
 
+    check_url(url, URL_ENV if os.environ.get(URL_ENV) else "config/loki.json /storage/database")
     store: StateStore = PgStore.open(url, root=found, **kwargs)
     return store

@@ -25,7 +25,7 @@ only (``typing`` costs ~10 ms, which a hook cannot pay).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Iterable
+from collections.abc import Collection, Hashable, Iterable, Iterator
 from typing import Any, Protocol
 
 Task = dict[str, Any]
@@ -109,12 +109,16 @@ class TaskTxn(Protocol):
         """Move ``entry`` to abandoned with ``reason``; returns the abandoned record."""
     def mark_reviewed(self, now: str) -> None: ...
     def abandoned(self) -> list[Entry]: ...
+    def put_abandoned(self, record: Entry) -> None:
+        """Add an abandoned record as it is (``loki migrate``; :meth:`abandon` makes new ones)."""
 
     # -- the archive -----------------------------------------------------------------------------
     def rotate(self, state: str, limit: int) -> None:
         """Archive the oldest finished tasks of ``state`` beyond ``limit`` (down to 90 % of it)."""
     def find_archived(self, task_id: str) -> tuple[str, Task] | None: ...
     def find_archived_by_key(self, key: str) -> tuple[str, Task] | None: ...
+    def archive(self, state: str, tasks: list[Task]) -> None:
+        """Put finished tasks of ``state`` straight into the archive (``loki migrate``)."""
 
 
 class TaskStore(Protocol):
@@ -134,3 +138,5 @@ class TaskStore(Protocol):
         """Equal tokens: ``state`` (a hot state, dead-letter or abandoned) has not changed in between."""
     def find_archived(self, task_id: str) -> tuple[str, Task] | None: ...
     def find_archived_by_key(self, key: str) -> tuple[str, Task] | None: ...
+    def archived(self) -> Iterator[tuple[str, Task]]:
+        """Every archived ``(state, task)``, streamed (the archive grows without bound)."""

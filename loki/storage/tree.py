@@ -23,6 +23,10 @@ from loki.storage.locks import in_use
 from loki.storage.schema import pointer, registry
 from loki.storage.store import TEMP_SUFFIX, Store, fsync_dir, hard_link_reason, write_temp
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loki.storage.state import StateStore
+
 STALE_TEMP_SECONDS = 300
 _TEMP_NAME = re.compile(r"^\..+\.(\d+)\.[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + "$")
 QUEUE_FILES = [layout.queue_file(s) for s in layout.QUEUE_STATES]
@@ -302,7 +306,7 @@ def _problem_from(rel: str, exc: LokiError) -> Problem:
     return Problem(rel, "", exc.message)
 
 
-def _check_signal(store: Store, rel: str, problems: list[Problem], reference: _ReferenceValidator) -> None:
+def _check_signal(store: StateStore, rel: str, problems: list[Problem], reference: _ReferenceValidator) -> None:
     name = rel.rsplit("/", 1)[-1]
     signal_type = signaltypes.type_of_file(name)
     schema_name = signaltypes.schema_for(signal_type)
@@ -327,21 +331,30 @@ def _check_signal(store: Store, rel: str, problems: list[Problem], reference: _R
 
 
 def _check_jsonl(
-    store: Store, rel: str, problems: list[Problem], reference: _ReferenceValidator, schema_name: str | None
+    store: StateStore, rel: str, problems: list[Problem], reference: _ReferenceValidator, schema_name: str | None
 ) -> None:
-    """Every line of a log parses and, given a schema, validates (read in chunks: logs grow)."""
+    """Every line of a log parses and, given a schema, validates (read in chunks: logs grow; a torn
+    last line is checked too). Through the store's log reads, so it serves every backend."""
     try:
-        for number, _, raw in store.iter_lines(rel):
-            if not raw.strip():
-                continue
-            try:
-                record = jsonio.loads_strict(raw)
-            except jsonio.JsonError as exc:
-                problems.append(Problem(rel, f"line {number}", exc.reason))
-                continue
-            if schema_name is not None:
-                problems.extend(Problem(rel, f"line {number}{pointer}", message)
-                                for pointer, message in reference.problems(schema_name, record))
+        position: Any = None
+        number = 0
+        while True:
+            lines, position = store.read_after(rel, position, 1 << 20, whole=True, final=True)
+            if not lines:
+                return
+            for line in lines:
+                number += 1
+                raw = line.data if line.data is not None else store.read_line(rel, line.position)
+                if not raw.strip():
+                    continue
+                try:
+                    record = jsonio.loads_strict(raw)
+                except jsonio.JsonError as exc:
+                    problems.append(Problem(rel, f"line {number}", exc.reason))
+                    continue
+                if schema_name is not None:
+                    problems.extend(Problem(rel, f"line {number}{pointer}", message)
+                                    for pointer, message in reference.problems(schema_name, record))
     except LokiError as exc:
         problems.append(_problem_from(rel, exc))
 
@@ -374,7 +387,7 @@ def _cross_file_problems(docs: dict[str, Any]) -> list[Problem]:
     return problems
 
 
-def _dead_dependency_problems(store: Store, docs: dict[str, Any]) -> list[Problem]:
+def _dead_dependency_problems(store: StateStore, docs: dict[str, Any]) -> list[Problem]:
     """Pending or blocked tasks that wait on a cancelled or abandoned task, directly or through
     another waiting task: every file is valid, yet they would wait for ever."""
     from loki.queue.queue import never_ready
@@ -613,49 +626,56 @@ def _move_aside(store: Store, rel: str, target: str) -> None:
 # -- status ----------------------------------------------------------------------------------------
 
 
-def status(store: Store) -> dict[str, Any]:
-    """Counts per queue file, breakers by state, signals waiting, dead-letter size and last review."""
-    queue_docs = store.snapshot([*QUEUE_FILES, layout.DEADLETTER, layout.ABANDONED])
-    counts = {rel.rsplit("/", 1)[-1][:-5]: len(queue_docs[rel]["tasks"]) for rel in QUEUE_FILES}
-    deadletter = queue_docs[layout.DEADLETTER]
-    counts["dead-letter"] = len(deadletter["tasks"])
-    counts["abandoned"] = len(queue_docs[layout.ABANDONED]["tasks"])
-    from loki.breakers.breakers import Breakers
-
-    by_state = {"CLOSED": 0, "OPEN": 0, "HALF_OPEN": 0}
-    for breaker in Breakers(store).status():
-        by_state[breaker.state.value] += 1  # the effective state: an OPEN one past its cooldown is probing
-    return {
-        "root": store.root,
-        "queue": counts,
-        "breakers": by_state,
-        "signals_waiting": count_signals(store),
-        "dead_letter": {"size": counts["dead-letter"], "last_reviewed": deadletter["metadata"]["last_reviewed"]},
-        "escalations": _escalation_counts(store),
-        "watcher": _watcher(store),
-    }
+# -- init on a database ------------------------------------------------------------------------------
 
 
-def _watcher(store: Store) -> dict[str, Any]:
-    """Whether a ``loki watch`` consumes signals now (and which), and how far it got."""
-    from loki.signals.consumer import consumer_status
+def init_database_tree(root: str, url: str) -> dict[str, Any]:
+    """This machine's ``.loki/`` keeps its state in the database at ``url`` (created or joined).
 
-    holder = consumer_status(store)
-    state = store.read(layout.WATCH_STATE)
-    return {"consuming": holder is not None, "holder": holder, "last_tick": state.get("last_tick"),
-            "signals_processed": state.get("signals_processed", 0)}
+    Refused before anything is written, here or on the server: a ``.loki/`` already on another
+    database, or one whose files hold state (``loki migrate --to URL`` moves it), and every refusal of
+    :func:`loki.storage.postgres.admin.init_database`. The URL is saved without its password.
+    """
+    from loki.storage.postgres.admin import init_database
+    from loki.storage.postgres.connect import check_url, without_password
+
+    check_url(url, "--database")
+    saved = without_password(url)
+    config_rel = layout.CONFIG
+    existing: dict[str, Any] | None = None
+    if os.path.isdir(root):
+        store = Store(root)
+        existing = store.read(config_rel) if store.exists(config_rel) else None
+        storage = (existing or {}).get("storage") or {}
+        if storage.get("backend") == "postgresql":
+            if storage.get("database") != saved:
+                raise InvalidInput(f"{root} already keeps its state in {storage.get('database')}; to move it to "
+                                   f"{saved}, use `loki migrate --to URL` from a tree on the new database",
+                                   file=f"{root}/{config_rel}", pointer="/storage/database")
+        else:
+            held = _state_in_files(store)
+            if held:
+                raise InvalidInput(f"{root} keeps state in its files ({held}): move it to the database with "
+                                   f"`loki migrate --to {saved}` instead", file=root)
+    report = init_database(url)
+    wanted = {**(existing or {"version": 1}), "storage": {"backend": "postgresql", "database": saved}}
+    written = wanted != existing
+    if written:
+        os.makedirs(os.path.join(root, "config"), exist_ok=True)
+        store = Store(root)
+        with store.transaction(config_rel) as txn:
+            txn.write(config_rel, wanted)
+    return {**report, "root": root, "config_written": written, "password_dropped": saved != url}
 
 
-def _escalation_counts(store: Store) -> dict[str, int]:
-    from loki.queue.escalations import list_escalations
-
-    rows = list_escalations(store)
-    return {"open": sum(1 for r in rows if r["open"]), "total": len(rows)}
-
-
-def count_signals(store: Store) -> int:
-    try:
-        names = os.listdir(store.path(layout.SIGNALS_DIR))
-    except FileNotFoundError:
-        return 0
-    return sum(1 for n in names if not n.startswith(".") and signaltypes.type_of_file(n) != signaltypes.DRIFT)
+def _state_in_files(store: Store) -> str:
+    """What state a file tree holds (tasks, entries, signals, escalations, memory), '' when none."""
+    view = store.tasks().view([*layout.QUEUE_STATES, "dead-letter", "abandoned"])
+    parts = [f"{len(items)} {state}" for state, items in view.items() if items]
+    for directory in (layout.SIGNALS_DIR, layout.ESCALATIONS_DIR):
+        names = [n for n in store.list(directory) if not n.startswith(".")]
+        if names:
+            parts.append(f"{len(names)} in {directory}/")
+    if store.log_size(layout.MEMORY_LOG):
+        parts.append("error memory")
+    return ", ".join(parts)

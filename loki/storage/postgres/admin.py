@@ -1,0 +1,167 @@
+"""Administering a tree's database: ``init --database``, ``db upgrade``, ``validate``, ``doctor``.
+
+``init`` against a database is also how a second machine joins a team: an empty schema gets loki's
+tables (every migration) and the shipped text documents; a schema that already holds loki's tables
+at this loki's version is joined as it is; another application's tables, an older schema (``loki db
+upgrade``) or a newer one (upgrade loki) are refused before anything is written -- on the server or
+in the local ``.loki/``.
+
+``validate`` re-checks what the store checked when it wrote (a row edited by hand with psql is
+caught): every document and task row against its schema, a task's status against its state, the
+cross-state invariants the file tree's validate checks (:mod:`loki.storage.tree`), signals and the
+error-memory log. ``doctor`` reports the same; a database has no temp files or journals to finish,
+and nothing is moved aside: a broken row is reported for a human to fix.
+"""
+
+from __future__ import annotations
+
+from loki.errors import LokiError
+from loki.storage import jsonio, layout
+from loki.storage.layout import QUEUE_STATES
+from loki.storage.postgres import migrations
+from loki.storage.postgres.connect import DatabaseError, check_url, without_password
+from loki.storage.postgres.session import Database
+from loki.storage.tree import (
+    DoctorReport,
+    Problem,
+    _check_jsonl,
+    _check_signal,
+    _cross_file_problems,
+    _dead_dependency_problems,
+    _problem_from,
+    _ReferenceValidator,
+)
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from typing import Any
+
+    from loki.storage.state import StateStore
+
+SEEDED_TEXTS = (layout.ESCALATION_TEMPLATE, layout.CONTINUITY)
+"""The text documents a new tree starts with (the escalation template, CONTINUITY.md)."""
+
+
+def init_database(url: str) -> dict[str, Any]:
+    """Make ``url``'s schema a loki schema (or join one); returns what was done. Exit 1 on a refusal."""
+    check_url(url, "--database")
+    db = Database(url, check_schema=False)
+    try:
+        conn = db.conn
+        have = migrations.version(conn)
+        if have is None:
+            raise migrations.foreign_error(conn)
+        if have and have != migrations.latest():
+            migrations.check(conn)  # raises: older (db upgrade) or newer (upgrade loki)
+        applied = migrations.upgrade(conn) if have == 0 else []
+        schema = db.schema
+    finally:
+        db.close()
+    seeded: list[str] = []
+    if applied:
+        from loki.storage.postgres.store import PgStore
+
+        store = PgStore.open(url)
+        try:
+            for rel, content in layout.initial_files().items():
+                if rel in SEEDED_TEXTS and isinstance(content, str) and not store.exists(rel):
+                    store.write_text(rel, content)
+                    seeded.append(rel)
+        finally:
+            store.close()
+    return {"database": without_password(url), "schema": schema, "created": bool(applied),
+            "migrations": [f"{number:03d}_{name}" for number, name in applied], "seeded": seeded,
+            "schema_version": migrations.latest()}
+
+
+def upgrade_database(url: str) -> dict[str, Any]:
+    """Apply the migrations ``url``'s schema lacks (``loki db upgrade``)."""
+    db = Database(url, check_schema=False)
+    try:
+        conn = db.conn
+        before = migrations.version(conn)
+        if before == 0:
+            raise DatabaseError(f"{db.where} has no loki schema: run `loki init --database URL` first")
+        applied = migrations.upgrade(conn)
+        return {"database": without_password(url), "schema": db.schema, "from_version": before,
+                "schema_version": migrations.latest(),
+                "migrations": [f"{number:03d}_{name}" for number, name in applied]}
+    finally:
+        db.close()
+
+
+def url_of_tree(root: str | None) -> str:
+    """The database of the tree at ``root`` (found like git finds .git); exit 1 on a file tree."""
+    from loki.storage.opening import database_url
+    from loki.storage.paths import find_root
+
+    found = find_root(root)
+    url = database_url(found)
+    if not url:
+        raise DatabaseError(f"{found} keeps its state in files, not in a database: give --database URL",
+                            root=found)
+    return url
+
+
+# -- validate and doctor -----------------------------------------------------------------------------
+
+DOCUMENTS = (layout.BREAKERS, layout.WATCH_STATE, layout.FRICTION_MAP, layout.CONFIG)
+"""The single documents a tree keeps (the strike files and memory hints are listed, see validate)."""
+
+
+def validate(store: StateStore) -> list[Problem]:
+    """Every problem in the database's rows; an empty list means it is valid."""
+    problems: list[Problem] = []
+    reference = _ReferenceValidator()
+
+    def check_document(rel: str, schema_name: str) -> None:
+        try:
+            data = store.read_bytes(rel)
+            if data is None:
+                return
+            doc = jsonio.loads_strict(data)
+        except jsonio.JsonError as exc:
+            problems.append(Problem(rel, exc.pointer, exc.reason))
+            return
+        except LokiError as exc:
+            problems.append(_problem_from(rel, exc))
+            return
+        problems.extend(Problem(rel, p or "/", m) for p, m in reference.problems(schema_name, doc))
+
+    for rel in DOCUMENTS:
+        kind = layout.kind_for(rel)
+        if kind is not None:
+            check_document(rel, kind.schema)
+    for directory, schema_name in ((layout.STRIKES_DIR, None), (layout.MEMORY_HINTS_DIR, "memory-hint.json")):
+        for name in store.list(directory):
+            rel = f"{directory}/{name}"
+            kind = layout.kind_for(rel)
+            chosen = kind.schema if kind is not None else schema_name
+            if chosen is not None:
+                check_document(rel, chosen)
+    for name in store.list(layout.SIGNALS_DIR):
+        if not name.startswith("."):
+            _check_signal(store, f"{layout.SIGNALS_DIR}/{name}", problems, reference)
+    _check_jsonl(store, layout.MEMORY_LOG, problems, reference, "memory-record.json")
+    view = store.tasks().view([*QUEUE_STATES, "dead-letter", "abandoned"])
+    docs: dict[str, Any] = {layout.queue_file(state): {"tasks": view[state]} for state in QUEUE_STATES}
+    docs[layout.DEADLETTER] = {"tasks": view["dead-letter"]}
+    docs[layout.ABANDONED] = {"tasks": view["abandoned"]}
+    for state in QUEUE_STATES:
+        for index, task in enumerate(view[state]):
+            problems.extend(Problem(_rows(layout.queue_file(state)), f"/tasks/{index}{p}", m)
+                            for p, m in reference.problems("task.json", task))
+    cross = _cross_file_problems(docs) + _dead_dependency_problems(store, docs)
+    problems.extend(Problem(_rows(p.file), p.pointer, p.message, whole_file=False) for p in cross)
+    return problems
+
+
+def _rows(rel: str) -> str:
+    """A queue file's name as the rows it stands for on PostgreSQL (``tasks[pending]``)."""
+    name = rel.rsplit("/", 1)[-1].removesuffix(".json")
+    return f"tasks[{name}]"
+
+
+def doctor(store: StateStore, repair: bool = False) -> DoctorReport:
+    """The problems validate finds. There is nothing to finish or sweep: a database commits whole."""
+    return DoctorReport(problems=validate(store))
