@@ -74,7 +74,7 @@ def validate(store: StateStore) -> list[Problem]:
         from loki.storage.tree import validate_tree
 
         return validate_tree(store)
-    from loki.storage.postgres.admin import validate as validate_database  # type: ignore[import-not-found, import-untyped, unused-ignore]
+    from loki.storage.postgres.admin import validate as validate_database
 
     problems: list[Problem] = validate_database(store)
     return problems
@@ -87,7 +87,7 @@ def doctor(store: StateStore, repair: bool = False) -> DoctorReport:
         from loki.storage.tree import doctor as tree_doctor
 
         return tree_doctor(store, repair=repair)
-    from loki.storage.postgres.admin import doctor as database_doctor  # type: ignore[import-not-found, import-untyped, unused-ignore]
+    from loki.storage.postgres.admin import doctor as database_doctor
 
     doctored: DoctorReport = database_doctor(store, repair=repair)
     return doctored

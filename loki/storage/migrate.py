@@ -50,6 +50,8 @@ def content(store: StateStore) -> dict[str, Section]:
     archive: Section = {}
     for state, task in tasks_store.archived():
         archive.setdefault(state, []).append(task)
+    for tasks in archive.values():  # a set, not a sequence: each store keeps it in its own order
+        tasks.sort(key=lambda task: str(task["id"]))
     documents: Section = {}
     for rel in SINGLE_DOCUMENTS:
         doc = store.read(rel)

@@ -58,7 +58,7 @@ def open_store(root: str | os.PathLike[str] | None = None, **kwargs: Any) -> Sta
 
         return Store(found, **kwargs)
     from loki.storage.postgres.connect import check_url
-    from loki.storage.postgres.store import PgStore  # type: ignore[import-not-found, import-untyped, unused-ignore]
+    from loki.storage.postgres.store import PgStore
 
     check_url(url, URL_ENV if os.environ.get(URL_ENV) else "config/loki.json /storage/database")
     store: StateStore = PgStore.open(url, root=found, **kwargs)

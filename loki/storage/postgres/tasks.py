@@ -34,7 +34,7 @@ from loki.storage.postgres import domains
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable
+    from collections.abc import Collection, Iterable, Iterator
     from contextlib import AbstractContextManager
     from datetime import datetime
     from typing import Any
@@ -154,6 +154,18 @@ class PgTasks:
         row = self.store.rows(f"SELECT count(*), coalesce(sum(version), 0), {meta} FROM loki_tasks "
                               "WHERE state = %s AND NOT archived", (state,))[0]
         return int(row[0]), int(row[1]), int(row[2] or 0)
+
+    def archived(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every archived task, a page at a time (keyset on the id: the archive grows without bound)."""
+        after = ""
+        while True:
+            page = self.store.rows("SELECT id, state, doc FROM loki_tasks WHERE archived AND id > %s "
+                                   "ORDER BY id LIMIT 1000", (after,))
+            for task_id, state, doc in page:
+                yield state, doc
+                after = task_id
+            if len(page) < 1000:
+                return
 
     def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
         found = self.store.rows("SELECT state, doc FROM loki_tasks WHERE id = %s AND archived", (task_id,))
@@ -541,7 +553,19 @@ class PgTaskTxn:
         self.dead_letter_metadata()["last_reviewed"] = now
         self._metadata_dirty = True
 
+    def put_abandoned(self, record: dict[str, Any]) -> None:
+        self._stage(record["task_id"], ABANDONED, record, fresh=True)
+
     # -- the archive -------------------------------------------------------------------------------
+
+    def archive(self, state: str, tasks: list[dict[str, Any]]) -> None:
+        """Rows written straight into the archive (``loki migrate``): archived from the start."""
+        for task in tasks:
+            task["status"] = state
+            row = self._stage(task["id"], state, task, fresh=True)
+            if state in self._lists:
+                _drop(self._lists[state], task)
+            row.archived = True
 
     def rotate(self, state: str, limit: int) -> None:
         """Archive the oldest finished tasks of ``state`` beyond ``limit``, down to 90 % of it: rows change
