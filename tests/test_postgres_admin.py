@@ -85,7 +85,7 @@ def test_the_password_is_never_saved(tmp_path: Path) -> None:
             assert pgserver.PASSWORD.encode() not in path.read_bytes(), path
     # without the password, the tree cannot be opened; libpq's PGPASSWORD supplies it
     refused = cli(["status"], root=tmp_path / ".loki", env=FAST_RETRY)
-    assert refused.code == 1 and "password authentication failed" in refused.stderr
+    assert refused.code == 1 and "no password supplied" in refused.stderr
     assert pgserver.PASSWORD not in refused.stderr
     ok = cli(["status", "--json"], root=tmp_path / ".loki", env={"PGPASSWORD": pgserver.PASSWORD})
     assert ok.code == 0, ok.stderr

@@ -62,10 +62,9 @@ class Documents:
         """
         if self.db.in_transaction:
             return _fetched(self.db.conn.execute(sql, params))
-        import psycopg
-
         from loki.storage.postgres import connect
 
+        psycopg = connect.driver()  # missing: the error names the extra that installs it
         for attempt in (1, 2):
             conn = self.db.conn
             try:

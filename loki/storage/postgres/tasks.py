@@ -31,6 +31,7 @@ from loki.queue.tasks import PRIORITY_RANK
 from loki.storage import jsonio, layout
 from loki.storage.filetasks import ABANDONED, DEAD_LETTER, HOT_STATES, Census, abandoned_record
 from loki.storage.postgres import domains
+from loki.storage.postgres.connect import driver
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -244,7 +245,7 @@ class PgTaskTxn:
 
     def _execute(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         """One statement of this unit; a lock wait that ran out is exit 5, a duplicate id or key exit 4."""
-        import psycopg
+        psycopg = driver()
 
         try:
             cursor = self.store.db.conn.execute(sql, params)
@@ -260,7 +261,7 @@ class PgTaskTxn:
         if len(params) == 1:
             self._execute(sql, params[0])
             return
-        import psycopg
+        psycopg = driver()
 
         try:
             with self.store.db.conn.cursor() as cursor:
