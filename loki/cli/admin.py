@@ -91,7 +91,7 @@ def _where(root: str, location: str) -> str:
 
 
 def _init_database(root: str, location: str, url: str, json_output: bool) -> None:
-    from loki.storage.tree import init_database_tree
+    from loki.storage.postgres.admin import init_database_tree
 
     report = init_database_tree(root, url)
     if json_output:

@@ -15,12 +15,15 @@ and nothing is moved aside: a broken row is reported for a human to fix.
 
 from __future__ import annotations
 
-from loki.errors import LokiError
+import os
+
+from loki.errors import InvalidInput, LokiError
 from loki.storage import jsonio, layout
 from loki.storage.layout import QUEUE_STATES
 from loki.storage.postgres import migrations
 from loki.storage.postgres.connect import DatabaseError, check_url, without_password
 from loki.storage.postgres.session import Database
+from loki.storage.store import Store
 from loki.storage.tree import (
     DoctorReport,
     Problem,
@@ -101,6 +104,58 @@ def url_of_tree(root: str | None) -> str:
         raise DatabaseError(f"{found} keeps its state in files, not in a database: give --database URL",
                             root=found)
     return url
+
+
+# -- this machine's tree joins a database -----------------------------------------------------------
+
+
+def init_database_tree(root: str, url: str) -> dict[str, Any]:
+    """This machine's ``.loki/`` keeps its state in the database at ``url`` (created or joined).
+
+    Refused before anything is written, here or on the server: a ``.loki/`` already on another
+    database, or one whose files hold state (``loki migrate --to URL`` moves it), and every refusal of
+    :func:`loki.storage.postgres.admin.init_database`. The URL is saved without its password.
+    """
+    check_url(url, "--database")
+    saved = without_password(url)
+    config_rel = layout.CONFIG
+    existing: dict[str, Any] | None = None
+    if os.path.isdir(root):
+        store = Store(root)
+        existing = store.read(config_rel) if store.exists(config_rel) else None
+        storage = (existing or {}).get("storage") or {}
+        if storage.get("backend") == "postgresql":
+            if storage.get("database") != saved:
+                raise InvalidInput(f"{root} already keeps its state in {storage.get('database')}; to move it to "
+                                   f"{saved}, use `loki migrate --to URL` from a tree on the new database",
+                                   file=f"{root}/{config_rel}", pointer="/storage/database")
+        else:
+            held = _state_in_files(store)
+            if held:
+                raise InvalidInput(f"{root} keeps state in its files ({held}): move it to the database with "
+                                   f"`loki migrate --to {saved}` instead", file=root)
+    report = init_database(url)
+    wanted = {**(existing or {"version": 1}), "storage": {"backend": "postgresql", "database": saved}}
+    written = wanted != existing
+    if written:
+        os.makedirs(os.path.join(root, "config"), exist_ok=True)
+        store = Store(root)
+        with store.transaction(config_rel) as txn:
+            txn.write(config_rel, wanted)
+    return {**report, "root": root, "config_written": written, "password_dropped": saved != url}
+
+
+def _state_in_files(store: Store) -> str:
+    """What state a file tree holds (tasks, entries, signals, escalations, memory), '' when none."""
+    view = store.tasks().view([*layout.QUEUE_STATES, "dead-letter", "abandoned"])
+    parts = [f"{len(items)} {state}" for state, items in view.items() if items]
+    for directory in (layout.SIGNALS_DIR, layout.ESCALATIONS_DIR):
+        names = [n for n in store.list(directory) if not n.startswith(".")]
+        if names:
+            parts.append(f"{len(names)} in {directory}/")
+    if store.log_size(layout.MEMORY_LOG):
+        parts.append("error memory")
+    return ", ".join(parts)
 
 
 # -- validate and doctor -----------------------------------------------------------------------------
