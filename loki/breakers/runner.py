@@ -196,6 +196,13 @@ class RunResult:
 # -- the runner ------------------------------------------------------------------------------------
 
 Writer = Callable[[bytes], None]
+Launcher = Callable[[list[str]], "subprocess.Popen[bytes]"]
+"""Starts one attempt of the command: its stdout and stderr piped, leading its own process group."""
+
+
+def launch_in_own_session(command: list[str]) -> subprocess.Popen[bytes]:
+    """The default :data:`Launcher`: the command in a session (and process group) of its own."""
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
 def stream_writer(stream: IO[str]) -> Writer:
@@ -217,7 +224,8 @@ def stream_writer(stream: IO[str]) -> Writer:
 class Runner:
     """Run ``command`` until it succeeds, the retries are used up, the breaker stays open, or a
     signal stops it. ``sleep``, ``clock`` and ``rng`` are injectable; nothing here prints --
-    progress goes to ``notify``, the command's output to ``stdout``/``stderr`` writers."""
+    progress goes to ``notify``, the command's output to ``stdout``/``stderr`` writers. ``launch``
+    starts each attempt (``loki work`` puts its guard around the command, loki/work/guard.py)."""
 
     def __init__(
         self,
@@ -233,6 +241,7 @@ class Runner:
         stderr: Writer | None = None,
         notify: Callable[[str], None] | None = None,
         kill_grace: float = KILL_GRACE_SECONDS,
+        launch: Launcher | None = None,
     ) -> None:
         if not command:
             raise InvalidArgument("no command given: loki run [OPTIONS] -- CMD [ARGS]...")
@@ -251,6 +260,7 @@ class Runner:
         self._stderr = stderr or stream_writer(sys.stderr)
         self._notify = notify or (lambda message: None)
         self.kill_grace = kill_grace
+        self._launch = launch or launch_in_own_session
         self._stop = threading.Event()
         self._stop_signal: int | None = None
         self._child: subprocess.Popen[bytes] | None = None
@@ -262,6 +272,12 @@ class Runner:
         resolve(self.command)
         with stop_requests(self.request_stop):
             return self._loop()
+
+    def run_unguarded(self) -> RunResult:
+        """:meth:`run` for a caller that owns SIGINT/SIGTERM itself (``loki work``, which stops more
+        than the command) and passes them on to :meth:`request_stop`."""
+        resolve(self.command)
+        return self._loop()
 
     def request_stop(self, signum: int) -> None:
         """What SIGINT/SIGTERM do: stop retrying and pass the signal on to the command."""
@@ -355,8 +371,7 @@ class Runner:
         """Run the command once, teeing its output; its exit code (128+N if killed by signal N)."""
         self._tails = (bytearray(), bytearray())
         try:
-            child = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     start_new_session=True)
+            child = self._launch(self.command)
         except FileNotFoundError:
             raise CommandNotFound(f"command not found: {self.command[0]}", command=self.command[0]) from None
         except PermissionError:
@@ -401,6 +416,11 @@ class Runner:
     def _tail_text(self) -> str:
         out, err = self._tails
         return (bytes(err) + b"\n" + bytes(out)).decode("utf-8", "replace")
+
+    def output_tail(self) -> tuple[bytes, bytes]:
+        """The last 64 KiB of the last attempt's stdout and stderr, as the command wrote them."""
+        out, err = self._tails
+        return bytes(out), bytes(err)
 
     # signals ---------------------------------------------------------------------------------
 

@@ -84,6 +84,12 @@ def _run(app: typer.Typer) -> None:
     app.command("run", context_settings=run_command.CONTEXT)(run_command.run)
 
 
+def _work(app: typer.Typer) -> None:
+    from loki.cli import work
+
+    app.command("work", context_settings=work.CONTEXT)(work.work)
+
+
 def _hooks(app: typer.Typer) -> None:
     from loki.cli import hooks
 
@@ -135,6 +141,7 @@ REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "signal": _signal,
     "watch": _watch,
     "run": _run,
+    "work": _work,
     "hook": _hooks,
     "hooks": _hooks,
     "errors": _errors,

@@ -1,0 +1,72 @@
+"""What a failed run of the agent's command becomes in the queue: an attempt's type and message.
+
+The classifier is the hooks' (loki/hooks/errorscan.py): the same output a Bash tool call would have
+printed is named the same way (``test_failure``, ``compile_error``, ``missing_module`` ...; by exit
+status when the text says nothing: 124 ``timeout``, 137 ``resource``). The queue's attempt keeps the
+dead-letter reference's fields and no more, so the class goes into the message; the ``error_type``
+the queue and the dead-letter review act on is ``test_failure`` or ``timeout`` when the class is one,
+else ``other``.
+
+The message's first line is what ``loki queue show``, the dead-letter summary and the review's
+grouping read first: ``exit 1 (test_failure): FAILED tests/test_login.py::test_rate_limit``. Then
+the tail of the command's output (its last :data:`TAIL_CHARS` characters of stderr, then of
+stdout), so whoever picks the task up next sees what happened. Secrets are redacted
+(loki/hooks/redact.py) here, and again where every attempt is made.
+"""
+
+from __future__ import annotations
+
+from loki.hooks.errorscan import scan
+from loki.hooks.redact import redact
+
+TAIL_CHARS = 2000
+"""Of each stream: the part of a long log that says what went wrong, without bloating the queue file."""
+
+QUEUE_ERROR_TYPES = {"test_failure": "test_failure", "timeout": "timeout"}
+"""errorscan classes that are one of the queue's error types; any other class is ``other``."""
+
+
+class Failure:
+    """One failed run: ``error_type`` (the queue's), ``error_class`` (errorscan's), ``message``."""
+
+    __slots__ = ("error_class", "error_type", "headline", "message")
+
+    def __init__(self, error_type: str, error_class: str, headline: str, message: str) -> None:
+        self.error_type = error_type
+        self.error_class = error_class
+        self.headline = headline
+        """The message's first line."""
+        self.message = message
+
+
+def describe(exit_code: int, stdout: bytes, stderr: bytes) -> Failure:
+    """The failure of a command that exited with ``exit_code`` (128+N: killed by signal N) after
+    printing ``stdout`` and ``stderr`` (their tails)."""
+    out = stdout.decode("utf-8", "replace")
+    err = stderr.decode("utf-8", "replace")
+    found = scan(err + "\n" + out, exit_code)
+    error_class = found.error_class or "exit_status"
+    detail = found.message or f"exited with code {exit_code}"
+    headline = redact(f"exit {exit_code} ({error_class}): {detail}".splitlines()[0])
+    parts = [headline]
+    for name, text in (("stderr", err), ("stdout", out)):
+        tail = _tail(text)
+        if tail:
+            parts.append(f"{name} (last lines):\n{redact(tail)}")
+    return Failure(QUEUE_ERROR_TYPES.get(error_class, "other"), error_class, headline, "\n\n".join(parts))
+
+
+def bad_result(reason: str) -> Failure:
+    """The command exited 0 but its result file is unusable: a ``validation`` failure."""
+    headline = redact(f"exit 0 (bad_result_file): {reason}".splitlines()[0])
+    return Failure("validation", "bad_result_file", headline, headline)
+
+
+def _tail(text: str) -> str:
+    text = text.strip("\n")
+    if len(text) <= TAIL_CHARS:
+        return text
+    cut = text[-TAIL_CHARS:]
+    newline = cut.find("\n")
+    # Start at a line boundary when one is near, so the first line shown is whole.
+    return "..." + (cut[newline:] if 0 <= newline < 200 else cut)

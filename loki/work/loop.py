@@ -1,0 +1,429 @@
+"""``loki work``: the agent loop, claim -> run the command -> complete or fail, with the lease kept alive.
+
+What users wrote in shell around ``loki queue claim`` (docs/work.md)::
+
+    loki work --agent eng-001 -- ./agent.sh {id}
+
+For each task: claim it; run the command with the task in its environment (``LOKI_TASK_ID``,
+``LOKI_TASK_FILE`` ..., :func:`environment`) and in its arguments (loki/work/placeholders.py), under
+the guard (loki/work/launch.py), its output passing through live; renew the lease every third of it
+while the command runs (loki/work/heartbeat.py); then
+
+* exit 0: complete the task with ``{"exit_code", "duration_seconds", "heartbeats", "runs"}`` and, when
+  the command wrote one, its result file's object under ``"data"`` (loki/work/scratch.py); an unusable
+  result file is a ``validation`` failure instead;
+* any other exit: record a failed attempt named by the hooks' error classifier, with the tail of the
+  output, secrets redacted (loki/work/failure.py); the queue backs off or dead-letters as usual;
+* the lease lost while it ran (the task was requeued or cancelled under it): stop the command, record
+  nothing (the task is someone else's now);
+* SIGINT/SIGTERM: stop the command (its whole process group: the signal, then SIGKILL after a grace
+  period), release the task untouched, and stop (exit 130/143);
+* ``breaker``: the command runs as ``loki run --breaker`` runs it (loki/breakers/runner.py): the breaker
+  checked before each run, failures retried with backoff and rate limits waited out, all under the
+  one claim; when the breaker stays open the task is released and the loop stops (exit 75).
+
+Then the next task, until ``max_tasks`` are done or nothing is ready: without ``until_empty`` the loop
+stops there (exit 3 if it claimed nothing at all); with it, it waits while something may still become
+ready (loki/work/outlook.py) and stops, exit 0, when nothing can.
+
+The exit code (:class:`Summary`): 0 every task it ran completed (at its last run here); 1 some failed
+(recorded); 3 nothing was ready; 4 a lease was lost; 75 the breaker stayed open; 128+N stopped by signal N; a loki error
+(a lock timeout, a broken file) stops the loop with its own code, after releasing the task in hand.
+
+Time is injected: the clock (the store's) for leases and backoffs, ``sleep`` for waiting on the queue,
+``heartbeat_wait`` for the renewer, ``timer`` for durations; nothing here prints (``notify`` gets
+progress lines).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import threading
+import time
+from contextlib import suppress
+from dataclasses import dataclass, field
+
+from loki.breakers.runner import RetryPolicy, Runner, resolve
+from loki.errors import Conflict, InvalidArgument, LokiError, NotFound, NothingToDo, UsageError
+from loki.hooks.redact import redact
+from loki.queue.queue import Queue
+from loki.work import placeholders
+from loki.work.failure import Failure, bad_result, describe
+from loki.work.heartbeat import Heartbeat, renew_interval
+from loki.work.launch import GuardedLauncher
+from loki.work.outlook import outlook
+from loki.work.scratch import BadResultFile, Scratch
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from loki.breakers.runner import Launcher, Writer
+    from loki.storage.store import Store
+
+NOTHING_READY_EXIT = 3
+LEASE_LOST_EXIT = 4
+CIRCUIT_OPEN_EXIT = 75
+FAILED_EXIT = 1
+
+
+@dataclass(frozen=True)
+class WorkOptions:
+    """What ``loki work`` was asked to do; checked on creation (:class:`UsageError`, exit 2)."""
+
+    agent: str
+    command: Sequence[str]
+    types: Sequence[str] = ()
+    max_tasks: int | None = None
+    until_empty: bool = False
+    breaker: str | None = None
+    lease_seconds: float | None = None
+    """None: the queue's default (``queue.lease_seconds``, 3600)."""
+    retries: int = 5
+    """With ``breaker``: the waits ``loki run`` allows after a failure or a refusal."""
+
+    def __post_init__(self) -> None:
+        from loki.textsafe import check_name
+
+        if not self.command:
+            raise UsageError("no command given: loki work --agent NAME [OPTIONS] -- CMD [ARGS]...", field="command")
+        check_name(self.agent, "agent name")
+        for type_ in self.types:
+            check_name(type_, "task type")
+        if self.max_tasks is not None and (isinstance(self.max_tasks, bool) or not isinstance(self.max_tasks, int)
+                                           or self.max_tasks < 1):
+            raise InvalidArgument(f"invalid --max-tasks {self.max_tasks!r}: it must be a whole number >= 1",
+                                  field="max-tasks")
+        if self.breaker is not None:
+            from loki.breakers.breakers import check_name as check_breaker
+
+            check_breaker(self.breaker)
+        RetryPolicy(retries=self.retries)  # refuses a negative count, naming --retries
+        placeholders.check(self.command)
+
+
+@dataclass
+class TaskRun:
+    """What happened to one claimed task."""
+
+    task_id: str
+    title: str
+    outcome: str = ""
+    """``completed``, ``failed``, ``lease_lost``, ``released`` (a signal, or the breaker stayed open)."""
+    state: str | None = None
+    """Where the task is now: completed, pending (retry at ``retry_at``), dead-letter, or None (not ours)."""
+    exit_code: int | None = None
+    duration_seconds: float = 0.0
+    heartbeats: int = 0
+    runs: int = 0
+    retry_at: str | None = None
+    error_type: str | None = None
+    error_class: str | None = None
+    error: str | None = None
+    """The failure's first line, or why the lease was lost."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "title": self.title, "outcome": self.outcome, "state": self.state,
+                "exit_code": self.exit_code, "duration_seconds": self.duration_seconds,
+                "heartbeats": self.heartbeats, "runs": self.runs, "retry_at": self.retry_at,
+                "error_type": self.error_type, "error_class": self.error_class, "error": self.error}
+
+
+@dataclass
+class Summary:
+    """The loop's end: every task it ran, why it stopped, and its exit code."""
+
+    agent: str
+    runs: list[TaskRun] = field(default_factory=list)
+    stopped: str = ""
+    """``max_tasks``, ``nothing_ready``, ``empty`` (--until-empty), ``signal``, ``circuit_open``, ``error``."""
+    reason: str = ""
+    exit_code: int = 0
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for run in self.runs if run.outcome == outcome)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"agent": self.agent, "exit_code": self.exit_code, "stopped": self.stopped, "reason": self.reason,
+                "claimed": len(self.runs), "completed": self.count("completed"), "failed": self.count("failed"),
+                "lease_lost": self.count("lease_lost"), "released": self.count("released"),
+                "tasks": [run.to_json() for run in self.runs]}
+
+
+def environment(values: dict[str, str], root: str) -> dict[str, str]:
+    """The variables the command gets on top of ``loki work``'s own environment."""
+    keys = {"LOKI_TASK_ID": "id", "LOKI_TASK_TITLE": "title", "LOKI_TASK_TYPE": "type",
+            "LOKI_TASK_PRIORITY": "priority", "LOKI_TASK_ATTEMPT": "attempt", "LOKI_TASK_TOKEN": "token",
+            "LOKI_TASK_FILE": "task_file", "LOKI_RESULT_FILE": "result_file", "LOKI_AGENT": "agent"}
+    env = {name: placeholders.exec_safe(values[key]) for name, key in keys.items()}
+    if os.path.isabs(root):  # a tree on disk (the memory store of the tests has none)
+        # Nested `loki` commands (a heartbeat, a signal) find the same tree, whatever --root said.
+        env["LOKI_ROOT"] = root
+    return env
+
+
+class Worker:
+    """One ``loki work`` loop over the queue of ``store``."""
+
+    def __init__(
+        self,
+        store: Store,
+        options: WorkOptions,
+        *,
+        sleep: Callable[[float], None] | None = None,
+        heartbeat_wait: Callable[[float, threading.Event], bool] | None = None,
+        timer: Callable[[], float] = time.monotonic,
+        stdout: Writer | None = None,
+        stderr: Writer | None = None,
+        notify: Callable[[str], None] | None = None,
+        launch: Launcher | None = None,
+        kill_grace: float | None = None,
+    ) -> None:
+        self.store = store
+        self.options = options
+        self.queue = Queue(store)
+        self._stop = threading.Event()
+        self._injected_sleep = sleep
+        self._sleep = sleep or self._stop.wait
+        self._heartbeat_wait = heartbeat_wait
+        self._timer = timer
+        self._stdout = stdout
+        self._stderr = stderr
+        self._notify = notify or (lambda message: None)
+        self._launch = launch
+        self._kill_grace = kill_grace
+        self._stop_signal: int | None = None
+        self._runner: Runner | None = None
+        self._lease_lost: LokiError | None = None
+        self._breakers: Any = None
+        if options.breaker is not None:
+            from loki.breakers.breakers import Breakers
+
+            self._breakers = Breakers(store)
+
+    # -- public --------------------------------------------------------------------------------
+
+    def run(self) -> Summary:
+        """Work until done; SIGINT/SIGTERM (in the main thread) stop it as :meth:`request_stop` does."""
+        from loki.stopsignals import stop_requests
+
+        with stop_requests(self.request_stop):
+            return self.run_unguarded()
+
+    def run_unguarded(self) -> Summary:
+        """:meth:`run` without installing signal handlers (the caller forwards them, or stops it itself)."""
+        if not placeholders.uses_any(self.options.command[0]):
+            resolve(list(self.options.command))  # 127/126 before anything is claimed
+        own_launcher = self._launch is None
+        launcher = GuardedLauncher() if own_launcher else None
+        try:
+            return self._loop(launcher)
+        finally:
+            if launcher is not None:
+                launcher.close()
+
+    def request_stop(self, signum: int) -> None:
+        """What SIGINT/SIGTERM do: stop the command in hand, release its task, claim nothing more."""
+        if self._stop_signal is None:
+            self._stop_signal = signum
+        self._stop.set()
+        runner = self._runner
+        if runner is not None:
+            runner.request_stop(signum)
+
+    def stopped(self) -> bool:
+        """Has SIGINT/SIGTERM (or :meth:`request_stop`) asked the loop to stop?"""
+        return self._stop_signal is not None
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def _loop(self, launcher: GuardedLauncher | None) -> Summary:
+        summary = Summary(self.options.agent)
+        limit = self.options.max_tasks
+        while True:
+            signum = self._stop_signal
+            if signum is not None:
+                return _finish(summary, "signal", 128 + signum, f"stopped by {_name(signum)}")
+            if limit is not None and len(summary.runs) >= limit:
+                return _finish(summary, "max_tasks", _tasks_exit(summary), f"{limit} task(s) done (--max-tasks)")
+            try:
+                task = self.queue.claim(self.options.agent, types=self.options.types,
+                                        lease_seconds=self.options.lease_seconds)
+            except NothingToDo as exc:
+                if not self.options.until_empty:
+                    code = _tasks_exit(summary) if summary.runs else NOTHING_READY_EXIT
+                    return _finish(summary, "nothing_ready", code, exc.message)
+                ahead = outlook(self.queue, self.options.types, self.store.clock.now())
+                if ahead.waiting == 0:
+                    return _finish(summary, "empty", _tasks_exit(summary), "nothing left that may become ready")
+                seconds = ahead.wait_seconds(self.store.clock.now())
+                self._notify(f"{exc.message}; waiting {seconds:g}s (--until-empty: {ahead.waiting} may become "
+                             "ready)")
+                self._sleep(seconds)
+                continue
+            except LokiError as exc:
+                return _finish(summary, "error", exc.exit_code, exc.message)
+            run = TaskRun(task["id"], task["title"])
+            summary.runs.append(run)
+            try:
+                self._work_on(task, run, launcher)
+            except LokiError as exc:
+                with suppress(LokiError):  # if even that fails, the lease lapses and the task is requeued
+                    self._release(task, run)
+                return _finish(summary, "error", exc.exit_code, exc.message)
+            if run.outcome == "released":
+                if self.stopped():
+                    continue  # the loop's head reports the signal
+                return _finish(summary, "circuit_open", CIRCUIT_OPEN_EXIT, run.error or "circuit open")
+
+    def _work_on(self, task: dict[str, Any], run: TaskRun, launcher: GuardedLauncher | None) -> None:
+        if self.stopped():  # the signal came while claiming
+            self._release(task, run)
+            return
+        lease = self._lease_of(task)
+        interval = renew_interval(lease)
+        self._notify(f"claimed {task['id']} ({task['title']}): lease {lease:g}s, renewed every {interval:g}s")
+        scratch = Scratch(task)
+        try:
+            values = placeholders.values(task, agent=self.options.agent, task_file=scratch.task_file,
+                                         result_file=scratch.result_file)
+            command = placeholders.expand(self.options.command, values)
+            if launcher is not None:
+                launcher.env = {**os.environ, **environment(values, self.store.root)}
+            runner = self._runner_for(command, launcher)
+            self._lease_lost = None
+            heartbeat = Heartbeat(lambda: self.queue.heartbeat(task["id"], self.options.agent,
+                                                               token=task["claim_token"], lease_seconds=lease),
+                                  interval, on_lost=self._on_lease_lost, wait=self._heartbeat_wait)
+            started = self._timer()
+            self._runner = runner
+            heartbeat.start()
+            try:
+                result = runner.run_unguarded()
+            finally:
+                self._runner = None
+                heartbeat.stop()  # before anything is recorded: no renewal may land after it
+            run.duration_seconds = round(self._timer() - started, 3)
+            run.heartbeats = heartbeat.renewals
+            run.runs = len(result.attempts)
+            # Stopped by a signal, the run's own exit says whether the work got done.
+            run.exit_code = result.attempts[-1].exit_code if result.attempts else result.exit_code
+            self._record(task, run, result.outcome, runner, scratch, heartbeat.lost)
+        finally:
+            scratch.remove()
+
+    def _runner_for(self, command: list[str], launcher: GuardedLauncher | None) -> Runner:
+        policy = RetryPolicy(retries=self.options.retries if self.options.breaker else 0)
+        extra: dict[str, Any] = {}
+        if self._kill_grace is not None:
+            extra["kill_grace"] = self._kill_grace
+        return Runner(command, policy=policy, breakers=self._breakers, breaker=self.options.breaker,
+                      clock=self.store.clock, sleep=self._injected_sleep,
+                      stdout=self._stdout, stderr=self._stderr,
+                      # One run without a breaker: the runner's retry lines would only repeat the failure.
+                      notify=self._notify if self.options.breaker else None,
+                      launch=self._launch or launcher, **extra)
+
+    def _lease_of(self, task: dict[str, Any]) -> float:
+        """The lease just taken, in seconds (what each renewal extends it by)."""
+        if self.options.lease_seconds is not None:
+            return float(self.options.lease_seconds)
+        from loki.clock import parse_ts
+
+        return (parse_ts(task["lease_until"]) - parse_ts(task["claimed_at"])).total_seconds()
+
+    def _on_lease_lost(self, exc: LokiError) -> None:
+        """From the renewer's thread: the task is not ours any more, so its command must not go on."""
+        self._lease_lost = exc
+        runner = self._runner
+        if runner is not None:
+            runner.request_stop(signal.SIGTERM)
+
+    # -- recording the outcome -------------------------------------------------------------------
+
+    def _record(self, task: dict[str, Any], run: TaskRun, outcome: str, runner: Runner, scratch: Scratch,
+                lost: LokiError | None) -> None:
+        if lost is not None:
+            self._lost(run, lost)
+        elif outcome == "succeeded" or (outcome == "interrupted" and run.exit_code == 0):
+            self._complete(task, run, scratch)  # finished before a signal could stop it: done is done
+        elif outcome == "interrupted":
+            self._release(task, run)
+        elif outcome == "circuit_open":
+            self._release(task, run)
+            run.error = f"the breaker {self.options.breaker} stayed open"
+        else:
+            self._fail(task, run, describe(run.exit_code or 0, *runner.output_tail()))
+
+    def _complete(self, task: dict[str, Any], run: TaskRun, scratch: Scratch) -> None:
+        try:
+            data = scratch.read_result()
+        except BadResultFile as exc:
+            self._fail(task, run, bad_result(exc.message))
+            return
+        result: dict[str, Any] = {"exit_code": 0, "duration_seconds": run.duration_seconds,
+                                  "heartbeats": run.heartbeats, "runs": run.runs}
+        if data is not None:
+            result["data"] = data
+        try:
+            self.queue.complete(task["id"], self.options.agent, token=task["claim_token"], result=result)
+        except (Conflict, NotFound) as exc:
+            self._lost(run, exc)
+            return
+        run.outcome, run.state = "completed", "completed"
+        self._notify(f"completed {task['id']} in {run.duration_seconds:g}s (exit 0)")
+
+    def _fail(self, task: dict[str, Any], run: TaskRun, failure: Failure) -> None:
+        approach = redact(f"loki work --agent {self.options.agent} -- {shlex.join(self.options.command)}")
+        try:
+            outcome = self.queue.fail(task["id"], self.options.agent, token=task["claim_token"],
+                                      error=failure.message, error_type=failure.error_type,
+                                      approach=approach[:500])
+        except (Conflict, NotFound) as exc:
+            self._lost(run, exc)
+            return
+        run.outcome, run.state, run.retry_at = "failed", outcome["state"], outcome["retry_at"]
+        run.error_type, run.error_class, run.error = failure.error_type, failure.error_class, failure.headline
+        after = f"retry after {run.retry_at}" if run.retry_at else f"moved to {run.state}"
+        self._notify(f"failed {task['id']}: {failure.headline}; {after}")
+
+    def _release(self, task: dict[str, Any], run: TaskRun) -> None:
+        try:
+            self.queue.release(task["id"], self.options.agent, token=task["claim_token"])
+        except (Conflict, NotFound) as exc:
+            self._lost(run, exc)
+            return
+        run.outcome, run.state = "released", "pending"
+        self._notify(f"released {task['id']} (back to pending, untouched)")
+
+    def _lost(self, run: TaskRun, exc: LokiError) -> None:
+        run.outcome, run.state, run.error = "lease_lost", None, exc.message
+        self._notify(f"lost {run.task_id}: {exc.message}; nothing recorded")
+
+
+def _finish(summary: Summary, stopped: str, exit_code: int, reason: str) -> Summary:
+    summary.stopped, summary.exit_code, summary.reason = stopped, exit_code, reason
+    return summary
+
+
+def _tasks_exit(summary: Summary) -> int:
+    """The exit code the tasks' outcomes give: a lost lease before a failure before success. A task
+    counts by its last run here: one that failed and then completed (``--until-empty``) is done."""
+    last = {run.task_id: run.outcome for run in summary.runs}
+    if "lease_lost" in last.values():
+        return LEASE_LOST_EXIT
+    if "failed" in last.values():
+        return FAILED_EXIT
+    return 0
+
+
+def _name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
