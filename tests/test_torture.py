@@ -9,12 +9,14 @@ import pytest
 
 from tests.torture.harness import run
 
-pytestmark = pytest.mark.slow  # a crash-harness round: ~10 s of workers killed at random (make test-fast skips it)
+pytestmark = pytest.mark.slow  # rounds of workers and loki work agents killed at random (make test-fast skips it)
 
 
 def test_crash_harness_finds_no_violation(tmp_path: Path) -> None:
     rounds = int(os.environ.get("LOKI_TORTURE_ROUNDS", "15"))
-    result = run(rounds=rounds, workers=4, seed=20261122, root=str(tmp_path))
+    result = run(rounds=rounds, workers=4, seed=20261122, root=str(tmp_path), work=2)
     assert result["violations"] == 0, result["violation_details"]
     assert result["rounds"] == rounds and result["kills"] >= rounds * 3
     assert result["operations"] > rounds * 5
+    # loki work agents were killed too, and their commands ran and completed tasks between the kills.
+    assert result["work_kills"] >= rounds and result["work_runs"] > 0 and result["work_completed"] > 0

@@ -27,7 +27,7 @@ from loki.storage.store import Store
 from loki.work import placeholders
 from loki.work.failure import TAIL_CHARS, describe
 from loki.work.heartbeat import Heartbeat, renew_interval
-from loki.work.loop import Summary, WorkOptions, Worker
+from loki.work.loop import Summary, Worker, WorkOptions
 from loki.work.outlook import POLL_SECONDS, outlook
 from loki.work.scratch import MAX_RESULT_BYTES
 

@@ -71,7 +71,7 @@ class Heartbeat:
                 return
             except LokiError as exc:  # a lock timeout, a broken file: the lease still runs, try again
                 self.failures.append(exc.message)
-            except Exception as exc:  # noqa: BLE001 - a dead renewer would let the lease lapse under a live agent
+            except Exception as exc:  # a dead renewer would let the lease lapse under a live agent
                 self.failures.append(f"{type(exc).__name__}: {exc}")
             else:
                 self.renewals += 1

@@ -14,7 +14,18 @@ finishes whatever the killed watcher had in hand) and an invariant checker:
 * every emitted signal is either still waiting or in the outcome log exactly once (one whose
   emit did not return may be absent, never twice).
 
-usage: python -m tests.torture.harness [--rounds N] [--workers N] [--seed S] [--root DIR]
+``loki work`` agents run beside the workers (``--work N`` per round, each with a short lease), their
+command tests/torture/agent.py, whose side effects count what really ran; they are killed as well, at
+random, often while their command runs. Then:
+
+* no task was run by two live agents at once (the agent notices it through an flock);
+* no command outlives its killed ``loki work`` (the guard takes it down);
+* every task ``loki work`` completed has the side effect of the run that completed it (its token);
+* a run whose work was done but not recorded as a completion is the last run of an agent that was killed
+  (or its task was cancelled under it): a live agent never loses a finished task, so no task is run again
+  except after its agent died.
+
+usage: python -m tests.torture.harness [--rounds N] [--workers N] [--work N] [--seed S] [--root DIR]
 Prints rounds, kills, operations and violations (must be 0); exits 1 on any violation.
 """
 
@@ -24,6 +35,7 @@ import argparse
 import json
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -38,20 +50,40 @@ from loki.storage.store import Store
 from loki.storage.tree import init_tree, validate_tree
 
 REPO = Path(__file__).resolve().parent.parent.parent
+AGENT = [sys.executable, "-I", "-S", str(Path(__file__).resolve().parent / "agent.py")]
+AGENT_WAIT = 3.0
+"""Seconds a round may wait for the loki work agents' runs once the workers' operations are done."""
 TASK_FILES = [layout.queue_file(s) for s in layout.QUEUE_STATES]
 BREAKER = "api/torture"
 
 
 class Harness:
-    def __init__(self, root: str, workers: int, seed: int) -> None:
+    def __init__(self, root: str, workers: int, seed: int, work: int = 0) -> None:
         self.root = root
         self.workers = workers
+        self.work = work
         self.rng = random.Random(seed)
         self.seed = seed
         self.logs = Path(root).parent / "oplogs"
         self.logs.mkdir(exist_ok=True)
-        self.stats = {"rounds": 0, "kills": 0, "operations": 0, "violations": 0}
+        self.side_log = Path(root).parent / "agent-side-effects.log"
+        self.agent_locks = Path(root).parent / "agent-locks"
+        self.agent_locks.mkdir(exist_ok=True)
+        self.agent_tmp = Path(root).parent / "agent-tmp"  # loki work's scratch directories, killed or not
+        self.agent_tmp.mkdir(exist_ok=True)
+        self.stats = {"rounds": 0, "kills": 0, "operations": 0, "violations": 0, "work_kills": 0, "work_runs": 0,
+                      "work_completed": 0, "work_done_unrecorded": 0}
         self.violations: list[str] = []
+        self._checked_starts = 0
+
+    def spawn_agents(self, round_number: int) -> list[subprocess.Popen[bytes]]:
+        """``loki work`` agents: a 6 s lease (renewed every 2 s); one run in four fails, one in three is slow."""
+        return [subprocess.Popen(
+            [sys.executable, "-m", "loki", "--root", self.root, "work", "--agent", f"r{round_number}k{n}",
+             "--lease", "6", "--until-empty", "--json", "--", *AGENT, str(self.side_log), str(self.agent_locks), "4", "3"],
+            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LOKI_LOCK_TIMEOUT": "30",
+                 "TMPDIR": str(self.agent_tmp)}) for n in range(self.work)]
 
     def spawn(self, round_number: int) -> list[subprocess.Popen[bytes]]:
         procs = [subprocess.Popen([sys.executable, "-m", "loki", "--root", self.root, "watch", "--no-tui"],
@@ -69,14 +101,25 @@ class Harness:
         return sum(p.read_bytes().count(b"\nend ") + p.read_bytes().startswith(b"end ")
                    for p in self.logs.glob("*.log"))
 
+    def _agent_runs(self) -> int:
+        return sum(1 for line in self._side_effects() if line[0] == "start")
+
     def round(self, round_number: int) -> None:
         before = self._ops_done()
         target = before + self.rng.randint(5, 60)
+        runs_target = self._agent_runs() + (self.rng.randint(0, 3) if self.work else 0)
         procs = self.spawn(round_number)
+        agents = self.spawn_agents(round_number)
         deadline = time.monotonic() + 60
-        # Kill once the workers have done a random number of operations: a random point in
-        # some operation of some worker, without a timed sleep deciding it.
+        # Kill once the workers have done a random number of operations (and the agents have started a
+        # random number of runs, for at most AGENT_WAIT more seconds: an agent may have nothing ready): a
+        # random point in some operation of some worker, without a timed sleep deciding it.
         while self._ops_done() < target and time.monotonic() < deadline:
+            if any(p.poll() is not None for p in procs):
+                break
+            time.sleep(0.002)
+        deadline = min(deadline, time.monotonic() + AGENT_WAIT)
+        while self._agent_runs() < runs_target and time.monotonic() < deadline:
             if any(p.poll() is not None for p in procs):
                 break
             time.sleep(0.002)
@@ -87,11 +130,30 @@ class Harness:
             else:
                 err = proc.stderr.read().decode() if proc.stderr else ""
                 self.violation(round_number, f"a worker exited by itself ({proc.returncode}): {err[-500:]}")
-        for proc in procs:
+        for agent in agents:
+            if agent.poll() is None:
+                agent.send_signal(signal.SIGKILL)
+                self.stats["work_kills"] += 1
+        for proc in procs + agents:
             proc.wait(timeout=30)
+        for agent in agents:
+            self._check_agent_exit(round_number, agent)
         self.stats["rounds"] += 1
         self.stats["operations"] = self._ops_done()
         self.check(round_number)
+
+    def _check_agent_exit(self, round_number: int, agent: subprocess.Popen[bytes]) -> None:
+        """An agent that stopped by itself ran out of work (--until-empty): anything else is a violation."""
+        if agent.returncode == -signal.SIGKILL:
+            return
+        err = agent.stderr.read().decode(errors="replace") if agent.stderr else ""
+        lines = err.splitlines()
+        try:
+            summary = json.loads(lines[-1]) if lines else {}
+        except ValueError:
+            summary = {}
+        if summary.get("stopped") != "empty" or agent.returncode not in (0, 1, 4):
+            self.violation(round_number, f"loki work exited by itself ({agent.returncode}): {err[-500:]}")
 
     def violation(self, round_number: int, text: str) -> None:
         self.stats["violations"] += 1
@@ -140,6 +202,7 @@ class Harness:
             if op == "add" and task_id not in seen:
                 self.violation(round_number, f"task {task_id} was added and is gone")
         self._check_signals(round_number, begun, ended)
+        self._check_agents(round_number, store)
         entry = store.read(layout.BREAKERS).get(BREAKER)
         for kind, field in (("breaker-failure", "total_failures"), ("breaker-success", "total_successes")):
             recorded = int((entry or {}).get(field, 0))
@@ -147,6 +210,55 @@ class Harness:
                 self.violation(round_number, f"{field} {recorded} outside [{ended[(kind, BREAKER)]}, "
                                              f"{begun[(kind, BREAKER)]}]")
 
+
+    def _side_effects(self) -> list[list[str]]:
+        """The agents' side-effect lines; a line a SIGKILL cut short is not one."""
+        if not self.side_log.exists():
+            return []
+        text = self.side_log.read_text(errors="replace")
+        whole = text[:text.rfind("\n") + 1]
+        return [line.split() for line in whole.splitlines()
+                if len(line.split()) == {"start": 5, "done": 4, "overlap": 4}.get(line.split()[0] if line else "", -1)]
+
+    def _check_agents(self, round_number: int, store: Store) -> None:
+        if not self.work:
+            return
+        effects = self._side_effects()
+        for line in effects:
+            if line[0] == "overlap":
+                self.violation(round_number, f"task {line[1]} ran in two live agents at once ({line[3]} found it "
+                                             "held): a lease lapsed under a live agent")
+        started = [line for line in effects if line[0] == "start"]
+        for line in started[self._checked_starts:]:
+            if not _gone(int(line[4]), within=5.0):
+                self.violation(round_number, f"the command of {line[3]} (pid {line[4]}, task {line[1]}) outlived "
+                                             "its loki work")
+        self._checked_starts = len(started)
+        completions = self._completions(store)
+        done = {(line[1], line[2]): line[3] for line in effects if line[0] == "done"}
+        for task_id, token in completions.items():
+            if (task_id, token) not in done:
+                self.violation(round_number, f"task {task_id} was completed by loki work without its run's side "
+                                             f"effect (token {token})")
+        last_start = {line[3]: (line[1], line[2]) for line in started}
+        cancelled = {t["id"] for t in store.read(layout.queue_file("cancelled"))["tasks"]}
+        unrecorded = [(key, agent) for key, agent in done.items() if completions.get(key[0]) != key[1]]
+        for (task_id, token), agent in unrecorded:
+            if last_start.get(agent) != (task_id, token) and task_id not in cancelled:
+                self.violation(round_number, f"{agent} finished task {task_id} (token {token}) and went on without "
+                                             "recording it")
+        self.stats["work_runs"] = len(started)
+        self.stats["work_completed"] = len(completions)
+        self.stats["work_done_unrecorded"] = sum(1 for key, _ in unrecorded)
+
+    def _completions(self, store: Store) -> dict[str, str]:
+        """task id -> the claim token of the run loki work completed it with (its agent's result)."""
+        found = {}
+        for task in store.read(layout.queue_file("completed"))["tasks"]:
+            data = (task.get("result") or {}).get("data") if isinstance(task.get("result"), dict) else None
+            if isinstance(data, dict) and "token" in data:
+                found[task["id"]] = data["token"]
+        return found
 
     def _check_signals(self, round_number: int, begun: Counter[tuple[str, str]],
                        ended: Counter[tuple[str, str]]) -> None:
@@ -175,11 +287,23 @@ class Harness:
                 self.violation(round_number, f"signal {nonce} was emitted and is gone")
 
 
-def run(rounds: int, workers: int, seed: int, root: str | None = None) -> dict[str, Any]:
+def _gone(pid: int, within: float = 10.0) -> bool:
+    """The process has exited, or exits within ``within`` seconds (a pidfd wait, no polling)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], within)[0])
+    finally:
+        os.close(fd)
+
+
+def run(rounds: int, workers: int, seed: int, root: str | None = None, work: int = 2) -> dict[str, Any]:
     base = root or tempfile.mkdtemp(prefix="loki-torture-")
     state = os.path.join(base, ".loki")
     init_tree(state)
-    harness = Harness(state, workers, seed)
+    harness = Harness(state, workers, seed, work)
     for round_number in range(rounds):
         harness.round(round_number)
     return {**harness.stats, "violation_details": harness.violations[:20], "root": state}
@@ -189,15 +313,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--work", type=int, default=2, help="loki work agents per round")
     parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     parser.add_argument("--root", default=None)
     args = parser.parse_args(argv)
     started = time.monotonic()
-    result = run(args.rounds, args.workers, args.seed, args.root)
+    result = run(args.rounds, args.workers, args.seed, args.root, args.work)
     result["seconds"] = round(time.monotonic() - started, 1)
     result["seed"] = args.seed
     print(json.dumps(result, indent=2))
     print(f"rounds {result['rounds']}  kills {result['kills']}  operations {result['operations']}  "
+          f"loki work: kills {result['work_kills']} runs {result['work_runs']} completed {result['work_completed']}  "
           f"violations {result['violations']}  ({result['seconds']} s, seed {args.seed})")
     return 1 if result["violations"] else 0
 
