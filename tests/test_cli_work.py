@@ -118,3 +118,28 @@ def test_a_real_process_with_nested_loki_commands_on_the_same_tree(root: Path, t
     assert done.returncode == 0, done.stderr
     result = cli(["queue", "show", "t1", "--json"], root=root).json()["task"]["result"]
     assert result["data"] == {"held_by": "eng-007"}  # the nested `loki` found the tree through LOKI_ROOT
+
+
+def test_the_readme_shell_agent_runs_as_shown(tmp_path: Path) -> None:
+    """The README's "A team of agents" example, run as written: two `loki work` sharing three tasks."""
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("A shell\nagent, for instance:\n\n```bash\n") + len("A shell\nagent, for instance:\n\n```bash\n")
+    script = readme[start:readme.index("```", start)]
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "Makefile").write_text("test:\n\t@echo all tests pass\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for args in (["init", "-q"], ["add", "Makefile"], ["commit", "-qm", "start"]):
+        subprocess.run([*git, *args], cwd=repo, check=True, capture_output=True)
+    env = {**os.environ, "PATH": f"{Path(PY).parent}{os.pathsep}{os.environ['PATH']}"}
+    subprocess.run(["loki", "init"], cwd=repo, check=True, capture_output=True, env=env)
+    for n in range(3):
+        subprocess.run(["loki", "queue", "add", f"task {n}", "--id", f"t{n}"], cwd=repo, check=True,
+                       capture_output=True, env=env)
+    done = subprocess.run(["bash", "-c", script], cwd=repo, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True).stdout
+    for n in range(3):
+        shown = cli(["queue", "show", f"t{n}", "--json"], root=repo / ".loki").json()
+        assert shown["state"] == "completed" and shown["task"]["result"]["data"] == {"commit": head.strip()}
+    assert done.stdout.count("working on t") == 3
