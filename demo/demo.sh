@@ -117,4 +117,33 @@ run $LOKI abandoned list
 run $LOKI approve task-202 --decision approve --note "use the staging keys"
 run $LOKI signal log -n 6
 
+bold "7. loki work: two agents run a shell agent over the queue, leases kept alive, failures recorded"
+cat > agent.sh <<'EOF'
+#!/bin/sh
+# A tiny agent: the task arrives in LOKI_* variables (and {placeholders}); exit 0 completes it.
+echo "[$LOKI_AGENT] $1: $LOKI_TASK_TITLE (attempt $LOKI_TASK_ATTEMPT)"
+case "$LOKI_TASK_TITLE" in
+  *flaky*) echo "FAILED tests/test_webhook.py::test_retry - AssertionError: 502 != 200" >&2; exit 1 ;;
+esac
+printf '{"summary": "%s done by %s"}\n' "$1" "$LOKI_AGENT" > "$LOKI_RESULT_FILE"
+EOF
+chmod +x agent.sh
+run cat agent.sh
+run $LOKI queue add "Add pagination to /orders" --id task-301 --type demo --priority high
+run $LOKI queue add "Cache the product list" --id task-302 --type demo
+run $LOKI queue add "Rewrite the flaky webhook test" --id task-303 --type demo --max-attempts 1
+run $LOKI queue add "Document /orders" --id task-304 --type demo --priority low
+for agent in eng-010 eng-011; do
+  printf '$ %s work --agent %s --type demo -- ./agent.sh {id} &\n' "$LOKI" "$agent"
+  $LOKI work --agent "$agent" --type demo -- ./agent.sh {id} 2>&1 &
+done
+printf '$ wait\n'
+wait || true
+run $LOKI queue list --state completed --type demo
+echo "(task-301's result: exit code, duration, lease renewals and what the agent wrote to \$LOKI_RESULT_FILE)"
+$LOKI queue show task-301 --json | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["task"]["result"]))'
+run $LOKI deadletter list
+echo "(nothing left of type demo: the next loki work has nothing to do, exit 3)"
+run $LOKI work --agent eng-010 --type demo -- ./agent.sh {id}
+
 bold "Done. The tree lived in $WORK (removed on exit)."
