@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loki.breakers.breakers import Breakers
 from loki.breakers.runner import CommandNotFound
@@ -584,3 +587,12 @@ def test_a_renewal_that_crashes_is_retried_not_the_end_of_the_renewer() -> None:
     beat = Heartbeat(renew, 1.0, wait=scripted_waits(2))
     beat.run()
     assert (beat.renewals, beat.failures) == (1, ["OSError: disk went away"])
+
+
+@given(st.lists(st.text(max_size=40), max_size=6))
+def test_arguments_without_placeholders_pass_through_unchanged(args: list[str]) -> None:
+    """Text with no ``{name}`` (nor an escaped ``{{name}}``) is never touched: JSON, ``${HOME}``, ``{}``."""
+    if any(placeholders.uses_any(arg) or re.search(r"\{\{[A-Za-z_]\w*\}\}", arg) for arg in args):
+        return
+    placeholders.check(args)
+    assert placeholders.expand(args, dict.fromkeys(placeholders.PLACEHOLDERS, "VALUE")) == args
