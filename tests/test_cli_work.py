@@ -123,7 +123,8 @@ def test_a_real_process_with_nested_loki_commands_on_the_same_tree(root: Path, t
 def test_the_readme_shell_agent_runs_as_shown(tmp_path: Path) -> None:
     """The README's "A team of agents" example, run as written: two `loki work` sharing three tasks."""
     readme = (REPO / "README.md").read_text()
-    start = readme.index("A shell\nagent, for instance:\n\n```bash\n") + len("A shell\nagent, for instance:\n\n```bash\n")
+    opening = "A shell\nagent, for instance:\n\n```bash\n"
+    start = readme.index(opening) + len(opening)
     script = readme[start:readme.index("```", start)]
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -80,7 +80,8 @@ class Harness:
         """``loki work`` agents: a 6 s lease (renewed every 2 s); one run in four fails, one in three is slow."""
         return [subprocess.Popen(
             [sys.executable, "-m", "loki", "--root", self.root, "work", "--agent", f"r{round_number}k{n}",
-             "--lease", "6", "--until-empty", "--json", "--", *AGENT, str(self.side_log), str(self.agent_locks), "4", "3"],
+             "--lease", "6", "--until-empty", "--json", "--", *AGENT, str(self.side_log), str(self.agent_locks),
+             "4", "3"],
             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LOKI_LOCK_TIMEOUT": "30",
                  "TMPDIR": str(self.agent_tmp)}) for n in range(self.work)]
