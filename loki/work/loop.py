@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from loki.breakers.runner import Launcher, Writer
-    from loki.storage.store import Store
+    from loki.storage.state import StateStore as Store
 
 NOTHING_READY_EXIT = 3
 LEASE_LOST_EXIT = 4
