@@ -5,6 +5,7 @@ against running the command alone, measured in the same run.
 * In-process: one task through :class:`loki.work.loop.Worker` (claim, scratch files, the guard, the command,
   its result read, complete), on a queue of 100 pending tasks.
 * The guard's share: the same command started under the guard (loki/work/guard.py) and nothing else.
+* The queue's share: a bare claim + complete in-process; the guard's: an interpreter start (``-I -S``).
 * A renewal: one ``Queue.heartbeat`` (what the renewer does every third of the lease while the command runs).
 * Cold: ``loki work --max-tasks 1`` as a process per task (a shell loop calling it), next to the same loop
   written by hand (``loki queue claim --json``, the command, ``loki queue complete``: three processes).
@@ -61,6 +62,7 @@ def run() -> list[dict[str, Any]]:
                                               pass_fds=(watch_r,)), repeat=repeat))
     os.close(watch_r)
     os.close(watch_w)
+    interpreter = median(time_call(lambda: _spawn([*GUARD_PYTHON, "-c", "pass"]), repeat=repeat))
 
     root = _tree(PENDING)
     store = Store(root, validate_all=False)
@@ -79,6 +81,16 @@ def run() -> list[dict[str, Any]]:
     in_process = median(per_task)
 
     queue = Queue(store)
+
+    def claim_complete() -> None:
+        task = queue.claim("bench-bare")
+        queue.complete(task["id"], "bench-bare", token=task["claim_token"])
+
+    bare = []
+    for _ in range(repeat):
+        _refill(root, serial)
+        bare.extend(time_call(claim_complete, repeat=1, warmup=0))
+    queue_part = median(bare)
     held = queue.claim("bench-heartbeat")
     renewal = median(time_call(lambda: queue.heartbeat(held["id"], "bench-heartbeat", token=held["claim_token"]),
                                repeat=repeat))
@@ -99,8 +111,11 @@ def run() -> list[dict[str, Any]]:
         row("work: the command alone (sh -c 'exit 0', spawned from Python)", alone),
         row("work: one task in-process (claim, guard, command, complete)", in_process, floor_name="command alone",
             floor_ms=alone, note=f"{note}: {in_process - alone:.1f} ms per task"),
+        row("work: claim + complete alone (in-process, no command)", queue_part,
+            note="the queue's share: two journaled transactions with fsync"),
         row("work: the command under the guard only", guarded, floor_name="command alone", floor_ms=alone,
             note="python -I -S guard.py: the share of the overhead that keeps kill -9 from orphaning the command"),
+        row("work: python -I -S -c pass (the guard's interpreter start)", interpreter),
         row("work: one lease renewal (heartbeat, in-process)", renewal,
             note="every third of the lease while the command runs: 3 per lease, ~0 for a task shorter than it"),
         row("work: cold `loki work --max-tasks 1` per task", cold, floor_name="command alone", floor_ms=alone,

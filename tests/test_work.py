@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -596,3 +597,49 @@ def test_arguments_without_placeholders_pass_through_unchanged(args: list[str]) 
         return
     placeholders.check(args)
     assert placeholders.expand(args, dict.fromkeys(placeholders.PLACEHOLDERS, "VALUE")) == args
+
+
+# -- the guard -------------------------------------------------------------------------------------
+
+
+def run_guarded(command: list[str]) -> subprocess.CompletedProcess[bytes]:
+    from loki.work.launch import GUARD, GUARD_PYTHON
+
+    watch, alive = os.pipe()
+    try:
+        return subprocess.run([*GUARD_PYTHON, GUARD, str(watch), "--", *command], pass_fds=(watch,),
+                              capture_output=True, start_new_session=True, timeout=60)
+    finally:
+        os.close(watch)
+        os.close(alive)
+
+
+def test_the_guard_leaves_as_its_command_left() -> None:
+    assert run_guarded(["sh", "-c", "echo out; echo err >&2; exit 7"]).returncode == 7
+    done = run_guarded(["sh", "-c", "echo out; echo err >&2"])
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"out\n", b"err\n")
+    assert run_guarded(["sh", "-c", "kill -TERM $$"]).returncode == -signal.SIGTERM
+    assert run_guarded(["sh", "-c", "kill -KILL $$"]).returncode == -signal.SIGKILL
+    missing = run_guarded(["no-such-agent-xyz"])
+    assert missing.returncode == 127 and b"no-such-agent-xyz" in missing.stderr
+
+
+def test_the_guard_gives_the_command_default_signal_dispositions() -> None:
+    # SIGINT and SIGPIPE are ignored in the guard (and Python ignores SIGPIPE): not in the command.
+    done = run_guarded(["sh", "-c", "grep -E 'SigIgn' /proc/$$/status"])
+    assert int(done.stdout.split()[1], 16) & ((1 << (signal.SIGINT - 1)) | (1 << (signal.SIGPIPE - 1))) == 0
+
+
+def test_the_guard_started_without_a_group_of_its_own_never_kills_its_callers() -> None:
+    """Defensive: killing "its" group when its loki work dies must not take down whoever started it."""
+    from loki.work.launch import GUARD, GUARD_PYTHON
+
+    caller = ("import os, subprocess, sys\n"
+              "watch, alive = os.pipe()\n"
+              f"guard = subprocess.Popen({[*GUARD_PYTHON, GUARD]!r} + [str(watch), '--', 'sleep', '60'], "
+              "pass_fds=(watch,))\n"
+              "os.close(alive)\n"  # as if its loki work died: the guard kills its group
+              "guard.wait()\n"
+              "print('the caller survived', guard.returncode, flush=True)\n")
+    done = subprocess.run([PY, "-c", caller], capture_output=True, text=True, timeout=60, start_new_session=True)
+    assert done.stdout == f"the caller survived {-signal.SIGKILL}\n", done.stderr

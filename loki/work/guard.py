@@ -23,8 +23,16 @@ from __future__ import annotations
 import errno
 import os
 import select
-import signal
 import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+else:
+    try:  # `signal` wraps this module in enums, which cost ~5 ms of import: a third of the guard's own start
+        import _signal as signal
+    except ImportError:  # not CPython
+        import signal
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -65,6 +73,8 @@ def main(argv: list[str]) -> None:
         os._exit(2)
     watch_fd = int(argv[1])
     command = argv[3:]
+    if os.getpgrp() != os.getpid():  # started without a group of its own: make one, never kill the caller's
+        os.setpgid(0, 0)
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     wake = os.pipe()
