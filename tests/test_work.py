@@ -266,6 +266,16 @@ def test_until_empty_waits_out_a_backoff_and_runs_the_task_again(store: Any, clo
     assert (summary.stopped, summary.exit_code) == ("empty", 0)  # the task completed in the end
 
 
+def test_a_stop_request_while_waiting_for_a_backoff_ends_the_wait_and_the_loop(store: Any, clock: ManualClock) -> None:
+    Queue(store).add("flaky", task_id="t1")
+    worker: list[Worker] = []
+    sleep = FakeSleep(clock, then=lambda calls: worker[0].request_stop(signal.SIGTERM))
+    worker.append(make_worker(store, ["false"], until_empty=True, sleep=sleep))
+    summary = worker[0].run_unguarded()
+    assert (summary.exit_code, summary.stopped, len(sleep.calls)) == (143, "signal", 1)
+    assert [r.outcome for r in summary.runs] == ["failed"]  # not claimed again once stopped
+
+
 def test_until_empty_with_nothing_at_all_is_exit_0(store: Any) -> None:
     summary = work(store, ["true"], until_empty=True)
     assert (summary.stopped, summary.exit_code, summary.runs) == ("empty", 0, [])
