@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-    from loki.breakers.runner import Launcher, Writer
+    from loki.breakers.runner import Writer
     from loki.storage.state import StateStore as Store
 
 NOTHING_READY_EXIT = 3
@@ -179,8 +179,6 @@ class Worker:
         stdout: Writer | None = None,
         stderr: Writer | None = None,
         notify: Callable[[str], None] | None = None,
-        launch: Launcher | None = None,
-        kill_grace: float | None = None,
     ) -> None:
         self.store = store
         self.options = options
@@ -193,11 +191,8 @@ class Worker:
         self._stdout = stdout
         self._stderr = stderr
         self._notify = notify or (lambda message: None)
-        self._launch = launch
-        self._kill_grace = kill_grace
         self._stop_signal: int | None = None
         self._runner: Runner | None = None
-        self._lease_lost: LokiError | None = None
         self._breakers: Any = None
         if options.breaker is not None:
             from loki.breakers.breakers import Breakers
@@ -217,13 +212,11 @@ class Worker:
         """:meth:`run` without installing signal handlers (the caller forwards them, or stops it itself)."""
         if not placeholders.uses_any(self.options.command[0]):
             resolve(list(self.options.command))  # 127/126 before anything is claimed
-        own_launcher = self._launch is None
-        launcher = GuardedLauncher() if own_launcher else None
+        launcher = GuardedLauncher()
         try:
             return self._loop(launcher)
         finally:
-            if launcher is not None:
-                launcher.close()
+            launcher.close()
 
     def request_stop(self, signum: int) -> None:
         """What SIGINT/SIGTERM do: stop the command in hand, release its task, claim nothing more."""
@@ -240,7 +233,7 @@ class Worker:
 
     # -- the loop ------------------------------------------------------------------------------
 
-    def _loop(self, launcher: GuardedLauncher | None) -> Summary:
+    def _loop(self, launcher: GuardedLauncher) -> Summary:
         summary = Summary(self.options.agent)
         limit = self.options.max_tasks
         while True:
@@ -253,17 +246,12 @@ class Worker:
                 task = self.queue.claim(self.options.agent, types=self.options.types,
                                         lease_seconds=self.options.lease_seconds)
             except NothingToDo as exc:
-                if not self.options.until_empty:
-                    code = _tasks_exit(summary) if summary.runs else NOTHING_READY_EXIT
-                    return _finish(summary, "nothing_ready", code, exc.message)
-                ahead = outlook(self.queue, self.options.types, self.store.clock.now())
-                if ahead.waiting == 0:
+                if self._wait_for_more(exc):
+                    continue
+                if self.options.until_empty:
                     return _finish(summary, "empty", _tasks_exit(summary), "nothing left that may become ready")
-                seconds = ahead.wait_seconds(self.store.clock.now())
-                self._notify(f"{exc.message}; waiting {seconds:g}s (--until-empty: {ahead.waiting} may become "
-                             "ready)")
-                self._sleep(seconds)
-                continue
+                code = _tasks_exit(summary) if summary.runs else NOTHING_READY_EXIT
+                return _finish(summary, "nothing_ready", code, exc.message)
             except LokiError as exc:
                 return _finish(summary, "error", exc.exit_code, exc.message)
             run = TaskRun(task["id"], task["title"])
@@ -279,7 +267,19 @@ class Worker:
                     continue  # the loop's head reports the signal
                 return _finish(summary, "circuit_open", CIRCUIT_OPEN_EXIT, run.error or "circuit open")
 
-    def _work_on(self, task: dict[str, Any], run: TaskRun, launcher: GuardedLauncher | None) -> None:
+    def _wait_for_more(self, nothing: NothingToDo) -> bool:
+        """With ``--until-empty``, wait while something may still become ready (True: claim again)."""
+        if not self.options.until_empty:
+            return False
+        ahead = outlook(self.queue, self.options.types, self.store.clock.now())
+        if ahead.waiting == 0:
+            return False
+        seconds = ahead.wait_seconds(self.store.clock.now())
+        self._notify(f"{nothing.message}; waiting {seconds:g}s (--until-empty: {ahead.waiting} may become ready)")
+        self._sleep(seconds)
+        return True
+
+    def _work_on(self, task: dict[str, Any], run: TaskRun, launcher: GuardedLauncher) -> None:
         if self.stopped():  # the signal came while claiming
             self._release(task, run)
             return
@@ -291,10 +291,8 @@ class Worker:
             values = placeholders.values(task, agent=self.options.agent, task_file=scratch.task_file,
                                          result_file=scratch.result_file)
             command = placeholders.expand(self.options.command, values)
-            if launcher is not None:
-                launcher.env = {**os.environ, **environment(values, self.store.root)}
+            launcher.env = {**os.environ, **environment(values, self.store.root)}
             runner = self._runner_for(command, launcher)
-            self._lease_lost = None
             heartbeat = Heartbeat(lambda: self.queue.heartbeat(task["id"], self.options.agent,
                                                                token=task["claim_token"], lease_seconds=lease),
                                   interval, on_lost=self._on_lease_lost, wait=self._heartbeat_wait)
@@ -315,17 +313,14 @@ class Worker:
         finally:
             scratch.remove()
 
-    def _runner_for(self, command: list[str], launcher: GuardedLauncher | None) -> Runner:
+    def _runner_for(self, command: list[str], launcher: GuardedLauncher) -> Runner:
         policy = RetryPolicy(retries=self.options.retries if self.options.breaker else 0)
-        extra: dict[str, Any] = {}
-        if self._kill_grace is not None:
-            extra["kill_grace"] = self._kill_grace
         return Runner(command, policy=policy, breakers=self._breakers, breaker=self.options.breaker,
                       clock=self.store.clock, sleep=self._injected_sleep,
                       stdout=self._stdout, stderr=self._stderr,
                       # One run without a breaker: the runner's retry lines would only repeat the failure.
                       notify=self._notify if self.options.breaker else None,
-                      launch=self._launch or launcher, **extra)
+                      launch=launcher)
 
     def _lease_of(self, task: dict[str, Any]) -> float:
         """The lease just taken, in seconds (what each renewal extends it by)."""
@@ -337,7 +332,6 @@ class Worker:
 
     def _on_lease_lost(self, exc: LokiError) -> None:
         """From the renewer's thread: the task is not ours any more, so its command must not go on."""
-        self._lease_lost = exc
         runner = self._runner
         if runner is not None:
             runner.request_stop(signal.SIGTERM)
