@@ -31,8 +31,12 @@ AGENT = [PY, "-I", "-S", str(REPO / "tests" / "torture" / "agent.py")]
 
 
 def spawn_work(root: Path, agent: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    # Its scratch directories under the test's own tmp: a killed `loki work` cannot remove its own.
+    scratch = root.parent / "scratch"
+    scratch.mkdir(exist_ok=True)
     return subprocess.Popen([PY, "-m", "loki", "--root", str(root), "work", "--agent", agent, *args], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "TMPDIR": str(scratch), **(env or {})})
 
 
 def gone(pid: int, within: float = 30.0) -> bool:
@@ -112,6 +116,7 @@ def test_kill_9_takes_the_command_down_and_the_lapsed_lease_requeues_the_task(ro
     proc.kill()
     proc.communicate(timeout=60)
     assert gone(grandchild)  # the guard saw its loki work die and killed the command's group
+    assert [p.name for p in (root.parent / "scratch").iterdir()][0].startswith("loki-work-t1-")  # left by the kill
     held = cli(["queue", "show", "t1", "--json"], root=root).json()
     assert held["state"] == "in-progress" and held["task"]["lease_until"] == "2030-01-01T01:00:00Z"
     # Nothing renews the lease any more: an hour later it has lapsed, and the task is requeued.
