@@ -116,7 +116,8 @@ def test_kill_9_takes_the_command_down_and_the_lapsed_lease_requeues_the_task(ro
     proc.kill()
     proc.communicate(timeout=60)
     assert gone(grandchild)  # the guard saw its loki work die and killed the command's group
-    assert [p.name for p in (root.parent / "scratch").iterdir()][0].startswith("loki-work-t1-")  # left by the kill
+    left = [p.name for p in (root.parent / "scratch").iterdir()]  # the killed loki work's scratch directory
+    assert len(left) == 1 and left[0].startswith("loki-work-t1-")
     held = cli(["queue", "show", "t1", "--json"], root=root).json()
     assert held["state"] == "in-progress" and held["task"]["lease_until"] == "2030-01-01T01:00:00Z"
     # Nothing renews the lease any more: an hour later it has lapsed, and the task is requeued.
