@@ -212,3 +212,16 @@ def test_without_psycopg_the_error_names_the_extra(tmp_path: Path, empty_url: st
                        env={"PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])})
     assert result.code == 1
     assert "pip install 'loki[postgres]'" in result.stderr
+
+
+def test_status_validate_and_doctor_say_which_backend(tmp_path: Path, empty_url: str) -> None:
+    files, database = tmp_path / "files", tmp_path / "db"
+    assert cli(["init", "--path", str(files)]).code == 0
+    assert init(database, empty_url).code == 0
+    for tree, backend in ((files / ".loki", "files"), (database / ".loki", "postgresql")):
+        for command in ("status", "validate", "doctor"):
+            result = cli([command, "--json"], root=tree)
+            assert result.code == 0, (command, result.stderr)
+            assert result.json()["backend"] == backend, command
+        assert f"({backend}): valid" in cli(["validate"], root=tree).stdout
+        assert f"({backend}): healthy" in cli(["doctor"], root=tree).stdout
