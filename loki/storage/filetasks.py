@@ -19,8 +19,9 @@ dropped; ``loki queue show`` still finds an archived task.
 
 from __future__ import annotations
 
-from loki.clock import ts_before, ts_before_or_at
-from loki.queue.tasks import PRIORITY_RANK, TASK_STATES
+from loki.clock import ts_before
+from loki.queue.readiness import Census, DependencyIndex, select_ready
+from loki.queue.tasks import TASK_STATES
 from loki.storage import jsonio, layout
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -34,19 +35,6 @@ if TYPE_CHECKING:
 HOT_STATES = tuple(s.value for s in TASK_STATES)
 ROTATED_STATES = ("completed", "cancelled")
 DEAD_LETTER, ABANDONED = "dead-letter", "abandoned"
-
-
-class Census:
-    """Why nothing was ready (see :class:`loki.storage.tasks.Census`)."""
-
-    __slots__ = ("busy", "held", "next_time", "on_dependencies", "other_type", "pending", "skipped", "waiting")
-
-    def __init__(self, pending: int) -> None:
-        self.pending = pending
-        self.other_type = self.waiting = self.held = self.busy = 0
-        self.next_time: str | None = None
-        self.on_dependencies: list[str] = []
-        self.skipped: dict[str, int] = {}
 
 
 class FileTasks:
@@ -446,62 +434,3 @@ def rotation(tasks: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, An
         task = tasks[index]
         by_month.setdefault(_finished_at(task)[:7], []).append(task)
     return [task for index, task in enumerate(tasks) if index not in oldest], sorted(by_month.items())
-
-
-def select_ready(pending: list[dict[str, Any]], types: Collection[str], now: str, not_after: str,
-                 skip_types: Collection[str], done: DependencyIndex) -> tuple[dict[str, Any] | None, Census]:
-    """The selection rule of :meth:`TaskTxn.next_ready` over a list of pending tasks (both stores use it)."""
-    census = Census(len(pending))
-    candidates: list[tuple[tuple[int, str, int], dict[str, Any]]] = []
-    for index, task in enumerate(pending):
-        if types and task.get("type") not in types:
-            census.other_type += 1
-            continue
-        available = task["available_at"]
-        if not ts_before_or_at(available, now) and ts_before_or_at(available, not_after):
-            census.waiting += 1
-            if census.next_time is None or ts_before_or_at(available, census.next_time):
-                census.next_time = available
-            continue
-        if task.get("claimed_by") and task.get("lease_until") and ts_before_or_at(now, task["lease_until"]):
-            # Claimed where it lies, in pending.json (Loki Mode's flock claim): its holder works on it.
-            census.held += 1
-            continue
-        candidates.append(((PRIORITY_RANK[task["priority"]], task["created_at"], index), task))
-    candidates.sort(key=lambda pair: pair[0])
-    for _, task in candidates:
-        if task["dependencies"] and not done.all_completed(task["dependencies"]):
-            census.on_dependencies.append(task["id"])
-            continue
-        if task.get("type") in skip_types:
-            census.skipped[task["type"]] = census.skipped.get(task["type"], 0) + 1
-            continue
-        return task, census
-    return None, census
-
-
-class DependencyIndex:
-    """Answers "are these dependencies completed?" for one claim, loading what it needs lazily."""
-
-    def __init__(self, unit: TaskTxnBase) -> None:
-        self.unit = unit
-        self._completed: set[str] | None = None
-        self._unfinished: set[str] | None = None
-        self._archived: dict[str, bool] = {}
-
-    def all_completed(self, deps: Iterable[str]) -> bool:
-        if self._completed is None:
-            self._completed = {t["id"] for t in self.unit.tasks("completed")}
-        for dep in deps:
-            if dep in self._completed:
-                continue
-            if self._unfinished is None:
-                self._unfinished = {t["id"] for s in HOT_STATES if s != "completed" for t in self.unit.tasks(s)}
-            if dep in self._unfinished:
-                return False
-            if dep not in self._archived:
-                found = self.unit.find_archived(dep)
-                self._archived[dep] = found is not None and found[0] == "completed"
-            if not self._archived[dep]:
-                return False
-        return True

@@ -40,6 +40,8 @@ class Census(Protocol):
     other_type: int
     waiting: int
     next_time: str | None
+    deferred: int
+    deferred_until: str | None
     held: int
     on_dependencies: list[str]
     skipped: dict[str, int]
@@ -81,10 +83,12 @@ class TaskTxn(Protocol):
                    skip_types: Collection[str] = ...) -> tuple[Task | None, Census]:
         """The best ready pending task: priority (high, medium, low), then oldest, then insertion.
 
-        Ready: of one of ``types`` (any when empty) and not of ``skip_types``; ``available_at`` at
-        or before ``now`` (or after ``not_after``: written under a clock since set back); not held
-        in place by a Loki Mode claim; every dependency completed (hot or archived). The census says
-        why nothing is ready; it is only counted when no task is returned.
+        Ready: of one of ``types`` (any when empty) and not of ``skip_types``; not deferred
+        (``deferred.until`` at or before ``now``); ``available_at`` at or before ``now`` (or after
+        ``not_after``: written under a clock since set back); not held in place by a Loki Mode
+        claim; every dependency completed (hot or archived). The rule is
+        :func:`loki.queue.readiness.select_ready`, which both stores that scan in Python run. The census
+        says why nothing is ready; it is only counted when no task is returned.
         """
     def expired(self, now: str) -> list[Task]:
         """In-progress tasks whose lease ended before ``now``, or that have none, in insertion order.

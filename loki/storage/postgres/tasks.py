@@ -29,7 +29,8 @@ from loki.clock import format_ts, parse_ts
 from loki.errors import Conflict, LockTimeout
 from loki.queue.tasks import PRIORITY_RANK
 from loki.storage import jsonio, layout
-from loki.storage.filetasks import ABANDONED, DEAD_LETTER, HOT_STATES, Census, abandoned_record
+from loki.queue.readiness import Census
+from loki.storage.filetasks import ABANDONED, DEAD_LETTER, HOT_STATES, abandoned_record
 from loki.storage.postgres import domains
 from loki.storage.postgres.connect import driver
 

@@ -1,0 +1,263 @@
+"""When a pending task is ready, and why it is not: the one rule ``claim``, ``ready`` and ``list`` share.
+
+A pending task is ready (docs/queue.md, "Readiness and order") when
+
+* it is not deferred (``deferred.until``, set by ``loki queue defer``, has come);
+* its ``available_at`` (the backoff after a failure) has come -- unless it lies further ahead than
+  the longest backoff, which no rule writes: a clock since set back wrote it (``not_after``);
+* it is not claimed where it lies (Loki Mode's flock claim in ``pending.json``, while its lease runs);
+* every dependency is completed (in the hot files or the archive);
+* its type's circuit breaker lets a call through (the domain asks :class:`loki.breakers.breakers.Breakers`;
+  this module only takes the answer as a function).
+
+The best ready task is the highest priority, then the oldest ``created_at``, then the earlier in the
+file. :func:`select_ready` is that choice as both task stores that scan in Python run it
+(``TaskTxn.next_ready``); :func:`explain` walks the same rule over every pending task and says, for
+each one that is not ready, every reason why. A leaf of the queue package: the stores import it,
+and it imports no store.
+"""
+
+from __future__ import annotations
+
+from loki.clock import ts_before_or_at
+from loki.queue.tasks import PRIORITY_RANK, TASK_STATES
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Iterable
+    from typing import Any, Protocol
+
+    class Lookup(Protocol):
+        """What :class:`DependencyIndex` reads: a unit of work, or a lock-free view shaped like one."""
+
+        def tasks(self, state: str) -> list[dict[str, Any]]: ...
+        def dead_letters(self) -> list[dict[str, Any]]: ...
+        def abandoned(self) -> list[dict[str, Any]]: ...
+        def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None: ...
+
+
+HOT_STATES = tuple(s.value for s in TASK_STATES)
+DEAD_STATES = ("cancelled", "abandoned")
+"""A dependency in one of these states will never complete: a task waiting on it waits for ever."""
+
+DEFERRED, BACKOFF, CLAIMED_IN_PLACE = "deferred", "backoff", "claimed_in_place"
+DEPENDENCY, NEVER, BREAKER = "dependency", "never", "breaker"
+REASONS = (DEFERRED, BACKOFF, CLAIMED_IN_PLACE, DEPENDENCY, NEVER, BREAKER)
+"""Why a pending task is not ready, as ``ready --explain --json`` names it (stable)."""
+
+
+class Census:
+    """Why nothing was ready (see :class:`loki.storage.tasks.Census`)."""
+
+    __slots__ = ("busy", "deferred", "deferred_until", "held", "next_time", "on_dependencies", "other_type",
+                 "pending", "skipped", "waiting")
+
+    def __init__(self, pending: int) -> None:
+        self.pending = pending
+        self.other_type = self.waiting = self.held = self.deferred = self.busy = 0
+        self.next_time: str | None = None
+        self.deferred_until: str | None = None
+        self.on_dependencies: list[str] = []
+        self.skipped: dict[str, int] = {}
+
+
+def time_gate(task: dict[str, Any], now: str, not_after: str) -> tuple[str, str] | None:
+    """What holds a pending task back until a time, and that time: ``(DEFERRED, until)``,
+    ``(BACKOFF, available_at)``, ``(CLAIMED_IN_PLACE, lease_until)``; None when nothing does.
+
+    A deferral is a human's explicit date, so it is honoured whatever the clock did; a backoff
+    further ahead than ``not_after`` was written under a clock since set back, and is not waited for.
+    """
+    deferred = task.get("deferred")
+    if deferred and not ts_before_or_at(deferred["until"], now):
+        return DEFERRED, str(deferred["until"])
+    available = task["available_at"]
+    if not ts_before_or_at(available, now) and ts_before_or_at(available, not_after):
+        return BACKOFF, str(available)
+    if task.get("claimed_by") and task.get("lease_until") and ts_before_or_at(now, task["lease_until"]):
+        # Claimed where it lies, in pending.json (Loki Mode's flock claim): its holder works on it.
+        return CLAIMED_IN_PLACE, str(task["lease_until"])
+    return None
+
+
+def claim_key(task: dict[str, Any], index: int) -> tuple[int, str, int]:
+    """The claim order: priority, then age, then position in the file."""
+    return PRIORITY_RANK[task["priority"]], task["created_at"], index
+
+
+def in_claim_order(pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [task for _, task in sorted(((claim_key(t, i), t) for i, t in enumerate(pending)), key=lambda p: p[0])]
+
+
+def select_ready(pending: list[dict[str, Any]], types: Collection[str], now: str, not_after: str,
+                 skip_types: Collection[str], done: DependencyIndex) -> tuple[dict[str, Any] | None, Census]:
+    """The selection rule of :meth:`TaskTxn.next_ready` over a list of pending tasks (both stores use it)."""
+    census = Census(len(pending))
+    candidates: list[tuple[tuple[int, str, int], dict[str, Any]]] = []
+    for index, task in enumerate(pending):
+        if types and task.get("type") not in types:
+            census.other_type += 1
+            continue
+        gate = time_gate(task, now, not_after)
+        if gate is None:
+            candidates.append((claim_key(task, index), task))
+        elif gate[0] == DEFERRED:
+            census.deferred += 1
+            if census.deferred_until is None or ts_before_or_at(gate[1], census.deferred_until):
+                census.deferred_until = gate[1]
+        elif gate[0] == BACKOFF:
+            census.waiting += 1
+            if census.next_time is None or ts_before_or_at(gate[1], census.next_time):
+                census.next_time = gate[1]
+        else:
+            census.held += 1
+    candidates.sort(key=lambda pair: pair[0])
+    for _, task in candidates:
+        if task["dependencies"] and not done.all_completed(task["dependencies"]):
+            census.on_dependencies.append(task["id"])
+            continue
+        if task.get("type") in skip_types:
+            census.skipped[task["type"]] = census.skipped.get(task["type"], 0) + 1
+            continue
+        return task, census
+    return None, census
+
+
+class DependencyIndex:
+    """Where a task is (its state), for the dependencies of one claim or one listing, loaded lazily.
+
+    ``all_completed`` is the claim's question and costs one set of ids in the common case;
+    ``state_of`` names the state of any task (hot files, then dead-letter and abandoned, then the
+    archive), which is what an explanation or a refusal says.
+    """
+
+    def __init__(self, unit: Lookup) -> None:
+        self.unit = unit
+        self._completed: set[str] | None = None
+        self._states: dict[str, str | None] | None = None
+
+    def all_completed(self, deps: Iterable[str]) -> bool:
+        if self._completed is None:
+            self._completed = {t["id"] for t in self.unit.tasks("completed")}
+        return all(dep in self._completed or self.state_of(dep) == "completed" for dep in deps)
+
+    def state_of(self, task_id: str) -> str | None:
+        """The state ``task_id`` is in (``None``: no such task anywhere)."""
+        states = self._states
+        if states is None:
+            states = self._states = {}
+            for state in HOT_STATES:
+                states.update((t["id"], state) for t in self.unit.tasks(state))
+            states.update((e["task_id"], "dead-letter") for e in self.unit.dead_letters())
+            states.update((e["task_id"], "abandoned") for e in self.unit.abandoned())
+        if task_id not in states:
+            found = self.unit.find_archived(task_id)
+            states[task_id] = found[0] if found is not None else None
+        return states[task_id]
+
+
+def never_ready(waiting: Iterable[dict[str, Any]], state_of: Callable[[str], str | None]) -> dict[str, dict[str, str]]:
+    """Tasks among ``waiting`` (pending or blocked) that can never become ready.
+
+    A dependency that is cancelled or abandoned never completes; nor does a waiting task that
+    depends on one, so the tasks depending on *it* are stuck too. Returns id -> ``{"dependency"``
+    (the one that blocks it: of its dependencies, the first on a shortest chain to a dead task),
+    ``"root"`` (the dead task at the end of that chain), ``"state"`` (the root's), ``"why"`` (in
+    words)``}``, nearest the dead tasks first. ``state_of(id)`` says where any task is (None: nowhere).
+
+    Linear in the tasks and their dependencies (a breadth-first walk back from the dead tasks),
+    so ``ready --explain`` and ``validate`` stay cheap with long chains at 10,000 pending.
+    """
+    by_id = {t["id"]: t for t in waiting}
+    dependents: dict[str, list[str]] = {}
+    level: dict[str, int] = {}
+    frontier: list[str] = []
+    for task in by_id.values():
+        for dep in task.get("dependencies", []):
+            dependents.setdefault(dep, []).append(task["id"])
+            if dep not in by_id and dep not in level and state_of(dep) in DEAD_STATES:
+                level[dep] = 0
+                frontier.append(dep)
+    order: list[str] = []
+    while frontier:
+        following: list[str] = []
+        for blocker in frontier:
+            for task_id in dependents.get(blocker, ()):
+                if task_id not in level:
+                    level[task_id] = level[blocker] + 1
+                    following.append(task_id)
+                    order.append(task_id)
+        frontier = following
+    stuck: dict[str, dict[str, str]] = {}
+    for task_id in order:  # nearest first, so a task's chosen dependency is settled before it
+        want = level[task_id] - 1
+        dep = next(d for d in by_id[task_id].get("dependencies", []) if level.get(d) == want)
+        if dep in stuck:
+            root, state = stuck[dep]["root"], stuck[dep]["state"]
+            why = f"depends on {dep!r}, which waits on {root!r} ({state})"
+        else:
+            root, state = dep, str(state_of(dep))
+            why = f"depends on {dep!r}, which is {state}"
+        stuck[task_id] = {"dependency": dep, "root": root, "state": state, "why": why}
+    return stuck
+
+
+def explain(pending: list[dict[str, Any]], *, now: str, not_after: str, deps: DependencyIndex,
+            stuck: dict[str, dict[str, str]], refusal: Callable[[Any, bool], str | None]) -> list[dict[str, Any]]:
+    """Every task of ``pending`` in claim order, each ``{"task", "ready", "reasons"}``.
+
+    ``reasons`` is every reason the task is not ready (empty when it is), each ``{"reason"`` (one of
+    :data:`REASONS`), ``"text"``, and the facts: ``"until"``, ``"dependency"``, ``"state"``, ``"root"``
+    ``}``. ``stuck`` is :func:`never_ready` of the waiting tasks; ``refusal(type, first)`` is why the
+    type's breaker refuses a claim now (None: it lets one through), ``first`` true for the first
+    otherwise-ready task of that type (a HALF_OPEN breaker lets exactly one through).
+    """
+    rows: list[dict[str, Any]] = []
+    seen_types: set[Any] = set()
+    for task in in_claim_order(pending):
+        reasons: list[dict[str, Any]] = []
+        gate = time_gate(task, now, not_after)
+        if gate is not None:
+            reasons.append(_gate_reason(task, *gate))
+        info = stuck.get(task["id"])
+        if info is not None:
+            reasons.append({"reason": NEVER, "text": f"can never be ready: it {info['why']}",
+                            "dependency": info["dependency"], "state": info["state"], "root": info["root"]})
+        else:
+            for dep in task.get("dependencies", []):
+                state = deps.state_of(dep)
+                if state != "completed":
+                    reasons.append({"reason": DEPENDENCY, "dependency": dep, "state": state,
+                                    "text": f"waits on {dep!r} ({state or 'no such task'})"})
+        refused = refusal(task.get("type"), not reasons and task.get("type") not in seen_types)
+        if refused is not None:
+            reasons.append({"reason": BREAKER, "text": refused})
+        if not reasons:
+            seen_types.add(task.get("type"))
+        rows.append({"task": task, "ready": not reasons, "reasons": reasons})
+    return rows
+
+
+def _gate_reason(task: dict[str, Any], gate: str, until: str) -> dict[str, Any]:
+    if gate == DEFERRED:
+        deferred = task["deferred"]
+        by = f" by {deferred['by']}" if deferred.get("by") else ""
+        why = f": {deferred['reason']}" if deferred.get("reason") else ""
+        return {"reason": DEFERRED, "until": until, "text": f"deferred until {until}{by}{why}"}
+    if gate == BACKOFF:
+        return {"reason": BACKOFF, "until": until, "text": f"backing off until {until} (after a failed attempt)"}
+    return {"reason": CLAIMED_IN_PLACE, "until": until,
+            "text": f"claimed in pending.json by {task.get('claimed_by')} (Loki Mode) until {until}"}
+
+
+def short_reason(reasons: list[dict[str, Any]]) -> str:
+    """One short phrase for a table cell: the first reason, and how many more."""
+    if not reasons:
+        return "ready"
+    first = reasons[0]
+    text = {DEFERRED: f"deferred until {first.get('until')}", BACKOFF: f"backoff until {first.get('until')}",
+            CLAIMED_IN_PLACE: f"claimed in place until {first.get('until')}",
+            DEPENDENCY: f"waits on {first.get('dependency')} ({first.get('state') or 'missing'})",
+            NEVER: f"never: {first.get('root')} is {first.get('state')}",
+            BREAKER: "breaker open"}[first["reason"]]
+    return text + (f" (+{len(reasons) - 1})" if len(reasons) > 1 else "")
