@@ -178,6 +178,10 @@ def test_abandon_keeps_everything_and_the_counts_match(store: Store, clock: Manu
                         labels=["payments"], description="the description")
     DeadLetter(store).review()
     record = abandoned(store)["t1"]
+    kept = record["task_data"]["history"]
+    assert kept[:-1] == entry["task_data"]["history"]  # the history travels, and gains the abandonment
+    assert kept[-1]["event"] == "abandoned" and kept[-1]["by"] == "loki" and kept[-1]["to"] == "abandoned"
+    record["task_data"]["history"] = kept[:-1]
     for key, value in entry.items():
         if key != "recovery_strategy":
             assert record[key] == value  # the whole entry, task_data and every attempt included

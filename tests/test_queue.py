@@ -31,9 +31,8 @@ def ids(tasks: list[dict]) -> list[str]:
 
 
 def test_add_fills_every_field_and_validates(queue: Queue) -> None:
-    result = queue.add("Write login", priority="high", labels=["api"], payload={"spec": "x"}, task_id="t1")
-    task = result["task"]
-    assert result["created"] is True
+    task = queue.add("Write login", priority="high", labels=["api"], payload={"spec": "x"}, task_id="t1")
+    assert task["id"] == "t1" and task.created is True  # the task itself, as claim returns it
     assert task["status"] == "pending" and task["created_at"] == task["available_at"] == "2026-01-25T10:00:00Z"
     assert task["max_attempts"] == 5 and task["attempts"] == [] and task["payload"] == {"spec": "x"}
     assert queue.show("t1")["state"] == "pending"
@@ -268,7 +267,7 @@ def test_release_returns_the_task_untouched(queue: Queue) -> None:
 def test_idempotency_key_returns_the_existing_task(queue: Queue) -> None:
     first = queue.add("x", idempotency_key="k1")
     second = queue.add("something else", idempotency_key="k1")
-    assert second == {"created": False, "task": first["task"]}
+    assert second == first and second.created is False and first.created is True
     assert queue.list_tasks()["total"] == 1
 
 
@@ -282,7 +281,7 @@ def test_idempotency_key_survives_completion_and_archiving(make_store: Callable[
         clock.advance(60)
     assert queue.list_tasks("completed")["total"] < 4  # some were rotated out
     again = queue.add("dup", idempotency_key="key-0")
-    assert again["created"] is False and again["task"]["id"] == "t0"
+    assert again.created is False and again["id"] == "t0"
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -358,7 +357,10 @@ def test_cancel_reports_dependents_and_cascades(queue: Queue) -> None:
 def test_cancelled_in_progress_task_cannot_be_completed_by_its_old_holder(queue: Queue) -> None:
     queue.add("x", task_id="t1")
     queue.claim("a")
-    queue.cancel("t1")
+    with pytest.raises(Conflict, match="held by 'a' .*--force; nothing changed"):
+        queue.cancel("t1")
+    assert queue.show("t1")["state"] == "in-progress"
+    queue.cancel("t1", force=True)
     with pytest.raises(Conflict, match="is cancelled"):
         queue.complete("t1", "a")
 

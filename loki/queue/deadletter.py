@@ -12,6 +12,7 @@ import hashlib
 from loki.clock import add_seconds, format_ts, parse_ts
 from loki.config import setting
 from loki.errors import InvalidArgument, NotFound
+from loki.queue import history
 from loki.queue.tasks import add_note, clear_claim, start_fresh_budget
 from loki.storage.paths import check_id
 from loki.wording import plural
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 
     from loki.storage.state import StateStore as Store
     from loki.storage.tasks import TaskTxn
+
+REVIEWER = "loki"
+"""Who the review's decisions are by, in a task's history (as in its notes)."""
 
 
 class DeadLetter:
@@ -70,36 +74,41 @@ class DeadLetter:
     # -- single-entry operations -----------------------------------------------------------------
 
     def retry(self, task_id: str, *, approach: str | None = None, reset_count: bool = False,
-              fix_commit: str | None = None) -> dict[str, Any]:
-        """Back to pending now (a recovery), documenting the new approach or the fixing commit."""
+              fix_commit: str | None = None, by: str | None = None) -> dict[str, Any]:
+        """Back to pending now (a recovery), documenting the new approach or the fixing commit (``by``: who)."""
         from loki.queue.queue import Queue, check_fix_commit
 
         check_fix_commit(fix_commit)  # arguments first, then the state
         self.show(task_id)  # only dead-letter entries: a clear error otherwise
-        return Queue(self.store).retry(task_id, approach=approach, reset_count=reset_count, fix_commit=fix_commit)
+        return Queue(self.store).retry(task_id, approach=approach, reset_count=reset_count, fix_commit=fix_commit,
+                                       by=by)
 
-    def propose(self, task_id: str, approach: str) -> dict[str, Any]:
+    def propose(self, task_id: str, approach: str, *, by: str | None = None) -> dict[str, Any]:
         """Record a new approach for the next review to act on (the retry condition "new approach")."""
         if not approach.strip():
             raise InvalidArgument("--approach must describe the new approach", field="approach")
         with self.store.tasks().transaction() as unit:
             entry = _entry(unit, task_id)
             entry["new_approach"] = approach.strip()
+            history.record(entry["task_data"], "proposed", self.store.now_ts(), by=by,
+                           detail=f"next review retries it with: {approach.strip()}")
             unit.update_dead_letter(entry)
         return entry
 
-    def abandon(self, task_id: str, reason: str) -> dict[str, Any]:
-        """Human explicitly abandons: into abandoned.json with the reason."""
+    def abandon(self, task_id: str, reason: str, *, by: str | None = None) -> dict[str, Any]:
+        """Human explicitly abandons: into abandoned.json with the reason (``by``: who)."""
         if not reason.strip():
             raise InvalidArgument("--reason is required: abandoned tasks keep why", field="reason")
         with self.store.tasks().transaction() as unit:
             now = self.store.now_ts()
             entry = _entry(unit, task_id)
-            record = unit.abandon(entry, f"human explicitly abandoned: {reason.strip()}", now)
+            why = f"human explicitly abandoned: {reason.strip()}"
+            history.record(entry["task_data"], "abandoned", now, by=by, to="abandoned", detail=why)
+            record = unit.abandon(entry, why, now)
         return record
 
     def split(self, task_id: str, titles: Sequence[str], *, description: str = "",
-              priority: str | None = None) -> dict[str, Any]:
+              priority: str | None = None, by: str | None = None) -> dict[str, Any]:
         """Simpler scope defined: new task(s) linked to the original, which moves to abandoned with that reason."""
         from loki.queue.queue import Queue
 
@@ -118,9 +127,11 @@ class DeadLetter:
                         "type": original.get("type"), "labels": list(original.get("labels", []))}
                 task = queue.task_from_spec(spec, now)
                 task["split_from"] = task_id
+                history.record(task, "added", now, by=by, to="pending", detail=f"split from {task_id}")
                 unit.put("pending", task)
                 created.append(task)
             ids = ", ".join(t["id"] for t in created)
+            history.record(original, "abandoned", now, by=by, to="abandoned", detail=f"split into {ids}")
             record = unit.abandon(entry, f"split into simpler task(s): {ids}", now)
         return {"original": record, "created": created}
 
@@ -173,6 +184,8 @@ class DeadLetter:
                 if decision["action"] == "retry":
                     self._requeue(unit, unit.recover(entry), decision, now)
                 elif decision["action"] == "abandon":
+                    history.record(entry["task_data"], "abandoned", now, by=REVIEWER, to="abandoned",
+                                   detail=f"dead-letter review: {decision['reason']}")
                     unit.abandon(entry, decision["reason"], now)
                 elif decision["action"] == "escalate":
                     file_rel = self._escalate_entry(entry, decision["reason"], now)
@@ -272,6 +285,8 @@ class DeadLetter:
             add_note(task, f"dead-letter review: retry with a new approach: {decision['approach']}", now, "loki")
         else:
             add_note(task, f"dead-letter review: {decision['reason']}", now, "loki")
+        history.record(task, "retried", now, by=REVIEWER, to="pending",
+                       detail=f"dead-letter review: {decision['reason']}")
         unit.put("pending", task)
 
     def _escalate_entry(self, entry: dict[str, Any], reason: str, now: str) -> str:
@@ -292,6 +307,7 @@ class DeadLetter:
         entry["recovery_strategy"] = "requires_human_review"
         entry["escalated_at"] = now
         entry["escalation"] = rel.rsplit("/", 1)[-1]
+        history.record(task, "escalated", now, by=REVIEWER, detail=f"{reason}: {rel}")
         return rel
 
     def _escalate_systemic(self, group: list[dict[str, Any]], reason: str, now: str) -> str:
@@ -319,6 +335,7 @@ class DeadLetter:
             entry["recovery_strategy"] = "requires_human_review"
             entry["escalated_at"] = now
             entry["escalation"] = rel.rsplit("/", 1)[-1]
+            history.record(entry["task_data"], "escalated", now, by=REVIEWER, detail=f"{reason}: {rel}")
         return rel
 
     def _emit(self, escalation: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ import re
 from loki.clock import add_seconds, format_ts
 from loki.config import setting
 from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, StateFileError
+from loki.queue import history
 from loki.queue.deadentry import error_summary
 from loki.queue.tasks import TASK_STATES, add_note, clear_claim, start_fresh_budget
 from loki.signals import emit as signals
@@ -54,6 +55,8 @@ PLACEHOLDERS = {
 DECISIONS = ("approve", "cancel", "clarify")
 SYSTEMIC_PREFIX = "systemic-"
 """The header task of an escalation the dead-letter review wrote for several entries with one root cause."""
+DECIDED = {"approve": "approved", "cancel": "cancelled", "clarify": "clarified"}
+"""A decision as the event in the task's history."""
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _HEADER = re.compile(r"^<!-- loki-escalation (\{.*\}) -->$")
 RESOLUTION_HEADING = "### Resolution"
@@ -193,6 +196,8 @@ def escalate(
                 entry["recovery_strategy"] = "requires_human_review"
                 entry["escalated_at"] = now
                 entry["escalation"] = file_name
+                history.record(entry["task_data"], "escalated", now, by=agent,
+                               detail=f"{trigger}: escalations/{file_name}")
                 unit.update_dead_letter(entry)
             else:
                 source, current = located
@@ -203,6 +208,8 @@ def escalate(
                                       "previous_status": previous or source}
                 current["updated_at"] = now
                 add_note(current, f"escalated ({trigger}): see escalations/{file_name}", now, agent)
+                history.record(current, "blocked", now, by=agent, to="blocked", until=deadline,
+                               detail=f"escalated ({trigger}): escalations/{file_name}")
                 unit.move(current, source, "blocked")
         except BaseException:
             store.remove(rel)  # nothing was staged: no file may claim the task was parked
@@ -378,12 +385,14 @@ def resolve(store: Store, task_id: str, decision: str, *, note: str | None = Non
             task["updated_at"] = now
             add_note(task, f"human decision: {text}", now, who)
             if decision == "cancel":
+                history.record(task, DECIDED[decision], now, by=who, to="cancelled", detail=text)
                 unit.put("cancelled", task)
                 outcome = "cancelled"
             else:
                 task["available_at"] = now
                 task["recovery_strategy"] = "human_approved"
                 start_fresh_budget(task)  # a human's approval: max_attempts more tries (docs/queue.md)
+                history.record(task, DECIDED[decision], now, by=who, to="pending", detail=text)
                 unit.put("pending", task)
                 outcome = "pending"
         else:
@@ -396,6 +405,7 @@ def resolve(store: Store, task_id: str, decision: str, *, note: str | None = Non
                         "applied": False}
             escalation_file = entry.get("escalation")
             if decision == "cancel":
+                history.record(entry["task_data"], DECIDED[decision], now, by=who, to="abandoned", detail=text)
                 unit.abandon(entry, f"human explicitly abandoned: {note or 'no reason given'}", now)
                 outcome = "abandoned"
             else:
@@ -406,6 +416,7 @@ def resolve(store: Store, task_id: str, decision: str, *, note: str | None = Non
                 task["recovery_strategy"] = "human_approved"
                 start_fresh_budget(task)
                 add_note(task, f"human decision: {text}", now, who)
+                history.record(task, DECIDED[decision], now, by=who, to="pending", detail=text)
                 unit.put("pending", task)
                 outcome = "pending"
     # The decision answers every open escalation of the task, not only the one it is parked on:

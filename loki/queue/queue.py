@@ -10,7 +10,7 @@ Library use::
 
     from loki import Queue
     queue = Queue.open()                       # the nearest .loki/
-    queue.add("Write the login endpoint", priority="high")
+    task = queue.add("Write the login endpoint", priority="high")   # the task, like claim's
     task = queue.claim("agent-1")              # raises NothingToDo (exit 3) when nothing is ready
     queue.complete(task["id"], "agent-1", token=task["claim_token"], result={"commit": "abc123"})
 """
@@ -22,8 +22,10 @@ import re
 from loki.clock import add_seconds, format_ts, parse_ts, ts_before_or_at
 from loki.config import setting
 from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, NothingToDo
+from loki.queue import history
 from loki.queue.compat import RUNTIME_HOLDER
 from loki.queue.deadentry import make_entry
+from loki.queue.readiness import DEAD_STATES, DependencyIndex, never_ready, select_ready
 from loki.queue.tasks import (
     DEFAULT_TYPE,
     ERROR_TYPES,
@@ -31,6 +33,7 @@ from loki.queue.tasks import (
     PRIORITY_RANK,
     TASK_STATES,
     State,
+    TaskAnswer,
     add_note,
     attempts_in_budget,
     backoff_seconds,
@@ -106,12 +109,17 @@ class Queue:
         task_id: str | None = None,
         idempotency_key: str | None = None,
         max_attempts: int | None = None,
-    ) -> dict[str, Any]:
-        """Add one task; returns ``{"created": bool, "task": task}`` (False: the idempotency key existed)."""
+    ) -> TaskAnswer:
+        """Add one task and return it, as ``claim`` returns the task it took.
+
+        With an ``idempotency_key`` seen before, nothing is added and the task that has the key is
+        returned, its ``created`` attribute False (``add_many`` answers ``{"created", "task"}`` per item).
+        """
         spec = {"title": title, "description": description, "type": type, "priority": priority,
                 "dependencies": list(depends_on), "labels": list(labels), "payload": payload, "id": task_id,
                 "idempotency_key": idempotency_key, "max_attempts": max_attempts}
-        return self.add_many([spec], where="")[0]
+        result = self.add_many([spec], where="")[0]
+        return TaskAnswer.of(result["task"], created=result["created"])
 
     def add_from_file(self, path: str) -> list[dict[str, Any]]:
         """``add_many`` of a batch file: a JSON array, ``{"tasks": [...]}`` or JSON lines.
@@ -152,6 +160,7 @@ class Queue:
             explicit = {str(spec["id"]) for spec in specs if isinstance(spec, dict) and spec.get("id") is not None}
             self._check_dependencies(unit, batch, where, explicit)
             for task in batch.values():
+                history.record(task, "added", now, to=PENDING)
                 unit.put(PENDING, task)
         return results
 
@@ -312,33 +321,85 @@ class Queue:
     # -- reading -------------------------------------------------------------------------------
 
     def list_tasks(self, state: str = PENDING, *, type: str | None = None, label: str | None = None,
-             limit: int | None = None) -> dict[str, Any]:
-        """Summaries of the tasks in ``state`` (or ``"all"``), with the total before the limit."""
+                   limit: int | None = None, agent: str | None = None) -> dict[str, Any]:
+        """Summaries of the tasks in ``state`` (or ``"all"``), with the total before the limit.
+
+        Pending tasks come in the order ``claim`` takes them: the ready ones first, then the rest,
+        each with ``ready`` and, when not, ``why`` (the first reason; ``ready --explain`` gives all).
+        A blocked task's ``why`` is its reason and deadline. ``agent``: only the tasks it holds now,
+        and the completed ones it completed.
+        """
         states = [*HOT_STATES, DEAD_LETTER, ABANDONED] if state == "all" else [state]
         for name in states:
             if name not in (*HOT_STATES, DEAD_LETTER, ABANDONED):
                 known = ", ".join((*HOT_STATES, DEAD_LETTER, ABANDONED))
                 raise InvalidArgument(f"unknown state {name!r}; one of {known} or all", field="state")
+        if agent is not None:
+            _check_agent(agent)
         limit = self._setting("list_limit") if limit is None else limit
         if limit < 0:
             raise InvalidArgument("--limit must be 0 or more", field="limit")
-        docs = self.tasks.view(states)
+        docs = self.tasks.view([name for name in states if name != PENDING])  # pending: _pending_rows reads it
         rows: list[dict[str, Any]] = []
+
+        def fits(task: dict[str, Any], state: str) -> bool:
+            if type is not None and task.get("type") != type:
+                return False
+            if label is not None and label not in task.get("labels", []):
+                return False
+            return agent is None or task.get("claimed_by") == agent or (
+                state == COMPLETED and history.completed_by(task) == agent)
+
         for name in states:
-            tasks = [e["task_data"] for e in docs[name]] if name in (DEAD_LETTER, ABANDONED) else docs[name]
             if name == PENDING:
-                tasks = sorted(tasks, key=_claim_order_key)
-            for task in tasks:
-                if type is not None and task.get("type") != type:
-                    continue
-                if label is not None and label not in task.get("labels", []):
-                    continue
-                rows.append(summary(task, name))
+                rows += self._pending_rows(lambda t: fits(t, PENDING))
+                continue
+            tasks = [e["task_data"] for e in docs[name]] if name in (DEAD_LETTER, ABANDONED) else docs[name]
+            rows += [summary(task, name) | {"ready": None, "why": _why(task, name)}
+                     for task in tasks if fits(task, name)]
         return {"state": state, "total": len(rows), "shown": min(len(rows), limit), "limit": limit,
                 "tasks": rows[:limit]}
 
+    def _pending_rows(self, fits: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        from loki.queue.explain import ready_rows
+        from loki.queue.readiness import short_reason
+
+        now = format_ts(self._now())
+        report = ready_rows(self.tasks, self.store, now=now, not_after=self._skew_bound(now), fits=fits)
+        rows = report["rows"]
+        return [summary(r["task"], PENDING) | {"ready": r["ready"], "why": None if r["ready"] else
+                                                 short_reason(r["reasons"])}
+                for r in [*(r for r in rows if r["ready"]), *(r for r in rows if not r["ready"])]]
+
+    def ready(self, *, types: Sequence[str] = (), labels: Sequence[str] = (),
+              priorities: Sequence[str] = ()) -> dict[str, Any]:
+        """What an agent would get next, in claim order, and why every other pending task is not ready.
+
+        Returns ``{"now", "pending"`` (all pending tasks), ``"matching"`` (those the filters keep),
+        ``"ready"`` (summaries in claim order, each with its ``position``), ``"not_ready"``
+        (summaries in claim order, each with ``reasons``: see :func:`loki.queue.readiness.explain`),
+        ``"expired_leases"`` (in-progress tasks the next claim requeues first)``}``. Reads without
+        the lock and changes nothing (a HALF_OPEN breaker's probe slot included).
+        """
+        from loki.queue.explain import ready_rows
+
+        wanted = Wanted(types, labels, priorities)
+        now = format_ts(self._now())
+        report = ready_rows(self.tasks, self.store, now=now, not_after=self._skew_bound(now),
+                            fits=lambda t: wanted.matches(t, with_type=True))
+        ready = [summary(r["task"], PENDING) | {"position": n}
+                 for n, r in enumerate((r for r in report["rows"] if r["ready"]), start=1)]
+        not_ready = [summary(r["task"], PENDING) | {"reasons": r["reasons"]} for r in report["rows"] if not r["ready"]]
+        return {"now": now, "pending": report["pending"], "matching": len(report["rows"]), "ready": ready,
+                "not_ready": not_ready, "expired_leases": report["expired"]}
+
     def show(self, task_id: str) -> dict[str, Any]:
-        """``{"state", "task"}`` wherever the task is (queue files, dead-letter, abandoned, archive)."""
+        """``{"state", "task", "completed_by"}`` wherever the task is (queue files, dead-letter, abandoned,
+        archive); ``completed_by`` from its history (None when not completed, or not recorded)."""
+        found = self._find_anywhere(task_id)
+        return found | {"completed_by": history.completed_by(found["task"]) if found["state"] == COMPLETED else None}
+
+    def _find_anywhere(self, task_id: str) -> dict[str, Any]:
         check_id(task_id, "task id")
         docs = self.tasks.view([*HOT_STATES, DEAD_LETTER, ABANDONED])
         for state in HOT_STATES:
@@ -354,30 +415,135 @@ class Queue:
             return {"state": found[0], "task": found[1], "archived": True}
         raise NotFound(f"no task {task_id!r}", task_id=task_id)
 
+    def history(self, task_id: str) -> dict[str, Any]:
+        """``{"task_id", "title", "state", "recorded", "events"}``: every change to the task, oldest first
+        (docs/queue.md, "History"); ``recorded`` False when the task predates its history and the
+        events are rebuilt from its attempts and completion."""
+        found = self._find_anywhere(task_id)
+        events, recorded = history.events_of(found["task"])
+        return {"task_id": task_id, "title": found["task"].get("title"), "state": found["state"],
+                "archived": bool(found.get("archived")), "recorded": recorded, "events": events}
+
+    # -- a person's changes (loki/queue/edits.py) -------------------------------------------------
+
+    def edit(self, task_id: str, *, by: str | None = None, force: bool = False, **changes: Any) -> dict[str, Any]:
+        """Change a task's title, description, type, priority, labels, dependencies or max_attempts.
+
+        See :func:`loki.queue.edits.edit` for the keywords and what is refused.
+        """
+        from loki.queue.edits import edit
+
+        return edit(self, task_id, by=by, force=force, **changes)
+
+    def close(self, task_id: str, *, reason: str, wont_do: bool = False, by: str | None = None,
+              force: bool = False) -> dict[str, Any]:
+        """A person marks a task done, or won't-do (see :func:`loki.queue.edits.close`)."""
+        from loki.queue.edits import close
+
+        return close(self, task_id, reason=reason, wont_do=wont_do, by=by, force=force)
+
+    def defer(self, task_id: str, *, until: str | None, by: str | None = None, reason: str | None = None,
+              force: bool = False) -> dict[str, Any]:
+        """Keep a pending task from being claimed until a time (see :func:`loki.queue.edits.defer`)."""
+        from loki.queue.edits import defer
+
+        return defer(self, task_id, until=until, by=by, reason=reason, force=force)
+
     # -- claiming ------------------------------------------------------------------------------
 
-    def claim(self, agent: str, *, types: Sequence[str] = (), lease_seconds: float | None = None) -> dict[str, Any]:
-        """Take the best ready task: priority (high, medium, low), then oldest.
+    def claim(self, agent: str, *, types: Sequence[str] = (), labels: Sequence[str] = (),
+              priorities: Sequence[str] = (), lease_seconds: float | None = None, task_id: str | None = None,
+              reuse: bool = False) -> TaskAnswer:
+        """Take the best ready task: priority (high, medium, low), then oldest; return it.
 
-        Ready means pending, ``available_at`` reached, and every dependency completed. Leases
-        that expired meanwhile are requeued first, in the same transaction. Raises
+        Ready means pending, not deferred, ``available_at`` reached, not claimed in place, every
+        dependency completed, and its type's breaker letting a call through (docs/queue.md).
+        ``types`` (any of), ``labels`` (all of) and ``priorities`` (any of) narrow the choice;
+        ``task_id`` claims that task, or raises :class:`NothingToDo` saying why it is not ready
+        (:class:`Conflict` if another agent holds it, or it is not pending). ``reuse``: if ``agent``
+        already holds a live claim that fits (the reply to its last claim was lost), return that
+        claim as it is, token and lease unchanged, with ``reused`` True, instead of a second task.
+        Leases that expired meanwhile are requeued first, in the same transaction. Raises
         :class:`NothingToDo` (exit 3) with a one-line reason when nothing is ready.
         """
         _check_agent(agent)
         lease = self._lease(lease_seconds)
-        # A claim unit takes no queue-wide lock on PostgreSQL: claimers skip each other's rows.
-        with self.tasks.transaction(claim=True) as unit:
+        wanted = Wanted(types, labels, priorities)
+        if task_id is not None:
+            check_id(task_id, "task id")
+            if wanted:
+                raise InvalidArgument("--id names the task to claim; --type, --label and --priority choose among "
+                                      "tasks: give one or the other", field="id")
+        # A plain claim unit takes no queue-wide lock on PostgreSQL: claimers skip each other's rows.
+        # --id, --reuse, --label and --priority read tasks the store's claim query does not choose
+        # (by id, held, filtered in Python): they take the queue lock and lock what they read.
+        plain = task_id is None and not reuse and not wanted.labels and not wanted.priorities
+        with self.tasks.transaction(claim=plain) as unit:
             now_dt = self._now()  # inside the unit: timestamps follow the commit order
             now = format_ts(now_dt)
             self._requeue_expired(unit, now_dt)
-            best, reason = self._select(unit, now, set(types))
-            if best is not None:
+            held = self._live_claim(unit, agent, now, task_id, wanted) if reuse else None
+            best: dict[str, Any] | None
+            if held is not None:
+                best, reason = held, ""
+            elif task_id is not None:
+                best, reason = self._chosen(unit, task_id, agent, now)
+            else:
+                best, reason = self._select(unit, now, wanted)
+            if best is not None and held is None:
                 self._take(unit, best, agent, now_dt, lease)
             # requeued leases are committed even when nothing is ready
         self.report_dead_letters(unit.dead_lettered)
         if best is None:
-            raise NothingToDo(reason, reason=reason)
-        return best
+            raise NothingToDo(reason, reason=reason, **({"task_id": task_id} if task_id is not None else {}))
+        return TaskAnswer.of(best, reused=held is not None)
+
+    def _live_claim(self, unit: TaskTxn, agent: str, now: str, task_id: str | None,
+                    wanted: Wanted) -> dict[str, Any] | None:
+        """The newest claim ``agent`` holds that fits the request and whose lease runs (``--reuse``)."""
+        mine = [t for t in unit.tasks(IN_PROGRESS) if t.get("claimed_by") == agent
+                and t.get("lease_until") and ts_before_or_at(now, t["lease_until"])
+                and (t["id"] == task_id if task_id is not None else wanted.matches(t, with_type=True))]
+        return max(mine, key=lambda t: str(t.get("claimed_at") or ""), default=None)
+
+    def _chosen(self, unit: TaskTxn, task_id: str, agent: str, now: str) -> tuple[dict[str, Any] | None, str]:
+        """``claim --id``: the task if it is pending and ready; else why not (or a refusal)."""
+        found = unit.find(task_id, HOT_STATES)
+        if found is None:
+            where = self._where(unit, task_id)  # NotFound when it is nowhere
+            raise Conflict(f"{task_id} is {where}; only a pending task can be claimed; nothing changed",
+                           task_id=task_id, state=where)
+        state, task = found
+        if state == IN_PROGRESS:
+            holder, lease = task.get("claimed_by"), task.get("lease_until")
+            until = f" (lease until {lease})" if lease else ""
+            if holder == agent:
+                raise Conflict(f"{task_id} is already held by {agent} (you){until}; `--reuse` returns your claim "
+                               "with its token; nothing changed", task_id=task_id, holder=holder, state=state)
+            raise Conflict(f"{task_id} is already claimed by {holder!r}{until}; nothing changed", task_id=task_id,
+                           holder=holder, state=state)
+        if state != PENDING:
+            raise Conflict(f"{task_id} is {state}; only a pending task can be claimed; nothing changed",
+                           task_id=task_id, state=state)
+        reasons = self._not_ready(unit, task, now)
+        if reasons:
+            return None, f"{task_id} is not ready: {'; '.join(reasons)}"
+        return task, ""
+
+    def _not_ready(self, unit: TaskTxn, task: dict[str, Any], now: str) -> list[str]:
+        """Why one pending task cannot be claimed now (empty: it can), by the rule ``ready`` explains."""
+        from loki.queue.readiness import explain
+
+        deps = DependencyIndex(unit)
+        stuck: dict[str, dict[str, str]] = {}
+        if task["dependencies"] and not deps.all_completed(task["dependencies"]):
+            stuck = never_ready([*unit.tasks(PENDING), *unit.tasks(BLOCKED)], deps.state_of)
+        gate = _TypeBreakers(self.store)
+        # The breaker is asked last, and only for a task otherwise ready: in HALF_OPEN the check
+        # takes the single probe slot, which belongs to the claim that takes the task.
+        rows = explain([task], now=now, not_after=self._skew_bound(now), deps=deps, stuck=stuck,
+                       refusal=lambda type_, first: gate.refusal(type_) if first else None)
+        return [reason["text"] for reason in rows[0]["reasons"]]
 
     def _take(self, unit: TaskTxn, best: dict[str, Any], agent: str, now_dt: datetime, lease: float) -> None:
         now = format_ts(now_dt)
@@ -389,6 +555,7 @@ class Queue:
         best["lease_until"] = format_ts(add_seconds(now_dt, lease))
         best["claim_token"] = new_claim_token()
         best["updated_at"] = now
+        history.record(best, "claimed", now, by=agent, to=IN_PROGRESS, until=best["lease_until"])
         unit.move(best, PENDING, IN_PROGRESS)
 
     def _lease(self, lease_seconds: float | None) -> float:
@@ -398,23 +565,36 @@ class Queue:
                                   "(a year)", field="lease")
         return lease
 
-    def _select(self, unit: TaskTxn, now: str, types: set[str]) -> tuple[dict[str, Any] | None, str]:
+    def _skew_bound(self, now: str) -> str:
+        """No rule sets available_at further ahead than the longest backoff: a later one was written
+        under a clock that has since gone back (LOKI_NOW, a clock set ahead), and is not waited for."""
+        return format_ts(add_seconds(parse_ts(now), float(self._setting("backoff_max"))))
+
+    def _next_ready(self, unit: TaskTxn, wanted: Wanted, now: str, refused: dict[str, str]) -> tuple[Any, Any, int]:
+        """The store's best ready task of the wanted types, and its census; labels and priorities, which
+        the store does not filter on, are applied here to the pending tasks first (and counted)."""
+        if not wanted.labels and not wanted.priorities:
+            task, census = unit.next_ready(wanted.types, now, not_after=self._skew_bound(now), skip_types=refused)
+            return task, census, 0
+        pending = unit.tasks(PENDING)
+        fitting = [t for t in pending if wanted.matches(t)]
+        task, census = select_ready(fitting, wanted.types, now, self._skew_bound(now), refused, DependencyIndex(unit))
+        return task, census, len(pending) - len(fitting)
+
+    def _select(self, unit: TaskTxn, now: str, wanted: Wanted) -> tuple[dict[str, Any] | None, str]:
         """The task to claim, or why there is none. The store picks the best ready task
         (:meth:`TaskTxn.next_ready`); a type whose breaker refuses is skipped and the store asked again."""
-        # No rule sets available_at further ahead than the longest backoff: a later one was written
-        # under a clock that has since gone back (LOKI_NOW, a clock set ahead), and is not waited for.
-        skew_bound = format_ts(add_seconds(parse_ts(now), float(self._setting("backoff_max"))))
         gate = _TypeBreakers(self.store)
         refused: dict[str, str] = {}
         while True:
-            task, census = unit.next_ready(types, now, not_after=skew_bound, skip_types=refused)
+            task, census, unfit = self._next_ready(unit, wanted, now, refused)
             if task is None:
                 break
             refusal = gate.refusal(task.get("type"))
             if refusal is None:
                 return task, ""
             refused[task["type"]] = refusal
-        if not census.pending:
+        if not census.pending and not unfit:
             return None, "nothing to claim: the pending queue is empty"
         parts = []
         on_deps = len(census.on_dependencies)
@@ -434,6 +614,9 @@ class Queue:
         if waiting:
             parts.append(f"{waiting} backing off until {next_time} or later" if waiting > 1
                          else f"1 backing off until {next_time}")
+        if census.deferred:
+            parts.append(f"{census.deferred} deferred until {census.deferred_until} or later" if census.deferred > 1
+                         else f"1 deferred until {census.deferred_until}")
         if census.held:
             parts.append(f"{census.held} claimed in pending.json by Loki Mode's agents")
         if census.busy:
@@ -442,7 +625,9 @@ class Queue:
                      if census.skipped.get(type_))
         if census.other_type:
             parts.append(f"{census.other_type} of other types")
-        return None, f"nothing ready among {census.pending} pending: " + ", ".join(parts)
+        if unfit:
+            parts.append(f"{unfit} without the asked {wanted.describe()}")
+        return None, f"nothing ready among {census.pending + unfit} pending: " + ", ".join(parts)
 
     # -- the holder's operations -----------------------------------------------------------------
 
@@ -457,7 +642,9 @@ class Queue:
             if lease_seconds is None and task.get("claimed_at") and task.get("lease_until"):
                 lease_seconds = (parse_ts(task["lease_until"]) - parse_ts(task["claimed_at"])).total_seconds()
             lease = self._lease(lease_seconds)
-            task["lease_until"] = format_ts(add_seconds(now_dt, lease))
+            lease_until = format_ts(add_seconds(now_dt, lease))
+            history.heartbeat(task, format_ts(now_dt), agent, lease_until)
+            task["lease_until"] = lease_until
             task["updated_at"] = format_ts(now_dt)
             unit.update(IN_PROGRESS, task)
         return task
@@ -471,6 +658,7 @@ class Queue:
             task["completed_at"] = now
             task["completed_by"] = agent  # the claim is cleared: who did it stays (loki agents counts it)
             task["updated_at"] = now
+            history.record(task, "completed", now, by=agent, to=COMPLETED)
             unit.move(task, IN_PROGRESS, COMPLETED)
             self.rotate_hot(unit, COMPLETED)
         return task
@@ -507,18 +695,28 @@ class Queue:
 
     def _add_discovered_dependencies(self, unit: TaskTxn, task: dict[str, Any], deps: list[str], now: str,
                                      agent: str) -> None:
+        self.check_new_dependencies(unit, task, deps, "--depends-on")
+        before = list(task["dependencies"])
+        task["dependencies"].extend(deps)
+        add_note(task, f"attempt found it depends on {', '.join(deps)}", now, agent)
+        history.record(task, "edited", now, by=agent, detail="dependencies found by a failed attempt",
+                       changes={"dependencies": {"from": before, "to": list(task["dependencies"])}})
+
+    def check_new_dependencies(self, unit: TaskTxn, task: dict[str, Any], deps: list[str], option: str) -> None:
+        """Within ``unit``: refuse dependencies ``task`` may not gain: itself (exit 2), a task that does not
+        exist, one that will never complete, or one that closes a cycle (exit 1, naming ``option``)."""
+        field = option.lstrip("-").replace("-", "_")
         for dep in deps:
             if dep == task["id"]:
-                raise InvalidArgument(f"task {task['id']!r} cannot depend on itself", field="depends_on")
+                raise InvalidArgument(f"task {task['id']!r} cannot depend on itself", field=field)
             if not _known(unit, dep) and unit.find_archived(dep) is None:
-                raise InvalidInput(f"--depends-on {dep!r}: no such task", field="depends_on", dependency=dep)
+                raise InvalidInput(f"{option} {dep!r}: no such task", field=field, dependency=dep)
         self._refuse_dead_dependencies(unit, deps, f"task {task['id']!r}")
         deps_of = _dependency_lookup(unit, {task["id"]: [*task["dependencies"], *deps]})
         cycle = _find_cycle(deps_of, task["id"])
         if cycle:
-            raise InvalidInput(f"--depends-on would make a dependency cycle {' -> '.join(cycle)}", field="depends_on")
-        task["dependencies"].extend(deps)
-        add_note(task, f"attempt found it depends on {', '.join(deps)}", now, agent)
+            raise InvalidInput(f"{option} would make a dependency cycle {' -> '.join(cycle)}", field=field,
+                               cycle=cycle)
 
     def release(self, task_id: str, agent: str, *, token: str | None = None) -> dict[str, Any]:
         """Give a claimed task back, untouched and immediately claimable (no attempt is recorded)."""
@@ -528,6 +726,7 @@ class Queue:
             clear_claim(task)
             task["updated_at"] = now
             add_note(task, "released by its holder", now, agent)
+            history.record(task, "released", now, by=agent, to=PENDING)
             unit.move(task, IN_PROGRESS, PENDING)
         return task
 
@@ -571,19 +770,31 @@ class Queue:
         return f"{outside[0]} and archived"
 
     def record_failure(self, unit: TaskTxn, task: dict[str, Any], attempt: dict[str, Any], now_dt: datetime,
-                       *, final: bool) -> dict[str, Any]:
-        """Within ``unit``: the in-progress ``task`` failed ``attempt``; back off, dead-letter or fail it."""
+                       *, final: bool, event: str = "failed") -> dict[str, Any]:
+        """Within ``unit``: the in-progress ``task`` failed ``attempt``; back off, dead-letter or fail it.
+
+        ``event`` names it in the task's history: ``failed`` (by the attempt's agent), or
+        ``lease_expired`` (by nobody: the lease ran out).
+        """
         now = format_ts(now_dt)
         unit.remove(IN_PROGRESS, task)
         clear_claim(task)
         task["attempts"].append(attempt)
         task["last_error"] = attempt["error_message"]
         task["updated_at"] = now
+        by = attempt["agent_id"] if event == "failed" else None
+        detail = (f"{attempt['error_type']}: {attempt['error_message']}" if event == "failed"
+                  else attempt["error_message"])
         if final:
             add_note(task, "failed with --final: no retry", now, attempt["agent_id"])
+            history.record(task, event, now, by=by, to=FAILED, attempt=attempt["attempt_number"],
+                           detail=f"{detail} (--final: no retry)")
             unit.put(FAILED, task)
             return {"task": task, "state": FAILED, "retry_at": None}
         if attempts_in_budget(task) >= task["max_attempts"]:
+            history.record(task, event, now, by=by, to=DEAD_LETTER, attempt=attempt["attempt_number"],
+                           detail=f"{detail} (attempt {attempts_in_budget(task)} of {task['max_attempts']}: "
+                                  "moved to the dead-letter queue)")
             entry = make_entry(task, IN_PROGRESS)
             unit.dead_letter(entry)
             unit.dead_lettered.append(task)
@@ -591,6 +802,8 @@ class Queue:
         delay = backoff_seconds(attempts_in_budget(task), float(self._setting("backoff_initial")),
                                 float(self._setting("backoff_multiplier")), float(self._setting("backoff_max")))
         task["available_at"] = format_ts(add_seconds(now_dt, delay))
+        history.record(task, event, now, by=by, to=PENDING, attempt=attempt["attempt_number"],
+                       until=task["available_at"], detail=detail)
         unit.put(PENDING, task)
         return {"task": task, "state": PENDING, "retry_at": task["available_at"]}
 
@@ -637,15 +850,17 @@ class Queue:
             why = f"lease expired at {lease_until}" if lease_until else "in progress without a lease"
             attempt = make_attempt(task, now=now, agent_id=holder, approach="(lease expired)", error_type="timeout",
                                    error_message=f"{why} while held by {holder}")
-            outcome = self.record_failure(unit, task, attempt, now_dt, final=False)
+            outcome = self.record_failure(unit, task, attempt, now_dt, final=False, event="lease_expired")
             (dead if outcome["state"] == DEAD_LETTER else requeued).append(task["id"])
         return {"requeued": requeued, "dead_lettered": dead}
 
-    def cancel(self, task_id: str, *, cascade: bool = False, reason: str | None = None) -> dict[str, Any]:
+    def cancel(self, task_id: str, *, cascade: bool = False, reason: str | None = None, force: bool = False,
+               by: str | None = None) -> dict[str, Any]:
         """Cancel a task. Tasks that depend on it are reported, and cancelled too with ``cascade``.
 
         ``cascade`` on a task already cancelled cancels what still depends on it (what the first
-        cancel reported).
+        cancel reported). A task an agent holds (other than ``by``) is refused with :class:`Conflict`
+        naming the holder unless ``force``, which ends the claim: the holder's next call gets exit 4.
         """
         check_id(task_id, "task id")
         with self.tasks.transaction() as unit:
@@ -659,12 +874,18 @@ class Queue:
             targets = ([found] if found else []) + (
                 [unit.find(d, ACTIVE_STATES) for d in dependents] if cascade else [])
             cancelled = []
+            from loki.queue.edits import refuse_held
+
             for state, task in (t for t in targets if t is not None):
+                holder = refuse_held(task, state, now, force=force, by=by, verb="cancel")
                 clear_claim(task)
                 task["updated_at"] = now
                 why = reason or "no reason given"
-                add_note(task, f"cancelled: {why}" if task["id"] == task_id else
-                         f"cancelled with {task_id} (--cascade): {why}", now)
+                text = (f"cancelled: {why}" if task["id"] == task_id else
+                        f"cancelled with {task_id} (--cascade): {why}")
+                ended = f" (the claim of {holder} ended: --force)" if holder and holder != by else ""
+                add_note(task, text + ended, now, by)
+                history.record(task, "cancelled", now, by=by, to=CANCELLED, detail=text + ended)
                 unit.move(task, state, CANCELLED)
                 cancelled.append(task["id"])
             self.rotate_hot(unit, CANCELLED)
@@ -683,13 +904,14 @@ class Queue:
         return found
 
     def retry(self, task_id: str, *, approach: str | None = None, reset_count: bool = False,
-              fix_commit: str | None = None) -> dict[str, Any]:
+              fix_commit: str | None = None, by: str | None = None) -> dict[str, Any]:
         """Back to pending from failed, dead-letter or cancelled, keeping the attempt history.
 
         ``approach`` documents the new approach; ``reset_count`` resets the attempt count: a fresh
         budget of ``max_attempts`` failures (the history stays, the maximum is unchanged);
         ``fix_commit`` records the commit that fixed
         the blocking bug. From dead-letter it counts as a recovery in the file's metadata.
+        ``by``: who retried it (kept in the task's history).
         """
         check_id(task_id, "task id")
         check_fix_commit(fix_commit)
@@ -723,7 +945,8 @@ class Queue:
             if reset_count:
                 start_fresh_budget(task)
                 note += f" (attempt count reset: {plural(task['max_attempts'], 'attempt')} allowed again)"
-            add_note(task, note, now)
+            add_note(task, note, now, by)
+            history.record(task, "retried", now, by=by, to=PENDING, detail=note)
             unit.put(PENDING, task)
         return {"task": task, "from": source}
 
@@ -800,8 +1023,13 @@ def _at(where: str) -> str:
     return f"{where}: " if where else ""
 
 
-def _claim_order_key(task: dict[str, Any]) -> tuple[int, str]:
-    return PRIORITY_RANK[task["priority"]], task["created_at"]
+def _why(task: dict[str, Any], state: str) -> str | None:
+    """What a listing says about a task that waits outside pending: a blocked task's reason and deadline."""
+    blocked = task.get("blocked") if state == BLOCKED else None
+    if not blocked:
+        return None
+    until = f" (until {blocked['deadline']})" if blocked.get("deadline") else ""
+    return f"{blocked.get('reason') or 'blocked'}{until}"
 
 
 def _check_agent(agent: str) -> None:
@@ -810,39 +1038,41 @@ def _check_agent(agent: str) -> None:
     check_name(agent, "agent name")
 
 
-DEAD_STATES = (CANCELLED, ABANDONED)
-"""A dependency in one of these states will never complete: a task waiting on it waits for ever."""
+class Wanted:
+    """What a claim (or a listing of ready tasks) asks for: types (any of), labels (all of), priorities (any of)."""
 
+    __slots__ = ("labels", "priorities", "types")
 
-def never_ready(waiting: Iterable[dict[str, Any]], state_of: Callable[[str], str | None]) -> dict[str, dict[str, str]]:
-    """Tasks among ``waiting`` (pending or blocked) that can never become ready.
+    def __init__(self, types: Iterable[str] = (), labels: Iterable[str] = (), priorities: Iterable[str] = ()) -> None:
+        self.types = set(types)
+        self.labels = list(dict.fromkeys(labels))
+        self.priorities = set(priorities)
+        if self.labels:
+            from loki.textsafe import check_name
 
-    A dependency that is cancelled or abandoned never completes; nor does a waiting task that
-    depends on one, so the tasks depending on *it* are stuck too. Returns id -> ``{"dependency"``
-    (the one that blocks it), ``"root"`` (the dead task at the end of the chain), ``"state"`` (the
-    root's), ``"why"`` (in words)``}``. ``state_of(id)`` says where any task is (None: nowhere).
-    """
-    tasks = list(waiting)
-    stuck: dict[str, dict[str, str]] = {}
-    changed = True
-    while changed:  # a fixpoint: chains of any length, in any file order
-        changed = False
-        for task in tasks:
-            if task["id"] in stuck:
-                continue
-            for dep in task.get("dependencies", []):
-                if dep in stuck:
-                    root, state = stuck[dep]["root"], stuck[dep]["state"]
-                    why = f"depends on {dep!r}, which waits on {root!r} ({state})"
-                elif (found := state_of(dep)) in DEAD_STATES:
-                    root, state = dep, str(found)
-                    why = f"depends on {dep!r}, which is {state}"
-                else:
-                    continue
-                stuck[task["id"]] = {"dependency": dep, "root": root, "state": state, "why": why}
-                changed = True
-                break
-    return stuck
+            for label in self.labels:
+                check_name(label, "label")
+        for priority in self.priorities:
+            if priority not in PRIORITIES:
+                raise InvalidArgument(f"--priority must be one of {', '.join(PRIORITIES)} (got {priority!r})",
+                                      field="priority")
+
+    def __bool__(self) -> bool:
+        return bool(self.types or self.labels or self.priorities)
+
+    def matches(self, task: dict[str, Any], *, with_type: bool = False) -> bool:
+        """Labels and priorities (and the type too with ``with_type``: the store filters types itself)."""
+        if with_type and self.types and task.get("type") not in self.types:
+            return False
+        if self.priorities and task.get("priority") not in self.priorities:
+            return False
+        return all(label in task.get("labels", ()) for label in self.labels)
+
+    def describe(self) -> str:
+        asked = [f"label {', '.join(self.labels)}" if self.labels else "",
+                 f"priority {' or '.join(sorted(self.priorities, key=PRIORITY_RANK.__getitem__))}"
+                 if self.priorities else ""]
+        return " and ".join(a for a in asked if a)
 
 
 def _dependency_lookup(unit: TaskTxn, overrides: dict[str, list[str]]) -> Callable[[str], list[str]]:

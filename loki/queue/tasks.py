@@ -41,6 +41,23 @@ TASK_STATES = tuple(s for s in State if s not in (State.DEAD_LETTER, State.ABAND
 """States whose files hold task records (dead-letter and abandoned hold entries wrapping a task)."""
 
 
+class TaskAnswer(dict):  # type: ignore[type-arg]
+    """A task as ``Queue.add`` and ``Queue.claim`` return it: the record itself (``task["id"]``), plus
+    how the call came by it: ``created`` (False: ``add`` found its idempotency key and returns the
+    task that has it) and ``reused`` (True: ``claim(reuse=True)`` returns the agent's live claim).
+    """
+
+    created: bool = True
+    reused: bool = False
+
+    @classmethod
+    def of(cls, task: dict[str, Any], *, created: bool = True, reused: bool = False) -> TaskAnswer:
+        answer = cls(task)
+        answer.created = created
+        answer.reused = reused
+        return answer
+
+
 def new_task_id() -> str:
     return "task-" + os.urandom(6).hex()
 

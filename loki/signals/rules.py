@@ -25,6 +25,7 @@ from __future__ import annotations
 from loki.clock import add_seconds, format_ts, parse_ts
 from loki.config import setting
 from loki.errors import Conflict, InvalidInput, NotFound
+from loki.queue import history
 from loki.queue.tasks import add_note, clear_claim, make_attempt
 from loki.signals import types as signaltypes
 from loki.storage import layout
@@ -147,6 +148,8 @@ def _pause(store: Store, sig: Signal, reason: str, *, deadline: str | None = Non
                 task["blocked"] = current
                 task["updated_at"] = now
                 add_note(task, f"{reason}; waits for a human until {deadline} {sig.marker}", now, sig.agent)
+                history.record(task, "blocked", now, by=sig.agent, until=deadline,
+                               detail=f"{sig.type}: {reason}; waits for a human")
                 unit.update("blocked", task)
                 return outcome("applied", f"{task['id']} stays blocked, now waiting for a human until {deadline}",
                                state_change={"from": "blocked", "to": "blocked"})
@@ -170,6 +173,8 @@ def _pause(store: Store, sig: Signal, reason: str, *, deadline: str | None = Non
         task["updated_at"] = now
         held = f" (claim of {holder} released)" if holder else ""
         add_note(task, f"blocked by {sig.type}: {reason}{held} {sig.marker}", now, sig.agent)
+        history.record(task, "blocked", now, by=sig.agent, to="blocked", until=deadline,
+                       detail=f"{sig.type}: {reason}{held}")
         unit.move(task, state, "blocked")
         until = f" until {deadline}" if deadline else ""
         return outcome("applied", f"{task['id']}: {state} -> blocked{until}{held}",
@@ -273,6 +278,7 @@ def complete_task(store: Store, sig: Signal) -> dict[str, Any]:
         task["updated_at"] = now
         held = f" (held by {holder})" if holder else ""
         add_note(task, f"completed by {sig.type}{held} {sig.marker}", now, sig.agent)
+        history.record(task, "completed", now, by=sig.agent, to="completed", detail=f"by {sig.type}{held}")
         unit.move(task, state, "completed")
         Queue(store).rotate_hot(unit, "completed")
         return outcome("applied", f"{task['id']}: {state} -> completed{held}",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from loki.clock import format_ts, parse_ts, ts_before
 from loki.config import setting
-from loki.queue import deadletter
+from loki.queue import deadletter, history
 from loki.queue.deadentry import make_entry
 from loki.queue.tasks import add_note
 from loki.storage import layout
@@ -84,6 +84,8 @@ class Tick:
                 add_note(task, f"no human decision by {blocked['deadline']} ({blocked.get('reason', '')}): moved "
                                "to the dead-letter queue", stamp, SOURCE)
                 task["updated_at"] = stamp
+                history.record(task, "dead_lettered", stamp, by=SOURCE, to="dead-letter",
+                               detail=f"no human decision by {blocked['deadline']} ({blocked.get('reason', '')})")
                 previous = blocked.get("previous_status")
                 entry = make_entry(task, previous if previous in ("pending", "in-progress") else "pending")
                 entry["recovery_strategy"] = "requires_human_review"
