@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from loki.storage.state import StateStore as Store
 
 JSON_HELP = "Print one JSON document on stdout (stable keys, for agents and scripts)."
+BY_HELP = "Who makes the change, kept in the task's history (default: $USER); the holder needs no --force."
 
 
 def format_option() -> Any:
@@ -187,3 +188,8 @@ def fail(message: str, code: int = 1) -> None:
 
     sys.stderr.write(f"error: {for_terminal(message)}\n")
     raise typer.Exit(code)
+
+
+def who(by: str | None) -> str | None:
+    """``--by``, else the login name: a person's change to a task is recorded with who made it."""
+    return by or os.environ.get("USER") or None

@@ -7,6 +7,7 @@ from typing import Any
 import typer
 
 from loki.cli.common import (
+    BY_HELP,
     JSON_HELP,
     footer,
     format_option,
@@ -16,6 +17,7 @@ from loki.cli.common import (
     say,
     store_from,
     table,
+    who,
 )
 from loki.cli.output import resolve_format
 from loki.queue.tasks import attempts_in_budget
@@ -108,10 +110,12 @@ def retry(
                                      help="Reset the attempt count: max_attempts more failures before the dead-letter "
                                           "queue (the history stays)."),
     fix_commit: str | None = typer.Option(None, "--fix-commit", help="The commit that fixed the blocking bug."),
+    by: str | None = typer.Option(None, "--by", help=BY_HELP),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Move an entry back to pending now (a recovery), keeping every attempt."""
-    outcome = _deadletter(ctx).retry(task_id, approach=approach, reset_count=reset_count, fix_commit=fix_commit)
+    outcome = _deadletter(ctx).retry(task_id, approach=approach, reset_count=reset_count, fix_commit=fix_commit,
+                                     by=who(by))
     if json_output:
         print_json(outcome)
     else:
@@ -136,7 +140,7 @@ def propose(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Record a new approach; the next review retries the entry with it (the "new approach" retry condition)."""
-    entry = _deadletter(ctx).propose(task_id, approach)
+    entry = _deadletter(ctx).propose(task_id, approach, by=who(None))
     if json_output:
         print_json(entry)
     else:
@@ -148,10 +152,11 @@ def abandon(
     ctx: typer.Context,
     task_id: str = typer.Argument(..., help="The task id."),
     reason: str = typer.Option(..., "--reason", help="Why (kept in abandoned.json)."),
+    by: str | None = typer.Option(None, "--by", help=BY_HELP),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Abandon an entry for good: it moves to abandoned.json with the reason."""
-    record = _deadletter(ctx).abandon(task_id, reason)
+    record = _deadletter(ctx).abandon(task_id, reason, by=who(by))
     if json_output:
         print_json(record)
     else:
@@ -169,7 +174,7 @@ def split(
 ) -> None:
     """Replace an entry with simpler task(s) linked to it (split_from); the original is abandoned with that reason."""
     result = _deadletter(ctx).split(task_id, title, description=description,
-                                    priority=None if priority is None else priority.lower())
+                                    priority=None if priority is None else priority.lower(), by=who(None))
     if json_output:
         print_json(result)
         return

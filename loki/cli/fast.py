@@ -161,21 +161,24 @@ def signal_emit(args: list[str]) -> int | None:
 
 # -- loki queue claim ------------------------------------------------------------------------------
 
-_CLAIM_OPTIONS = {"--agent": "agent", "-a": "agent", "--type": "types", "--lease": "lease", "--format": "format"}
-_CLAIM_FLAGS = {"-q": "quiet", "--quiet": "quiet"}
+_CLAIM_OPTIONS = {"--agent": "agent", "-a": "agent", "--type": "types", "--lease": "lease", "--format": "format",
+                  "--label": "labels", "-l": "labels", "--priority": "priorities", "-p": "priorities",
+                  "--id": "task_id"}
+_CLAIM_FLAGS = {"-q": "quiet", "--quiet": "quiet", "--reuse": "reuse"}
 
 
 def parse_queue_claim(args: list[str]) -> dict[str, Any] | None:
-    """``{"root", "agent", "types", "lease", "json", "format", "quiet"}`` for ``[--root R] queue claim
-    --agent A [--type T ...] [--lease S] [--json | --format F | -q]``; None for anything else (typer
-    handles it)."""
+    """``{"root", "agent", "types", "labels", "priorities", "task_id", "reuse", "lease", "json", "format",
+    "quiet"}`` for ``[--root R] queue claim --agent A [--type T ...] [--label L ...] [--priority P ...]
+    [--id ID] [--reuse] [--lease S] [--json | --format F | -q]``; None for anything else (typer handles it)."""
     split = split_root(args)
     if split is None:
         return None
     root, rest = split
     if rest[:2] != ["queue", "claim"]:
         return None
-    options = parse_options(rest[2:], _CLAIM_OPTIONS, repeatable=frozenset({"types"}), flags=_CLAIM_FLAGS)
+    options = parse_options(rest[2:], _CLAIM_OPTIONS, repeatable=frozenset({"types", "labels", "priorities"}),
+                            flags=_CLAIM_FLAGS)
     if options is None or "agent" not in options[0]:
         return None
     values, _, json_output = options
@@ -185,7 +188,9 @@ def parse_queue_claim(args: list[str]) -> dict[str, Any] | None:
             lease = float(lease)
         except ValueError:
             return None  # typer's usage error says it better
-    return {"root": root, "agent": values["agent"], "types": values.get("types", []), "lease": lease,
+    return {"root": root, "agent": values["agent"], "types": values.get("types", []),
+            "labels": values.get("labels", []), "priorities": [p.lower() for p in values.get("priorities", [])],
+            "task_id": values.get("task_id"), "reuse": bool(values.get("reuse")), "lease": lease,
             "json": json_output, "format": values.get("format"), "quiet": bool(values.get("quiet"))}
 
 
@@ -200,8 +205,9 @@ def queue_claim(args: list[str]) -> int | None:
         from loki.storage.opening import open_store
 
         fmt = resolve_format(parsed["format"], parsed["quiet"], parsed["json"])  # before anything is claimed
-        task = Queue(open_store(parsed["root"])).claim(parsed["agent"], types=parsed["types"],
-                                                       lease_seconds=parsed["lease"])
+        task = Queue(open_store(parsed["root"])).claim(
+            parsed["agent"], types=parsed["types"], labels=parsed["labels"], priorities=parsed["priorities"],
+            task_id=parsed["task_id"], reuse=parsed["reuse"], lease_seconds=parsed["lease"])
         print_claim(task, fmt)
         return 0
 

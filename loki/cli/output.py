@@ -132,8 +132,14 @@ def print_emitted(result: dict[str, object], json_output: bool) -> None:
 
 def claim_lines(task: dict[str, Any]) -> list[str]:
     """What ``loki queue claim`` prints for people (typer command and fast lane alike)."""
-    return [f"claimed {task['id']} [{task['priority']}] {task['title']}",
+    verb = "already yours (--reuse):" if getattr(task, "reused", False) else "claimed"
+    return [f"{verb} {task['id']} [{task['priority']}] {task['title']}",
             f"lease until {task['lease_until']}, token {task['claim_token']}"]
+
+
+def claim_json(task: dict[str, Any]) -> dict[str, Any]:
+    """What ``loki queue claim --json`` prints: the task, and whether it is the agent's live claim again."""
+    return {"task": task, "reused": bool(getattr(task, "reused", False))}
 
 
 # -- output formats (--format, -q) -----------------------------------------------------------------
@@ -239,7 +245,7 @@ def write_jsonl(items: list[Any]) -> None:
 def print_claim(task: dict[str, Any], fmt: str) -> None:
     """What ``loki queue claim`` prints in each format (typer command and fast lane alike)."""
     if fmt == "json":
-        write_json({"task": task})
+        write_json(claim_json(task))
     elif fmt == "jsonl":
         write_jsonl([task])
     elif fmt == "id":

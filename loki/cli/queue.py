@@ -7,6 +7,7 @@ from typing import Any
 import typer
 
 from loki.cli.common import (
+    BY_HELP,
     JSON_HELP,
     footer,
     format_option,
@@ -17,12 +18,13 @@ from loki.cli.common import (
     say,
     store_from,
     table,
+    who,
 )
 from loki.cli.output import resolve_format
 from loki.wording import attempt_failed, plural
 
-app = typer.Typer(help="The task queue: add, list, claim, heartbeat, complete, fail, release, cancel, retry.",
-                  no_args_is_help=True)
+app = typer.Typer(help="The task queue: add, list, ready, claim, heartbeat, complete, fail, release, edit, close, "
+                       "defer, cancel, retry, history.", no_args_is_help=True)
 
 AGENT_HELP = "The agent's name (the holder of the claim)."
 TOKEN_HELP = "The claim token printed by claim; when given it must match the current claim."
@@ -78,17 +80,17 @@ def add(
         return
     if title is None:
         raise UsageError("missing TITLE (or --from-file FILE)")
-    result = queue.add(
+    task = queue.add(
         title, description=description, type=type_, priority=priority.lower(), depends_on=depends_on or [],
         labels=label or [], payload=parse_json_option(payload, "--payload", want_object=True), task_id=task_id,
         idempotency_key=idempotency_key, max_attempts=max_attempts,
     )
     if json_output:
-        print_json(result)
-    elif result["created"]:
-        say(f"added {_one_line(result['task'])}")
+        print_json({"created": task.created, "task": task})
+    elif task.created:
+        say(f"added {_one_line(task)}")
     else:
-        say(f"exists {_one_line(result['task'])} (idempotency key {idempotency_key!r}); nothing added")
+        say(f"exists {_one_line(task)} (idempotency key {idempotency_key!r}); nothing added")
 
 
 @app.command("list")
@@ -98,23 +100,24 @@ def list_(
     type_: str | None = typer.Option(None, "--type", help="Only tasks of this type."),
     label: str | None = typer.Option(None, "--label", "-l", help="Only tasks with this label."),
     limit: int | None = typer.Option(None, "--limit", "-n", help="At most this many (default 50; the total is shown)."),
+    agent: str | None = typer.Option(None, "--agent", "-a", help="Only the tasks this agent holds (and, completed, "
+                                                                 "those it completed)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
     fmt: str | None = format_option(),
     quiet: bool = quiet_option(),
 ) -> None:
-    """List tasks (pending by default, in claim order), with the total count."""
+    """List tasks, with the total count. Pending: in claim order, the ready ones first, with why the rest wait."""
     output = resolve_format(fmt, quiet, json_output)
     queue = _queue(ctx)
-    result = queue.list_tasks(state, type=type_, label=label, limit=limit)
+    result = queue.list_tasks(state, type=type_, label=label, limit=limit, agent=agent)
     report_notes(queue.store, result)
 
     def people() -> None:
-        rows = [[t["id"], t["state"], t["priority"], t["type"], t["title"], t["attempts"],
-                 t["claimed_by"] or "", t["lease_until"] or (t["available_at"] if t["state"] == "pending" else "")]
-                for t in result["tasks"]]
+        rows = [[t["id"], t["state"], t["priority"], t["type"], t["title"], t["attempts"], t["claimed_by"] or "",
+                 t["lease_until"] or "", _status_cell(t)] for t in result["tasks"]]
         # at 80 columns the type, then the state (one state listed: the footer names it) give way
-        table(None, ["id", "state", "priority", "type", "title", "tries", "holder", "lease / available"], rows,
-              droppable=["type", "state", "holder", "tries", "lease / available"])
+        table(None, ["id", "state", "priority", "type", "title", "tries", "holder", "lease until", "ready / why"],
+              rows, droppable=["type", "state", "holder", "tries", "lease until"])
         more = " (use --limit to see more)" if result["total"] > result["shown"] else ""
         noun = "task" if state == "all" else f"{state} task"  # never "36 all tasks"
         footer(f"{result['shown']} of {plural(result['total'], noun)}{more}")
@@ -137,9 +140,14 @@ def show(
         return
     task = result["task"]
     say(f"{task['id']}: {task['title']}")
-    fields = ["state", "priority", "type", "labels", "dependencies", "created_at", "available_at", "claimed_by",
-              "lease_until", "max_attempts", "last_error", "completed_at"]
-    values = {**task, "state": result["state"] + (" (archived)" if result.get("archived") else "")}
+    fields = ["state", "priority", "type", "labels", "dependencies", "created_at", "available_at", "deferred",
+              "blocked", "claimed_by", "lease_until", "max_attempts", "last_error", "completed_at", "completed_by",
+              "payload", "result"]
+    values = {**task, "state": result["state"] + (" (archived)" if result.get("archived") else ""),
+              "completed_by": result.get("completed_by"), "blocked": _blocked_text(task.get("blocked")),
+              "deferred": _deferred_text(task.get("deferred")),
+              "payload": _json_text(task.get("payload")) if task.get("payload") else None,
+              "result": _json_text(task["result"]) if task.get("result") is not None else None}
     table(None, ["field", "value"], [[f, _text(values.get(f))] for f in fields if values.get(f) not in (None, [], "")])
     if task.get("description"):
         say(task["description"])
@@ -149,6 +157,46 @@ def show(
                 a["error_message"][:120]] for a in task["attempts"]])
     for note in task.get("notes", []):
         say(f"note {note['timestamp']}{' ' + note['author'] if note.get('author') else ''}: {note['text']}")
+    if task.get("history"):
+        say(f"history: {plural(len(task['history']), 'event')} (`loki queue history {task['id']}`)")
+
+
+def _blocked_text(blocked: dict[str, Any] | None) -> str | None:
+    if not blocked:
+        return None
+    parts = [str(blocked.get("reason") or "blocked"), f"since {blocked.get('since')}"]
+    if blocked.get("deadline"):
+        parts.append(f"a human decides by {blocked['deadline']} (then dead-letter)")
+    if blocked.get("escalation"):
+        parts.append(f"escalations/{blocked['escalation']}")
+    return "; ".join(parts)
+
+
+def _deferred_text(deferred: dict[str, Any] | None) -> str | None:
+    if not deferred:
+        return None
+    by = f" by {deferred['by']}" if deferred.get("by") else ""
+    why = f": {deferred['reason']}" if deferred.get("reason") else ""
+    return f"until {deferred['until']}{by}{why}"
+
+
+def _json_text(value: Any) -> str:
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _status_cell(task: dict[str, Any]) -> str:
+    """A listing's last column: ready, or why not (pending); a blocked task's reason and deadline."""
+    if task["ready"]:
+        return "ready"
+    return str(task.get("why") or "")
+
+
+def _value(value: Any) -> str:
+    """A changed value in words: an empty list is "none"."""
+    return "none" if value in ([], None, "") else _text(value)
 
 
 def _text(value: Any) -> str:
@@ -161,13 +209,20 @@ def _text(value: Any) -> str:
 def claim(
     ctx: typer.Context,
     agent: str = typer.Option(..., "--agent", "-a", help=AGENT_HELP),
-    type_: list[str] | None = typer.Option(None, "--type", help="Only tasks of this type (repeatable)."),
+    type_: list[str] | None = typer.Option(None, "--type", help="Only tasks of this type (repeatable: any of them)."),
+    label: list[str] | None = typer.Option(None, "--label", "-l", help="Only tasks with this label (repeatable: all "
+                                                                       "of them)."),
+    priority: list[str] | None = typer.Option(None, "--priority", "-p", help="Only tasks of this priority "
+                                                                             "(repeatable: any of them)."),
+    task_id: str | None = typer.Option(None, "--id", help="Claim this task (exit 3 saying why if it is not ready)."),
+    reuse: bool = typer.Option(False, "--reuse", help="If you already hold a live claim that fits, get it back "
+                                                      "(its token and lease unchanged) instead of a second task."),
     lease: float | None = typer.Option(None, "--lease", help="Lease in seconds (default 3600)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
     fmt: str | None = format_option(),
     quiet: bool = quiet_option(),
 ) -> None:
-    """Take the best ready task. Exit 3, with the reason, when nothing is ready.
+    """Take the best ready task (or the one --id names). Exit 3, with the reason, when nothing is ready.
 
     `id=$(loki queue claim --agent a1 -q)` gives the id alone; --format jsonl the task on one line.
     """
@@ -175,7 +230,9 @@ def claim(
 
     # `loki queue claim` usually runs through the fast lane (loki/cli/fast.py); both print the same.
     output = resolve_format(fmt, quiet, json_output)  # a bad format claims nothing
-    print_claim(_queue(ctx).claim(agent, types=type_ or [], lease_seconds=lease), output)
+    print_claim(_queue(ctx).claim(agent, types=type_ or [], labels=label or [],
+                                  priorities=[p.lower() for p in priority or []], task_id=task_id, reuse=reuse,
+                                  lease_seconds=lease), output)
 
 
 @app.command("heartbeat")
@@ -281,10 +338,12 @@ def cancel(
     task_id: str = typer.Argument(..., help="The task id."),
     cascade: bool = typer.Option(False, "--cascade", help="Also cancel every task that depends on it."),
     reason: str | None = typer.Option(None, "--reason", help="Why (kept in the task's notes)."),
+    force: bool = typer.Option(False, "--force", help="Cancel even a task an agent holds (its claim ends)."),
+    by: str | None = typer.Option(None, "--by", help=BY_HELP),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Cancel a task; tasks that depend on it are reported (and cancelled with --cascade)."""
-    outcome = _queue(ctx).cancel(task_id, cascade=cascade, reason=reason)
+    outcome = _queue(ctx).cancel(task_id, cascade=cascade, reason=reason, force=force, by=who(by))
     if json_output:
         print_json(outcome)
         return
@@ -298,11 +357,176 @@ def cancel(
 def retry(
     ctx: typer.Context,
     task_id: str = typer.Argument(..., help="The task id."),
+    by: str | None = typer.Option(None, "--by", help=BY_HELP),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Move a failed, dead-letter or cancelled task back to pending, keeping its attempts."""
-    outcome = _queue(ctx).retry(task_id)
+    outcome = _queue(ctx).retry(task_id, by=who(by))
     if json_output:
         print_json(outcome)
     else:
         say(f"{_one_line(outcome['task'])}: back to pending from {outcome['from']}")
+
+
+@app.command("ready")
+def ready(
+    ctx: typer.Context,
+    type_: list[str] | None = typer.Option(None, "--type", help="Only tasks of this type (repeatable: any of them)."),
+    label: list[str] | None = typer.Option(None, "--label", "-l", help="Only tasks with this label (repeatable: all "
+                                                                       "of them)."),
+    priority: list[str] | None = typer.Option(None, "--priority", "-p", help="Only tasks of this priority "
+                                                                             "(repeatable: any of them)."),
+    explain: bool = typer.Option(False, "--explain", help="Also say, for every pending task that is not ready, why."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP + " Always carries the reasons."),
+) -> None:
+    """What `claim` would hand out next, in order; with --explain, why each other pending task waits."""
+    queue = _queue(ctx)
+    result = queue.ready(types=type_ or [], labels=label or [], priorities=[p.lower() for p in priority or []])
+    report_notes(queue.store, result)
+    if json_output:
+        print_json(result)
+        return
+    if result["ready"]:
+        table(None, ["#", "id", "priority", "type", "title", "labels"],
+              [[t["position"], t["id"], t["priority"], t["type"], t["title"], _text(t["labels"])]
+               for t in result["ready"]])
+    waiting = result["not_ready"]
+    if explain and waiting:
+        table("not ready", ["id", "priority", "type", "title", "why"],
+              [[t["id"], t["priority"], t["type"], t["title"], "; ".join(r["text"] for r in t["reasons"])]
+               for t in waiting])
+    noun = "matching pending task" if result["matching"] != result["pending"] else "pending task"
+    say(f"{len(result['ready'])} ready, {len(waiting)} not ready, of {plural(result['matching'], noun)}")
+    if waiting and not explain:
+        say("`loki queue ready --explain` says why each of the others is not ready")
+    if result["expired_leases"]:
+        say(f"{plural(len(result['expired_leases']), 'claim')} with an expired lease "
+            f"({', '.join(result['expired_leases'])}): the next claim or the watcher requeues "
+            f"{'it' if len(result['expired_leases']) == 1 else 'them'} first")
+
+
+@app.command("history")
+def history_(
+    ctx: typer.Context,
+    task_id: str = typer.Argument(..., help="The task id."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Every change to a task, oldest first: added, claimed, heartbeats, failures, retries, decisions, edits."""
+    queue = _queue(ctx)
+    result = queue.history(task_id)
+    report_notes(queue.store, result)
+    if json_output:
+        print_json(result)
+        return
+    archived = ", archived" if result["archived"] else ""
+    say(f"{result['task_id']}: {result['title']} ({result['state']}{archived})")
+    table(None, ["when", "event", "by", "to", "detail"],
+          [[e["at"], e["event"], e.get("by") or "", e.get("to") or "", _event_detail(e)] for e in result["events"]])
+    if not result["recorded"]:
+        say("note: this task predates its history: these events are rebuilt from its attempts and completion")
+
+
+def _event_detail(event: dict[str, Any]) -> str:
+    """An event's sentence and the facts it carries, in words."""
+    parts = []
+    if event["event"] == "heartbeat":
+        gap = float(event.get("longest_gap_seconds", 0))
+        parts.append(f"{plural(int(event.get('count', 1)), 'heartbeat')} until {event.get('last_at')}, longest "
+                     f"silence {gap:g}s")
+    if event.get("attempt"):
+        parts.append(f"attempt {event['attempt']}")
+    if event.get("changes"):
+        parts.append("; ".join(f"{field}: {_value(c['from'])} -> {_value(c['to'])}"
+                               for field, c in event["changes"].items()))
+    if event.get("until"):
+        parts.append(f"until {event['until']}")
+    if event.get("detail"):
+        parts.append(str(event["detail"]))
+    return "; ".join(parts)
+
+
+@app.command("edit")
+def edit(
+    ctx: typer.Context,
+    task_id: str = typer.Argument(..., help="The task id."),
+    title: str | None = typer.Option(None, "--title", help="The new title."),
+    description: str | None = typer.Option(None, "--description", "-d", help="The new description."),
+    type_: str | None = typer.Option(None, "--type", help="The new type."),
+    priority: str | None = typer.Option(None, "--priority", "-p", help="high, medium or low."),
+    add_label: list[str] | None = typer.Option(None, "--add-label", help="Add a label (repeatable)."),
+    remove_label: list[str] | None = typer.Option(None, "--remove-label", help="Remove a label (repeatable)."),
+    add_dependency: list[str] | None = typer.Option(None, "--add-dependency",
+                                                    help="A task this one must wait for (repeatable; no cycles)."),
+    remove_dependency: list[str] | None = typer.Option(None, "--remove-dependency",
+                                                       help="Stop waiting for this task (repeatable)."),
+    max_attempts: int | None = typer.Option(None, "--max-attempts", help="Failures before the dead-letter queue."),
+    force: bool = typer.Option(False, "--force", help="Edit even a task another agent holds (its claim stays)."),
+    by: str | None = typer.Option(None, "--by", "--agent", "-a", help=BY_HELP),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Change a task's title, description, type, priority, labels, dependencies or max attempts."""
+    result = _queue(ctx).edit(
+        task_id, by=who(by), force=force, title=title, description=description, type=type_,
+        priority=None if priority is None else priority.lower(), add_labels=add_label or [],
+        remove_labels=remove_label or [], add_dependencies=add_dependency or [],
+        remove_dependencies=remove_dependency or [], max_attempts=max_attempts)
+    if json_output:
+        print_json(result)
+    elif not result["changed"]:
+        say(f"{task_id}: nothing changed (every value was already so)")
+    else:
+        changes = "; ".join(f"{field}: {_value(c['from'])} -> {_value(c['to'])}"
+                            for field, c in result["changed"].items() if field != "description")
+        if "description" in result["changed"]:
+            changes = "; ".join(p for p in (changes, "description changed") if p)
+        say(f"edited {task_id} ({result['state']}): {changes}")
+
+
+@app.command("close")
+def close(
+    ctx: typer.Context,
+    task_id: str = typer.Argument(..., help="The task id."),
+    reason: str = typer.Option(..., "--reason", help="Why it is closed (kept in its history and notes)."),
+    wont_do: bool = typer.Option(False, "--wont-do", help="Close as won't do: cancelled (from the dead-letter "
+                                                          "queue: abandoned). Default: done, i.e. completed."),
+    force: bool = typer.Option(False, "--force", help="Close even a task an agent holds (its claim ends)."),
+    by: str | None = typer.Option(None, "--by", help=BY_HELP),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """A person closes a task: done (completed) or, with --wont-do, won't do (cancelled)."""
+    result = _queue(ctx).close(task_id, reason=reason, wont_do=wont_do, by=who(by), force=force)
+    if json_output:
+        print_json(result)
+        return
+    outcome = "won't do" if wont_do else "done"
+    say(f"closed {task_id} as {outcome}: {result['from']} -> {result['state']}")
+    if result["dependents"]:
+        say(f"warning: these tasks depend on {task_id} and can no longer become ready: "
+            f"{', '.join(result['dependents'])} (cancel them with `loki queue cancel {task_id} --cascade`)")
+    for name in result["resolved"]:
+        say(f"resolved escalations/{name}")
+
+
+@app.command("defer")
+def defer(
+    ctx: typer.Context,
+    task_id: str = typer.Argument(..., help="The task id."),
+    until: str = typer.Option(..., "--until", help="An ISO 8601 time (2026-01-26T09:00:00Z), a date, a duration "
+                                                   "from now (90s, 30m, 2h, 3d, 1w), or `now` to lift a deferral."),
+    reason: str | None = typer.Option(None, "--reason", help="Why it waits (shown by ready --explain)."),
+    force: bool = typer.Option(False, "--force", help="Defer even a task an agent holds (its claim ends)."),
+    by: str | None = typer.Option(None, "--by", help=BY_HELP),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Keep a pending task from being claimed until a time (`--until now` lifts it)."""
+    result = _queue(ctx).defer(task_id, until=until, by=who(by), reason=reason, force=force)
+    if json_output:
+        print_json(result)
+        return
+    released = f" (the claim of {result['released']} ended)" if result["released"] else ""
+    if result["deferred_until"]:
+        say(f"{task_id} deferred until {result['deferred_until']}{released}")
+    elif result["changed"]:
+        say(f"{task_id} is no longer deferred{released}")
+    else:
+        say(f"{task_id} was not deferred; nothing changed")
