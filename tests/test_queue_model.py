@@ -1,10 +1,13 @@
 """Model-based test of the queue (hypothesis stateful testing).
 
-Random sequences of add / claim / heartbeat / complete / fail / release / requeue-stale /
-cancel / retry / dead-letter review / time passing run against the real queue and against a
-small in-memory model written straight from the specification. After every step the
-``.loki/`` tree must equal the model (which file each task is in, its attempts, its holder)
-and every file must validate.
+Random sequences of add / claim / claim --id / heartbeat / complete / fail / release /
+requeue-stale / cancel / retry / dead-letter review / edit / close / defer / time passing run
+against the real queue and against a small in-memory model written straight from the
+specification. After every step the ``.loki/`` tree must equal the model (which file each task is
+in, its attempts, its holder, its claim token, its priority and dependencies, its deferral), every
+file must validate, and the invariants of a person's changes hold: the dependencies stay acyclic,
+a held task's lease and token change only through its holder or ``--force``, and each task's
+history records every state it went through, in order.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from loki.clock import ManualClock, add_seconds, format_ts, parse_ts
-from loki.errors import Conflict, InvalidInput, NothingToDo
+from loki.errors import Conflict, InvalidArgument, InvalidInput, NothingToDo
 from loki.queue.deadletter import DeadLetter
 from loki.queue.queue import Queue
 from loki.storage import layout
@@ -48,8 +51,16 @@ class ModelTask:
         self.attempts = 0
         self.holder: str | None = None
         self.lease_until: str | None = None
+        self.token: str | None = None
         self.available_at = created
         self.max_attempts = MAX_ATTEMPTS
+        self.deferred_until: str | None = None
+        self.transitions = ["pending"]
+        """Every state the task went through, in order: what its history must record."""
+
+    def move(self, state: str) -> None:
+        self.state = state
+        self.transitions.append(state)
 
 
 class QueueMachine(RuleBasedStateMachine):
@@ -80,9 +91,10 @@ class QueueMachine(RuleBasedStateMachine):
             self.in_progress_order.remove(task.id)
 
     def _to_pending(self, task: ModelTask, available_at: str) -> None:
-        task.state = "pending"
+        task.move("pending")
         task.holder = None
         task.lease_until = None
+        task.token = None
         task.available_at = available_at
         self.pending_order.append(task.id)
 
@@ -95,8 +107,9 @@ class QueueMachine(RuleBasedStateMachine):
         task.attempts += 1
         task.holder = None
         task.lease_until = None
+        task.token = None
         if task.attempts >= task.max_attempts:
-            task.state = "dead-letter"
+            task.move("dead-letter")
         else:
             delay = min(5 * 2 ** (task.attempts - 1), 300)
             self._to_pending(task, format_ts(add_seconds(self.clock.now(), delay)))
@@ -108,6 +121,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     def _ready(self, task: ModelTask) -> bool:
         return (task.state == "pending" and parse_ts(task.available_at) <= self.clock.now()
+                and (task.deferred_until is None or parse_ts(task.deferred_until) <= self.clock.now())
                 and all(self.tasks[d].state == "completed" for d in task.deps))
 
     def _error(self) -> str:
@@ -157,11 +171,32 @@ class QueueMachine(RuleBasedStateMachine):
             assert expected is None
             return
         assert expected is not None and got["id"] == expected.id
-        self._leave_pending(expected)
-        self.in_progress_order.append(expected.id)
-        expected.state = "in-progress"
-        expected.holder = agent
-        expected.lease_until = format_ts(add_seconds(self.clock.now(), LEASE))
+        self._take(expected, agent, got)
+
+    def _take(self, task: ModelTask, agent: str, got: dict[str, Any]) -> None:
+        self._leave_pending(task)
+        self.in_progress_order.append(task.id)
+        task.move("in-progress")
+        task.holder = agent
+        task.lease_until = format_ts(add_seconds(self.clock.now(), LEASE))
+        task.token = got["claim_token"]
+
+    @rule(pick=st.integers(0, 99), agent=st.sampled_from(AGENTS))
+    def claim_by_id(self, pick: int, agent: str) -> None:
+        if not self.tasks:
+            return
+        self._expire_leases()
+        task = self.tasks[sorted(self.tasks)[pick % len(self.tasks)]]
+        try:
+            got = self.queue.claim(agent, task_id=task.id, lease_seconds=LEASE)
+        except NothingToDo:
+            assert task.state == "pending" and not self._ready(task), f"{task.id} is ready but was refused"
+            return
+        except Conflict:
+            assert task.state != "pending", f"{task.id} is pending but claim --id was a conflict"
+            return
+        assert self._ready(task), f"{task.id} was claimed by id but is not ready"
+        self._take(task, agent, got)
 
     def _holder_call(self, pick: int, agent_pick: int, call: Any) -> ModelTask | None:
         """Run ``call(task_id, agent)`` on some task; check that only its holder succeeds."""
@@ -183,7 +218,8 @@ class QueueMachine(RuleBasedStateMachine):
         task = self._holder_call(pick, agent_pick, lambda i, a: self.queue.complete(i, a))
         if task is not None:
             self._leave_in_progress(task)
-            task.state, task.holder, task.lease_until = "completed", None, None
+            task.move("completed")
+            task.holder, task.lease_until, task.token = None, None, None
 
     @rule(pick=st.integers(0, 99), agent_pick=st.integers(0, 2))
     def fail(self, pick: int, agent_pick: int) -> None:
@@ -215,21 +251,26 @@ class QueueMachine(RuleBasedStateMachine):
         self.queue.requeue_stale()
         self._expire_leases()
 
-    @rule(pick=st.integers(0, 99))
-    def cancel(self, pick: int) -> None:
+    @rule(pick=st.integers(0, 99), force=st.booleans())
+    def cancel(self, pick: int, force: bool) -> None:
         if not self.tasks:
             return
         task = self.tasks[sorted(self.tasks)[pick % len(self.tasks)]]
         try:
-            self.queue.cancel(task.id)
+            self.queue.cancel(task.id, force=force, by="human")
         except Conflict:
-            assert task.state not in ("pending", "blocked", "in-progress", "failed")
+            assert task.state not in ("pending", "blocked", "failed")
+            assert task.state != "in-progress" or not force
             return
-        assert task.state in ("pending", "blocked", "in-progress", "failed")
+        assert task.state in ("pending", "blocked", "failed") or (task.state == "in-progress" and force)
+        self._finish(task, "cancelled")
+
+    def _finish(self, task: ModelTask, state: str) -> None:
         if task.state == "pending":
             self._leave_pending(task)
         self._leave_in_progress(task)
-        task.state, task.holder, task.lease_until = "cancelled", None, None
+        task.move(state)
+        task.holder, task.lease_until, task.token = None, None, None
 
     @rule(pick=st.integers(0, 99))
     def retry(self, pick: int) -> None:
@@ -252,9 +293,90 @@ class QueueMachine(RuleBasedStateMachine):
         # decision the protocol can take here is the attempts criterion.
         for task in self.tasks.values():
             if task.state == "dead-letter" and task.attempts >= 10:
-                task.state = "abandoned"
+                task.move("abandoned")
 
-    # -- the invariant -----------------------------------------------------------------------------------
+    # -- a person's changes ----------------------------------------------------------------------------
+
+    def _reaches(self, start: str, target: str) -> bool:
+        """Does ``start`` wait on ``target``, through tasks that may still run (abandoned ones end a path)?"""
+        seen, stack = set(), [start]
+        while stack:
+            node = stack.pop()
+            if node == target:
+                return True
+            if node in seen or self.tasks[node].state == "abandoned":
+                continue
+            seen.add(node)
+            stack.extend(self.tasks[node].deps)
+        return False
+
+    @rule(pick=st.integers(0, 99), priority=st.sampled_from(PRIORITIES), dep_pick=st.none() | st.integers(0, 99),
+          force=st.booleans())
+    def edit(self, pick: int, priority: str, dep_pick: int | None, force: bool) -> None:
+        if not self.tasks:
+            return
+        task = self.tasks[sorted(self.tasks)[pick % len(self.tasks)]]
+        dep = None if dep_pick is None else sorted(self.tasks)[dep_pick % len(self.tasks)]
+        adding = [dep] if dep is not None and dep not in task.deps else []
+        refused: type[Exception] | None = None
+        if task.state not in ("pending", "in-progress", "blocked", "failed", "dead-letter"):
+            refused = Conflict
+        elif task.state == "in-progress" and not force:
+            refused = Conflict
+        elif adding and dep == task.id:
+            refused = InvalidArgument
+        elif adding and (self.tasks[dep].state in ("cancelled", "abandoned") or dep in self._never_ready()
+                         or self._reaches(dep, task.id)):
+            refused = InvalidInput
+        try:
+            self.queue.edit(task.id, priority=priority, add_dependencies=adding, by="human", force=force)
+        except (Conflict, InvalidArgument, InvalidInput) as error:
+            assert refused is not None and isinstance(error, refused), f"{task.id}: {error}"
+            return
+        assert refused is None, f"{task.id} ({task.state}) edited; expected {refused}"
+        task.priority = priority
+        task.deps.extend(adding)
+
+    @rule(pick=st.integers(0, 99), wont_do=st.booleans(), force=st.booleans())
+    def close(self, pick: int, wont_do: bool, force: bool) -> None:
+        if not self.tasks:
+            return
+        task = self.tasks[sorted(self.tasks)[pick % len(self.tasks)]]
+        allowed = task.state in ("pending", "blocked", "failed", "dead-letter") or (
+            task.state == "in-progress" and force)
+        try:
+            self.queue.close(task.id, reason="a person decided", wont_do=wont_do, by="human", force=force)
+        except Conflict:
+            assert not allowed, f"{task.id} ({task.state}) could be closed"
+            return
+        assert allowed, f"{task.id} ({task.state}) was closed"
+        self._finish(task, ("abandoned" if task.state == "dead-letter" else "cancelled") if wont_do else "completed")
+
+    @rule(pick=st.integers(0, 99), seconds=st.sampled_from([0, 30, 600]), force=st.booleans())
+    def defer(self, pick: int, seconds: int, force: bool) -> None:
+        if not self.tasks:
+            return
+        task = self.tasks[sorted(self.tasks)[pick % len(self.tasks)]]
+        allowed = task.state == "pending" or (task.state == "in-progress" and force)
+        try:
+            self.queue.defer(task.id, until=f"{seconds}s" if seconds else "now", by="human", force=force)
+        except Conflict:
+            assert not allowed, f"{task.id} ({task.state}) could be deferred"
+            return
+        assert allowed, f"{task.id} ({task.state}) was deferred"
+        if task.state == "in-progress":
+            self._leave_in_progress(task)
+            self._to_pending(task, task.available_at)
+        task.deferred_until = format_ts(add_seconds(self.clock.now(), seconds)) if seconds else None
+
+    # -- the invariants ----------------------------------------------------------------------------------
+
+    @invariant()
+    def dependencies_stay_acyclic(self) -> None:
+        # among the tasks that may still run (an abandoned task never will: a path through it binds nothing)
+        for task_id, task in self.tasks.items():
+            if task.state != "abandoned":
+                assert not any(self._reaches(dep, task_id) for dep in task.deps), f"a dependency cycle via {task_id}"
 
     @invariant()
     def tree_equals_model(self) -> None:
@@ -276,7 +398,14 @@ class QueueMachine(RuleBasedStateMachine):
             assert state == model.state, f"{task_id}: file says {state}, model says {model.state}"
             assert len(task["attempts"]) == model.attempts, task_id
             assert task["claimed_by"] == model.holder, task_id
+            # a held task's lease and token change only through its holder, or a person's --force
             assert task["lease_until"] == model.lease_until, task_id
+            assert task["claim_token"] == model.token, task_id
+            assert (task["priority"], task["dependencies"]) == (model.priority, model.deps), task_id
+            assert (task.get("deferred") or {}).get("until") == model.deferred_until, task_id
+            # the history is complete: every state the task went through, in order
+            recorded = [e["to"] for e in task["history"] if e.get("to")]
+            assert recorded == model.transitions, f"{task_id}: history {recorded}, model {model.transitions}"
             if state == "pending":
                 assert task["available_at"] == model.available_at, task_id
         pending = [t["id"] for t in store.read(layout.queue_file("pending"))["tasks"]]
@@ -307,7 +436,7 @@ def test_a_long_random_run_validates_with_the_reference_validator() -> None:
     try:
         rng = __import__("random").Random(7)
         for _ in range(300):
-            choice = rng.randrange(7)
+            choice = rng.randrange(11)
             if choice == 0 or not machine.tasks:
                 machine.add(rng.choice(PRIORITIES), [rng.randrange(50)] if rng.random() < 0.3 else [])
             elif choice == 1:
@@ -320,8 +449,17 @@ def test_a_long_random_run_validates_with_the_reference_validator() -> None:
                 machine.time_passes(rng.choice([1, 5, 30, 61, 300]))
             elif choice == 5:
                 machine.retry(rng.randrange(99))
-            else:
+            elif choice == 6:
                 machine.requeue_stale()
+            elif choice == 7:
+                machine.edit(rng.randrange(99), rng.choice(PRIORITIES),
+                             rng.randrange(99) if rng.random() < 0.5 else None, rng.random() < 0.3)
+            elif choice == 8:
+                machine.close(rng.randrange(99), rng.random() < 0.5, rng.random() < 0.3)
+            elif choice == 9:
+                machine.defer(rng.randrange(99), rng.choice([0, 30, 600]), rng.random() < 0.3)
+            else:
+                machine.claim_by_id(rng.randrange(99), rng.choice(AGENTS))
             machine.tree_equals_model()
         machine.check_whole_tree()
     finally:
