@@ -230,3 +230,20 @@ def test_one_agent_retrying_a_lost_claim_from_six_processes_gets_one_task(root: 
     assert sorted(a["reused"] for a in answers) == [False, True, True, True, True, True]
     pending = cli(["queue", "list", "--json"], root=root).json()
     assert pending["total"] == 2
+
+
+def test_show_says_why_a_task_is_blocked_and_until_when_and_shows_payload_and_result(root: Path) -> None:
+    add(root, "t1", "--payload", '{"spec": "openapi.yaml"}')
+    assert cli(["escalate", "t1", "--trigger", "unclear spec"], root=root, env=T0).code == 0
+    shown = cli(["queue", "show", "t1"], root=root, env=T0).stdout
+    assert "unclear spec; since 2026-01-25T10:00:00Z; a human decides by 2026-01-26T10:00:00Z (then dead-letter)" \
+        in shown
+    assert '{"spec": "openapi.yaml"}' in shown
+    blocked = cli(["queue", "list", "-s", "blocked"], root=root, env=T0).stdout
+    assert "unclear spec (until 2026-01-26T10:00:00Z)" in blocked
+    add(root, "t2")
+    cli(["queue", "claim", "-a", "a9", "--id", "t2"], root=root, env=T0)
+    cli(["queue", "complete", "t2", "-a", "a9", "--result", '{"commit": "4f2a9c1"}'], root=root, env=T0)
+    done = cli(["queue", "show", "t2", "--json"], root=root).json()
+    assert done["completed_by"] == "a9" and done["task"]["result"] == {"commit": "4f2a9c1"}
+    assert '{"commit": "4f2a9c1"}' in cli(["queue", "show", "t2"], root=root).stdout
