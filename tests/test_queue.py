@@ -357,7 +357,7 @@ def test_cancel_reports_dependents_and_cascades(queue: Queue) -> None:
 def test_cancelled_in_progress_task_cannot_be_completed_by_its_old_holder(queue: Queue) -> None:
     queue.add("x", task_id="t1")
     queue.claim("a")
-    with pytest.raises(Conflict, match="held by 'a' .*--force; nothing changed"):
+    with pytest.raises(Conflict, match=r"held by 'a' .*--force; nothing changed"):
         queue.cancel("t1")
     assert queue.show("t1")["state"] == "in-progress"
     queue.cancel("t1", force=True)

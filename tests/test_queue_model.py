@@ -319,9 +319,8 @@ class QueueMachine(RuleBasedStateMachine):
         dep = None if dep_pick is None else sorted(self.tasks)[dep_pick % len(self.tasks)]
         adding = [dep] if dep is not None and dep not in task.deps else []
         refused: type[Exception] | None = None
-        if task.state not in ("pending", "in-progress", "blocked", "failed", "dead-letter"):
-            refused = Conflict
-        elif task.state == "in-progress" and not force:
+        if task.state not in ("pending", "in-progress", "blocked", "failed", "dead-letter") or (
+                task.state == "in-progress" and not force):
             refused = Conflict
         elif adding and dep == task.id:
             refused = InvalidArgument

@@ -11,9 +11,9 @@ import pytest
 from loki.breakers.breakers import Breakers
 from loki.clock import ManualClock
 from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, NothingToDo
+from loki.queue import history
 from loki.queue.deadletter import DeadLetter
 from loki.queue.escalations import escalate, list_escalations, resolve
-from loki.queue import history
 from loki.queue.history import MAX_EVENTS
 from loki.queue.queue import Queue
 from loki.queue.readiness import never_ready
@@ -90,9 +90,9 @@ def test_claim_by_id_refusals(queue: Queue) -> None:
     queue.add("x", task_id="t1")
     queue.add("y", task_id="t2")
     queue.claim("a", task_id="t1")
-    with pytest.raises(Conflict, match="t1 is already claimed by 'a' .*nothing changed"):
+    with pytest.raises(Conflict, match=r"t1 is already claimed by 'a' .*nothing changed"):
         queue.claim("b", task_id="t1")
-    with pytest.raises(Conflict, match="already held by a \\(you\\).*--reuse"):
+    with pytest.raises(Conflict, match=r"already held by a \(you\).*--reuse"):
         queue.claim("a", task_id="t1")
     queue.complete("t1", "a")
     with pytest.raises(Conflict, match="t1 is completed; only a pending task can be claimed"):
@@ -383,7 +383,7 @@ def test_edit_refuses_bad_changes_and_changes_nothing(queue: Queue, kwargs: dict
 def test_edit_of_a_held_task_needs_force_and_never_touches_the_claim(queue: Queue) -> None:
     queue.add("x", task_id="t1")
     claim = queue.claim("a1")
-    with pytest.raises(Conflict, match="t1 is held by 'a1' .*edit it anyway with --force; nothing changed"):
+    with pytest.raises(Conflict, match=r"t1 is held by 'a1' .*edit it anyway with --force; nothing changed"):
         queue.edit("t1", priority="high", by="bob")
     queue.edit("t1", priority="high", by="a1")  # the holder itself
     queue.edit("t1", title="renamed", by="bob", force=True)
@@ -443,7 +443,7 @@ def test_close_of_a_held_task_needs_force_and_then_the_holder_is_told(queue: Que
     queue.add("x", task_id="t1")
     claim = queue.claim("a1")
     before = state_snapshot(queue.store)
-    with pytest.raises(Conflict, match="held by 'a1'.*close it anyway with --force"):
+    with pytest.raises(Conflict, match=r"held by 'a1'.*close it anyway with --force"):
         queue.close("t1", reason="done", by="bob")
     assert state_snapshot(queue.store) == before
     queue.close("t1", reason="done", by="bob", force=True)

@@ -64,7 +64,7 @@ class BreakerView:
         if type_ not in self._status:
             from loki.breakers.breakers import Breakers
 
-            self._status[type_] = Breakers(self.store).status(type_)  # type: ignore[arg-type]
+            self._status[type_] = Breakers(self.store).status(type_)
         status = self._status[type_]
         state = status.state.value
         if state == "OPEN":
