@@ -166,7 +166,7 @@ def close(queue: Queue, task_id: str, *, reason: str, wont_do: bool = False, by:
             unit.put(target, task)
             queue.rotate_hot(unit, target)
             if wont_do:
-                dependents = _dependents(queue, unit, task_id)
+                dependents = queue.dependents(unit, task_id)
     return {"task": task, "from": state, "state": target, "dependents": dependents,
             "resolved": _resolve_escalations(queue, task_id, text)}
 
@@ -267,7 +267,7 @@ def _locate(queue: Queue, unit: TaskTxn, task_id: str, states: Sequence[str], ve
     entry = unit.find_dead_letter(task_id) if with_dead_letter else None
     if entry is not None:
         return "dead-letter", entry["task_data"], entry
-    where = queue._where(unit, task_id)  # NotFound when it is nowhere
+    where = queue.where(unit, task_id)  # NotFound when it is nowhere
     names = [*states, *(["dead-letter"] if with_dead_letter else [])]
     allowed = f"{', '.join(names[:-1])} or {names[-1]}"
     already = " already" if where.split(" ")[0] in ("completed", "cancelled", "abandoned") else ""
@@ -299,10 +299,6 @@ def refuse_held(task: dict[str, Any], state: str, now: str, *, force: bool, by: 
         raise Conflict(f"{task['id']} is held by {holder!r}{lease}; {verb} it anyway with --force; nothing changed",
                        task_id=task["id"], holder=holder, state=state)
     return holder
-
-
-def _dependents(queue: Queue, unit: TaskTxn, task_id: str) -> list[str]:
-    return queue._dependents(unit, task_id)
 
 
 def _why(reason: str | None, released: str | None) -> str | None:

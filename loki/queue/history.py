@@ -125,6 +125,14 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str
             for key in keys if before.get(key) != after.get(key)}
 
 
+def clip(text: str) -> str:
+    """``text`` on one line, secrets redacted, cut at :data:`MAX_TEXT` characters."""
+    from loki.hooks.redact import redact
+
+    text = redact(" ".join(str(text).split()))
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+
+
 # -- inside ------------------------------------------------------------------------------------------
 
 
@@ -166,14 +174,6 @@ def _seconds_between(earlier: str | None, later: str) -> float | None:
         return max(0.0, (parse_ts(later) - parse_ts(earlier)).total_seconds())
     except ValueError:
         return None
-
-
-def clip(text: str) -> str:
-    """``text`` on one line, secrets redacted, cut at :data:`MAX_TEXT` characters."""
-    from loki.hooks.redact import redact
-
-    text = redact(" ".join(str(text).split()))
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
 def _short(value: Any) -> Any:

@@ -510,7 +510,7 @@ class Queue:
         """``claim --id``: the task if it is pending and ready; else why not (or a refusal)."""
         found = unit.find(task_id, HOT_STATES)
         if found is None:
-            where = self._where(unit, task_id)  # NotFound when it is nowhere
+            where = self.where(unit, task_id)  # NotFound when it is nowhere
             raise Conflict(f"{task_id} is {where}; only a pending task can be claimed; nothing changed",
                            task_id=task_id, state=where)
         state, task = found
@@ -757,7 +757,7 @@ class Queue:
     # -- building blocks for changes that span the queue and something else ------------------------
     # (the signal rules apply a signal's effect and record its id in the same unit of work)
 
-    def _where(self, unit: TaskTxn, task_id: str) -> str:
+    def where(self, unit: TaskTxn, task_id: str) -> str:
         """Where a task is, for a refusal's message (NotFound when it is nowhere)."""
         found = unit.find(task_id, HOT_STATES)
         if found is not None:
@@ -867,10 +867,10 @@ class Queue:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
             found = unit.find(task_id, (PENDING, BLOCKED, IN_PROGRESS, FAILED))
             if found is None and not (cascade and unit.find(task_id, (CANCELLED,))):
-                where = self._where(unit, task_id)
+                where = self.where(unit, task_id)
                 raise Conflict(f"{task_id} is {where}; only pending, blocked, in-progress or failed tasks "
                                "can be cancelled", task_id=task_id, state=where)
-            dependents = self._dependents(unit, task_id)
+            dependents = self.dependents(unit, task_id)
             targets = ([found] if found else []) + (
                 [unit.find(d, ACTIVE_STATES) for d in dependents] if cascade else [])
             cancelled = []
@@ -891,7 +891,7 @@ class Queue:
             self.rotate_hot(unit, CANCELLED)
         return {"cancelled": cancelled, "dependents": dependents, "cascade": cascade}
 
-    def _dependents(self, unit: TaskTxn, task_id: str) -> list[str]:
+    def dependents(self, unit: TaskTxn, task_id: str) -> list[str]:
         """Active tasks that depend on ``task_id``, directly or through each other."""
         active = [t for state in ACTIVE_STATES for t in unit.tasks(state)]
         found: list[str] = []
@@ -924,7 +924,7 @@ class Queue:
             else:
                 entry = unit.find_dead_letter(task_id)
                 if entry is None:
-                    where = self._where(unit, task_id)
+                    where = self.where(unit, task_id)
                     raise Conflict(f"{task_id} is {where}; only failed, dead-letter or cancelled tasks can "
                                    "be retried", task_id=task_id, state=where)
                 source, task = DEAD_LETTER, unit.recover(entry)
