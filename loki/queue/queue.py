@@ -594,8 +594,12 @@ class Queue:
             if refusal is None:
                 return task, ""
             refused[task["type"]] = refusal
+        return None, self._nothing_ready(unit, census, refused, unfit, wanted)
+
+    def _nothing_ready(self, unit: TaskTxn, census: Any, refused: dict[str, str], unfit: int, wanted: Wanted) -> str:
+        """The one-line reason nothing could be claimed, from the store's census."""
         if not census.pending and not unfit:
-            return None, "nothing to claim: the pending queue is empty"
+            return "nothing to claim: the pending queue is empty"
         parts = []
         on_deps = len(census.on_dependencies)
         if on_deps:
@@ -627,7 +631,7 @@ class Queue:
             parts.append(f"{census.other_type} of other types")
         if unfit:
             parts.append(f"{unfit} without the asked {wanted.describe()}")
-        return None, f"nothing ready among {census.pending + unfit} pending: " + ", ".join(parts)
+        return f"nothing ready among {census.pending + unfit} pending: " + ", ".join(parts)
 
     # -- the holder's operations -----------------------------------------------------------------
 
