@@ -565,3 +565,12 @@ def test_list_by_agent_shows_what_it_holds_and_what_it_completed(queue: Queue) -
     assert queue.list_tasks("in-progress", agent="a2")["total"] == 1
     with pytest.raises(InvalidArgument, match="agent name"):
         queue.list_tasks(agent="bad\x07")
+
+
+def test_a_long_approver_name_from_a_signal_is_cut_not_refused(queue: Queue) -> None:
+    queue.add("x", task_id="t1")
+    escalate(queue.store, "t1", "needs a decision")
+    resolve(queue.store, "t1", "approve", approver="a" * 300)  # HUMAN_APPROVED's approver has no length limit
+    last = queue.history("t1")["events"][-1]
+    assert last["event"] == "approved" and last["by"] == "a" * 200
+    assert store_problems(queue.store) == []

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 MAX_EVENTS = 100
 MAX_TEXT = 500
+MAX_NAME = 200
 MAX_VALUE = 120
 """An edited string (title, description) is kept in ``changes`` up to this many characters."""
 
@@ -49,7 +50,7 @@ def record(task: dict[str, Any], event: str, now: str, *, by: str | None = None,
     """
     entry: dict[str, Any] = {"at": now, "event": event}
     if by:
-        entry["by"] = by
+        entry["by"] = by[:MAX_NAME]  # names are checked where they come in; a signal's approver is not
     if to:
         entry["to"] = to
     if detail:
