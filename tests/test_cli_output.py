@@ -159,7 +159,7 @@ def test_piped_tables_are_tab_separated_rows_with_the_count_on_stderr(seeded: Pa
     done = cli(["queue", "list", "--state", "all"], root=seeded, env=ENV)
     rows = [line.split("\t") for line in done.stdout.splitlines()]
     assert [row[0] for row in rows] == ["t2", "t1", "t3", "t4"] or {row[0] for row in rows} == {"t1", "t2", "t3", "t4"}
-    assert all(len(row) == 8 for row in rows)
+    assert all(len(row) == 9 for row in rows)
     assert done.stderr == "4 of 4 tasks\n"
 
 

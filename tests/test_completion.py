@@ -89,10 +89,10 @@ def bash_complete(line: str, bin_dir: Path, tree: Path) -> list[str]:
 
 @pytest.mark.parametrize(("line", "expected"), [
     ("loki qu", ["queue"]),
-    ("loki queue cl", ["claim"]),
+    ("loki queue cl", ["claim", "close"]),
     ("loki queue claim --ag", ["--agent"]),
-    ("loki queue claim -", ["--agent", "--format", "--help", "--json", "--lease", "--quiet", "--type", "-a", "-h",
-                            "-q"]),
+    ("loki queue claim -", ["--agent", "--format", "--help", "--id", "--json", "--label", "--lease", "--priority",
+                            "--quiet", "--reuse", "--type", "-a", "-h", "-l", "-p", "-q"]),
     ("loki queue show ", ["login-1", "logout-2", "docs-3"]),
     ("loki queue show lo", ["login-1", "logout-2"]),
     ("loki queue complete ", ["logout-2"]),  # only in-progress tasks can be completed

@@ -164,11 +164,13 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]], *, dropp
     id_fits = not squeezed or layout.squeezed_fit(columns, cells, keep, width)
     grid = Table(title=None if title is None else for_terminal(title), show_header=True, header_style="bold",
                  title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-    for index in keep:
+    shared = None if squeezed else layout.shared_widths(columns, cells, keep, width)
+    for position, index in enumerate(keep):
         column = [row[index] for row in cells]
         fixed = (index == 0 and id_fits) or (not squeezed and layout.is_timestamp_column(column))
         least = len(columns[index]) if squeezed else layout.minimum(columns[index], column, fixed)
-        grid.add_column(columns[index], no_wrap=fixed, min_width=least, overflow="fold")
+        grid.add_column(columns[index], no_wrap=fixed, min_width=least, overflow="fold",
+                        width=None if shared is None else shared[position])
     for row in cells:
         grid.add_row(*[row[index] for index in keep])
     console().print(grid)
@@ -192,4 +194,6 @@ def fail(message: str, code: int = 1) -> None:
 
 def who(by: str | None) -> str | None:
     """``--by``, else the login name: a person's change to a task is recorded with who made it."""
+    import os
+
     return by or os.environ.get("USER") or None

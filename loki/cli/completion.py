@@ -90,6 +90,9 @@ _TASK_STATES = {
     "queue cancel": "pending,in-progress,blocked,failed", "escalate": "pending,in-progress,blocked,failed,dead-letter",
     "deadletter show": "dead-letter", "deadletter retry": "dead-letter", "deadletter propose": "dead-letter",
     "deadletter abandon": "dead-letter", "deadletter split": "dead-letter",
+    "queue edit": "pending,in-progress,blocked,failed,dead-letter",
+    "queue close": "pending,in-progress,blocked,failed,dead-letter", "queue defer": "pending,in-progress",
+    "queue claim": "pending",
 }
 _CHOICES = {
     "priority": "high,medium,low",
@@ -108,7 +111,9 @@ def value_kind(path: str, name: str) -> str | None:
     tree answers (``task`` with the states that command accepts, ``agent``, ``breaker``, ...), ``choice:``
     a fixed list, ``files``, or None (free text: nothing to offer)."""
     group = path.split(" ")[0]
-    if name in ("task_id", "depends_on"):
+    if name in ("depends_on", "add_dependency", "remove_dependency"):
+        return "task:all"  # a dependency may be any task, whatever the command does to its own
+    if name == "task_id":
         if path == "approve":
             return "waiting"  # blocked or dead-letter tasks, and open escalations
         return "task:" + _TASK_STATES.get(path, "all")
@@ -126,6 +131,7 @@ def value_kind(path: str, name: str) -> str | None:
         return "files"
     by_name = {"agent": "agent", "escalation_id": "escalation", "type_": "task_type", "label": "label",
                "signal_type": "signal_type", "type_prefix": "signal_type", "fields": "signal_field",
+               "add_label": "label", "remove_label": "label",
                "branch": "branch"}
     if name in by_name:
         return by_name[name]

@@ -70,3 +70,32 @@ def columns_that_fit(columns: Sequence[str], rows: Sequence[Sequence[str]], widt
         if name in columns:
             keep.remove(columns.index(name))
     return keep
+
+
+def shared_widths(columns: Sequence[str], rows: Sequence[Sequence[str]], keep: Sequence[int],
+                  width: int) -> list[int] | None:
+    """The width of each kept column when they do not all fit at their natural width (None: they do).
+
+    Every column gets its :func:`minimum` first, then the room left goes to the columns that wrap, in
+    proportion to what they would still take, never beyond their natural width. rich, left alone, levels
+    the widest columns down to one width and can fold a long word (a timestamp inside a sentence) that the
+    minimum was computed to keep whole.
+    """
+    cells = [[row[index] for row in rows] for index in keep]
+    natural = [max([len(columns[i]), *(len(cell) for cell in column)]) for i, column in zip(keep, cells)]
+    room = width - GAP * (len(keep) - 1)
+    if sum(natural) <= room:
+        return None
+    least = [minimum(columns[i], column, fixed(i, column)) for i, column in zip(keep, cells)]
+    spare = room - sum(least)
+    if spare < 0:
+        return None  # squeezed anyway: rich folds what it must
+    wants = [n - m for n, m in zip(natural, least)]
+    total = sum(wants)
+    given = [m + (spare * want // total if total else 0) for m, want in zip(least, wants)]
+    for index in sorted(range(len(given)), key=lambda k: wants[k], reverse=True):  # the rounding's leftover
+        if sum(given) >= room:
+            break
+        if given[index] < natural[index]:
+            given[index] += 1
+    return given

@@ -115,9 +115,10 @@ def list_(
     def people() -> None:
         rows = [[t["id"], t["state"], t["priority"], t["type"], t["title"], t["attempts"], t["claimed_by"] or "",
                  t["lease_until"] or "", _status_cell(t)] for t in result["tasks"]]
-        # at 80 columns the type, then the state (one state listed: the footer names it) give way
+        # at 80 columns the type, then the state (one state listed: the footer names it) give way; why a
+        # task waits (ready / why) stays: it is what the list is read for
         table(None, ["id", "state", "priority", "type", "title", "tries", "holder", "lease until", "ready / why"],
-              rows, droppable=["type", "state", "holder", "tries", "lease until"])
+              rows, droppable=["type", "state", "tries", "lease until", "holder"])
         more = " (use --limit to see more)" if result["total"] > result["shown"] else ""
         noun = "task" if state == "all" else f"{state} task"  # never "36 all tasks"
         footer(f"{result['shown']} of {plural(result['total'], noun)}{more}")
@@ -222,7 +223,7 @@ def claim(
     fmt: str | None = format_option(),
     quiet: bool = quiet_option(),
 ) -> None:
-    """Take the best ready task (or the one --id names). Exit 3, with the reason, when nothing is ready.
+    """Take the best ready task. Exit 3, with the reason, when nothing is ready (with --id: that task, or why not).
 
     `id=$(loki queue claim --agent a1 -q)` gives the id alone; --format jsonl the task on one line.
     """

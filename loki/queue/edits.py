@@ -163,6 +163,7 @@ def close(queue: Queue, task_id: str, *, reason: str, wont_do: bool = False, by:
                 unit.remove(state, task)
             if not wont_do:
                 task["completed_at"] = now
+                task["completed_by"] = by  # who says it is done (loki agents and show read it)
             unit.put(target, task)
             queue.rotate_hot(unit, target)
             if wont_do:

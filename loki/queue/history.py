@@ -110,7 +110,10 @@ def events_of(task: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
 
 
 def completed_by(task: dict[str, Any]) -> str | None:
-    """Who completed the task (its last completion or close as done), if the history says."""
+    """Who completed the task: its ``completed_by`` (the holder whose work was done, or the person who
+    closed it as done), else the last event of its history that completed it."""
+    if isinstance(task.get("completed_by"), str) and task["completed_by"]:
+        return str(task["completed_by"])
     for event in reversed(task.get("history") or []):
         if event.get("to") == "completed":
             by = event.get("by")

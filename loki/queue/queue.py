@@ -395,7 +395,7 @@ class Queue:
 
     def show(self, task_id: str) -> dict[str, Any]:
         """``{"state", "task", "completed_by"}`` wherever the task is (queue files, dead-letter, abandoned,
-        archive); ``completed_by`` from its history (None when not completed, or not recorded)."""
+        archive); ``completed_by``: who completed it (None when not completed, or not recorded)."""
         found = self._find_anywhere(task_id)
         return found | {"completed_by": history.completed_by(found["task"]) if found["state"] == COMPLETED else None}
 
