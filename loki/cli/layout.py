@@ -82,17 +82,17 @@ def shared_widths(columns: Sequence[str], rows: Sequence[Sequence[str]], keep: S
     minimum was computed to keep whole.
     """
     cells = [[row[index] for row in rows] for index in keep]
-    natural = [max([len(columns[i]), *(len(cell) for cell in column)]) for i, column in zip(keep, cells)]
+    natural = [max([len(columns[i]), *(len(cell) for cell in column)]) for i, column in zip(keep, cells, strict=True)]
     room = width - GAP * (len(keep) - 1)
     if sum(natural) <= room:
         return None
-    least = [minimum(columns[i], column, fixed(i, column)) for i, column in zip(keep, cells)]
+    least = [minimum(columns[i], column, fixed(i, column)) for i, column in zip(keep, cells, strict=True)]
     spare = room - sum(least)
     if spare < 0:
         return None  # squeezed anyway: rich folds what it must
-    wants = [n - m for n, m in zip(natural, least)]
+    wants = [n - m for n, m in zip(natural, least, strict=True)]
     total = sum(wants)
-    given = [m + (spare * want // total if total else 0) for m, want in zip(least, wants)]
+    given = [m + (spare * want // total if total else 0) for m, want in zip(least, wants, strict=True)]
     for index in sorted(range(len(given)), key=lambda k: wants[k], reverse=True):  # the rounding's leftover
         if sum(given) >= room:
             break
