@@ -83,7 +83,7 @@ def test_close_and_cancel_through_the_cli(root: Path) -> None:
     missing = cli(["queue", "close", "top"], root=root, env=T0)
     assert missing.code == 2 and "--reason" in missing.stderr
     shown = cli(["queue", "show", "done"], root=root, env=T0)
-    assert "completed_by │ olivia" in shown.stdout
+    assert "completed_by\tolivia" in shown.stdout  # a pipe: tab-separated rows
 
 
 def test_defer_through_the_cli(root: Path) -> None:
