@@ -142,10 +142,13 @@ def test_an_ordinary_unit_waits_for_a_claimers_row_and_bounds_the_wait(url: str,
     assert raised.value.exit_code == 5
     assert queue.show("t1")["state"] == "pending"  # nothing changed
     assert holder.finish() == "t1"
-    result = Queue(another(url, clock, opened)).cancel("t1", reason="changed our minds")
-    assert result["cancelled"] == ["t1"]  # after the claim: the cancel sees it in progress, and cancels it
+    later = Queue(another(url, clock, opened))
+    with pytest.raises(Conflict, match="t1 is held by 'holder'"):  # after the claim: it sees t1 in progress
+        later.cancel("t1", reason="changed our minds")
+    result = later.cancel("t1", reason="changed our minds", force=True)
+    assert result["cancelled"] == ["t1"]
     note = queue.show("t1")["task"]["notes"][-1]["text"]
-    assert note == "cancelled: changed our minds"
+    assert note == "cancelled: changed our minds (the claim of holder ended: --force)"
     with pytest.raises(Conflict, match="is cancelled"):
         queue.complete("t1", "holder")
 
@@ -164,7 +167,45 @@ def test_claimers_skip_the_rows_an_ordinary_unit_holds(url: str, clock: ManualCl
     assert raised.value.details["holder"]["pid"] == holder.pid and raised.value.details["lock"] == "queue/.lock"
     assert holder.finish() == "pending"
     assert Queue(second).claim("c")["id"] == "best"
-    assert Queue(second).add("more", task_id="more")["created"] is True
+    assert Queue(second).add("more", task_id="more").created is True
+
+
+def test_claim_by_id_locks_its_row_and_never_takes_a_task_a_claimer_holds(url: str, clock: ManualClock,
+                                                                         opened: list[PgStore],
+                                                                         store: PgStore) -> None:
+    queue = Queue(store)
+    add(queue, "t1", "t2")
+    holder = Holder(url, "claim")  # t1 taken inside its unit, not committed
+    impatient = Queue(another(url, clock, opened, lock_timeout=0.3))
+    # claim --id reads its task by id, so it locks that row like any ordinary unit: it waits (bounded) for the
+    # claimer instead of reading t1 as still pending and taking it a second time.
+    with pytest.raises(LockTimeout, match="waiting for tasks another process holds"):
+        impatient.claim("b", task_id="t1")
+    assert holder.finish() == "t1"
+    with pytest.raises(Conflict, match="already claimed by 'holder'"):
+        impatient.claim("b", task_id="t1")
+    assert impatient.claim("b", task_id="t2")["id"] == "t2"
+    assert impatient.claim("b", reuse=True)["id"] == "t2"  # --reuse: b's live claim, not a new task
+    assert {t["id"]: t["claimed_by"] for t in store.tasks().tasks_in("in-progress")} == {"t1": "holder", "t2": "b"}
+
+
+def test_a_deferral_is_the_rows_deferred_until_which_the_claim_query_honours(store: PgStore,
+                                                                            clock: ManualClock) -> None:
+    queue = Queue(store)
+    add(queue, "later", priority="high")
+    add(queue, "now")
+    queue.defer("later", until="1d", by="bob")
+
+    def column() -> object:
+        return store.rows("SELECT deferred_until FROM loki_tasks WHERE id = 'later'")[0][0]
+
+    assert column() is not None and column().isoformat() == "2026-01-26T10:00:00+00:00"  # type: ignore[attr-defined]
+    assert queue.claim("a")["id"] == "now"  # the high-priority task is deferred: the SQL skips it
+    with pytest.raises(NothingToDo, match="1 deferred until 2026-01-26T10:00:00Z"):
+        queue.claim("a")
+    queue.defer("later", until="now", by="bob")
+    assert column() is None
+    assert queue.claim("a")["id"] == "later"
 
 
 def test_a_unit_of_two_schemas_never_waits_for_the_other(url: str, clock: ManualClock, opened: list[PgStore],
@@ -174,7 +215,7 @@ def test_a_unit_of_two_schemas_never_waits_for_the_other(url: str, clock: Manual
     add(Queue(store), "t1")
     holder = Holder(url, "unit", "t1")
     other_team = another(fresh_schema_url(), clock, opened, lock_timeout=0.3)
-    assert Queue(other_team).add("theirs", task_id="t1")["created"] is True  # same lock name, other schema
+    assert Queue(other_team).add("theirs", task_id="t1").created is True  # same lock name, other schema
     holder.finish()
 
 
@@ -220,8 +261,9 @@ def test_rotation_archives_rows_in_place(url: str, clock: ManualClock, opened: l
 
 def test_an_idempotency_key_names_one_row(store: PgStore) -> None:
     queue = Queue(store)
-    first = queue.add("one", idempotency_key="deploy-42")["task"]
-    assert queue.add("two", idempotency_key="deploy-42") == {"created": False, "task": first}
+    first = queue.add("one", idempotency_key="deploy-42")
+    again = queue.add("two", idempotency_key="deploy-42")
+    assert again.created is False and again == first
     assert store.rows("SELECT count(*) FROM loki_tasks WHERE doc->>'idempotency_key' = 'deploy-42'") == [(1,)]
     with pytest.raises(Conflict, match="duplicate"), store.tasks().transaction() as unit:
         unit.put("pending", dict(first, id="twin"))  # the unique index refuses what a careless caller would do

@@ -583,9 +583,9 @@ def test_adding_looks_ids_and_keys_up_and_reads_no_whole_state(store: Store) -> 
     put_tasks(store, "completed", [task("done", status="completed")])
     spy = _Spy(store)
     queue = Queue(spy)  # type: ignore[arg-type]
-    assert queue.add("new", task_id="n1", idempotency_key="fresh")["created"] is True
+    assert queue.add("new", task_id="n1", idempotency_key="fresh").created is True
     again = queue.add("other title", idempotency_key="k7")
-    assert again["created"] is False and again["task"]["id"] == "p7"
+    assert again.created is False and again["id"] == "p7"
     with pytest.raises(Conflict, match="'p3' already exists"):
         queue.add("dup", task_id="p3")
     queue.add("after done", task_id="n2", depends_on=["done"])
@@ -721,8 +721,8 @@ def test_an_idempotency_key_may_be_any_string(queue: Queue) -> None:
     import random
 
     keys = ["a\x00b", "".join(random.Random(7).choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(5000))]
-    first = [queue.add(f"task {n}", idempotency_key=key)["task"] for n, key in enumerate(keys)]
+    first = [queue.add(f"task {n}", idempotency_key=key) for n, key in enumerate(keys)]
     again = [queue.add("again", idempotency_key=key) for key in keys]
-    assert [a["created"] for a in again] == [False, False]
-    assert [a["task"]["id"] for a in again] == [t["id"] for t in first]
-    assert queue.add("other", idempotency_key="a\x00c")["created"] is True
+    assert [a.created for a in again] == [False, False]
+    assert [a["id"] for a in again] == [t["id"] for t in first]
+    assert queue.add("other", idempotency_key="a\x00c").created is True

@@ -1,4 +1,4 @@
-"""The operator's side of the queue through the library, on both backends: claim by id, reuse and filters,
+"""The operator's side of the queue through the library, on every backend: claim by id, reuse and filters,
 ``ready`` and its explanations, a task's history, ``edit``, ``close``, ``defer``, ``cancel --force``, listings."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ T0 = "2026-01-25T10:00:00Z"
 
 @pytest.fixture
 def store(backend_store: Store) -> Store:
-    """Every test here runs on the files and on the memory store (tests/conftest.py: backend)."""
+    """Every test here runs on the files, in memory and on PostgreSQL (tests/conftest.py: backend)."""
     return backend_store
 
 

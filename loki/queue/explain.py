@@ -15,7 +15,7 @@ from loki.storage import layout
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
     from typing import Any
 
     from loki.breakers.breakers import BreakerStatus
@@ -29,6 +29,7 @@ class QueueView:
     def __init__(self, tasks: TaskStore, docs: dict[str, list[Any]]) -> None:
         self._tasks = tasks
         self.docs = docs
+        self._ids: dict[str, tuple[str, dict[str, Any]]] | None = None
 
     def tasks(self, state: str) -> list[dict[str, Any]]:
         return self.docs[state]
@@ -38,6 +39,18 @@ class QueueView:
 
     def abandoned(self) -> list[dict[str, Any]]:
         return self.docs["abandoned"]
+
+    def find(self, task_id: str, states: Iterable[str]) -> tuple[str, dict[str, Any]] | None:
+        """``(state, task)`` by id, through a dictionary built once from the view."""
+        if self._ids is None:
+            self._ids = {}
+            for state, records in self.docs.items():
+                for record in records:
+                    entry = state in ("dead-letter", "abandoned")
+                    self._ids.setdefault(record["task_id"] if entry else record["id"],
+                                         (state, record["task_data"] if entry else record))
+        found = self._ids.get(task_id)
+        return found if found is not None and found[0] in tuple(states) else None
 
     def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
         return self._tasks.find_archived(task_id)

@@ -537,7 +537,8 @@ class Queue:
         deps = DependencyIndex(unit)
         stuck: dict[str, dict[str, str]] = {}
         if task["dependencies"] and not deps.all_completed(task["dependencies"]):
-            stuck = never_ready([*unit.tasks(PENDING), *unit.tasks(BLOCKED)], deps.state_of)
+            # Only the chain it waits on decides whether it can ever be ready: read that, not every task.
+            stuck = never_ready(unit.waiting_chain([task["id"]]), deps.state_of)
         gate = _TypeBreakers(self.store)
         # The breaker is asked last, and only for a task otherwise ready: in HALF_OPEN the check
         # takes the single probe slot, which belongs to the claim that takes the task.

@@ -30,13 +30,13 @@ if TYPE_CHECKING:
     class Lookup(Protocol):
         """What :class:`DependencyIndex` reads: a unit of work, or a lock-free view shaped like one."""
 
-        def tasks(self, state: str) -> list[dict[str, Any]]: ...
-        def dead_letters(self) -> list[dict[str, Any]]: ...
-        def abandoned(self) -> list[dict[str, Any]]: ...
+        def find(self, task_id: str, states: Iterable[str]) -> tuple[str, dict[str, Any]] | None: ...
         def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None: ...
 
 
 HOT_STATES = tuple(s.value for s in TASK_STATES)
+LIVE_STATES = (*HOT_STATES, "dead-letter", "abandoned")
+"""Every state a task id can be in short of the archive (an entry's ``task_data`` for the last two)."""
 DEAD_STATES = ("cancelled", "abandoned")
 """A dependency in one of these states will never complete: a task waiting on it waits for ever."""
 
@@ -133,27 +133,18 @@ class DependencyIndex:
 
     def __init__(self, unit: Lookup) -> None:
         self.unit = unit
-        self._completed: set[str] | None = None
-        self._states: dict[str, str | None] | None = None
+        self._states: dict[str, str | None] = {}
 
     def all_completed(self, deps: Iterable[str]) -> bool:
-        if self._completed is None:
-            self._completed = {t["id"] for t in self.unit.tasks("completed")}
-        return all(dep in self._completed or self.state_of(dep) == "completed" for dep in deps)
+        return all(self.state_of(dep) == "completed" for dep in deps)
 
     def state_of(self, task_id: str) -> str | None:
-        """The state ``task_id`` is in (``None``: no such task anywhere)."""
-        states = self._states
-        if states is None:
-            states = self._states = {}
-            for state in HOT_STATES:
-                states.update((t["id"], state) for t in self.unit.tasks(state))
-            states.update((e["task_id"], "dead-letter") for e in self.unit.dead_letters())
-            states.update((e["task_id"], "abandoned") for e in self.unit.abandoned())
-        if task_id not in states:
-            found = self.unit.find_archived(task_id)
-            states[task_id] = found[0] if found is not None else None
-        return states[task_id]
+        """The state ``task_id`` is in (``None``: no such task anywhere): a lookup by id, remembered
+        (an index on PostgreSQL, a dictionary per state on files), never a read of every task."""
+        if task_id not in self._states:
+            found = self.unit.find(task_id, LIVE_STATES) or self.unit.find_archived(task_id)
+            self._states[task_id] = found[0] if found is not None else None
+        return self._states[task_id]
 
 
 def never_ready(waiting: Iterable[dict[str, Any]], state_of: Callable[[str], str | None]) -> dict[str, dict[str, str]]:

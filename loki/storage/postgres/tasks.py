@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from loki.clock import format_ts, parse_ts
 from loki.errors import Conflict, LockTimeout
+from loki.queue.readiness import Census
 from loki.queue.tasks import PRIORITY_RANK
 from loki.storage import jsonio, layout
-from loki.queue.readiness import Census
 from loki.storage.filetasks import ABANDONED, DEAD_LETTER, HOT_STATES, abandoned_record
 from loki.storage.postgres import domains
 from loki.storage.postgres.connect import driver
@@ -61,11 +61,13 @@ DEPENDENCIES_DONE = """NOT EXISTS (
 OF_TYPE = "(NOT %(typed)s OR coalesce(t.type = ANY(%(types)s::text[]), false))"
 SKIPPED = "coalesce(t.type = ANY(%(skip)s::text[]), false)"
 WAITING = "(t.available_at > %(now)s AND t.available_at <= %(not_after)s)"
+DEFERRED = "(t.deferred_until IS NOT NULL AND t.deferred_until > %(now)s)"
+"""Deferred by ``loki queue defer`` until a time still ahead (a person's date: no clock-skew bound)."""
 HELD = "(coalesce(t.claimed_by, '') <> '' AND t.lease_until IS NOT NULL AND t.lease_until >= %(now)s)"
 """Claimed where it lies, in pending (Loki Mode's flock claim): its holder works on it."""
 
 CLAIM = f"""SELECT {COLUMNS} FROM loki_tasks t
- WHERE t.state = 'pending' AND {OF_TYPE} AND NOT {WAITING} AND NOT {HELD} AND NOT {SKIPPED}
+ WHERE t.state = 'pending' AND {OF_TYPE} AND NOT {DEFERRED} AND NOT {WAITING} AND NOT {HELD} AND NOT {SKIPPED}
    AND {DEPENDENCIES_DONE}
  ORDER BY t.priority_rank, t.created_at, t.seq
  LIMIT 1
@@ -74,10 +76,12 @@ CLAIM = f"""SELECT {COLUMNS} FROM loki_tasks t
 the partial index ``loki_tasks_ready`` hands rows over in claim order, so the first that qualifies ends
 the scan."""
 
-CENSUS = f"""SELECT why, CASE WHEN why = 'skipped' THEN type END, count(*)::int, min(available_at),
+CENSUS = f"""SELECT why, CASE WHEN why = 'skipped' THEN type END, count(*)::int,
+       min(CASE WHEN why = 'deferred' THEN deferred_until ELSE available_at END),
        array_agg(id ORDER BY priority_rank, created_at, seq) FILTER (WHERE why = 'deps')
-  FROM (SELECT t.id, t.type, t.available_at, t.priority_rank, t.created_at, t.seq,
+  FROM (SELECT t.id, t.type, t.available_at, t.deferred_until, t.priority_rank, t.created_at, t.seq,
                CASE WHEN NOT {OF_TYPE} THEN 'other'
+                    WHEN {DEFERRED} THEN 'deferred'
                     WHEN {WAITING} THEN 'waiting'
                     WHEN {HELD} THEN 'held'
                     WHEN NOT {DEPENDENCIES_DONE} THEN 'deps'
@@ -103,14 +107,17 @@ SELECT {COLUMNS}, t.seq FROM loki_tasks t WHERE t.id IN (SELECT id FROM chain)""
 _WRITTEN = ("state = %(state)s, archived = %(archived)s, version = nextval('loki_version_seq'), "
             "priority_rank = %(priority_rank)s, created_at = %(created_at)s, available_at = %(available_at)s, "
             "type = %(type)s, claimed_by = %(claimed_by)s, lease_until = %(lease_until)s, "
+            "deferred_until = %(deferred_until)s, "
             "key_digest = %(key_digest)s, dependencies = %(dependencies)s::text[], "
             "labels = %(labels)s::text[], finished_at = %(finished_at)s, doc = %(doc)s::json")
 UPDATE = (f"UPDATE loki_tasks SET {_WRITTEN}, seq = CASE WHEN %(fresh)s THEN nextval('loki_task_seq') ELSE seq END "
           "WHERE id = %(id)s")
 INSERT = """INSERT INTO loki_tasks (id, state, archived, seq, version, priority_rank, created_at, available_at, type,
-                        claimed_by, lease_until, key_digest, dependencies, labels, finished_at, doc)
+                        claimed_by, lease_until, deferred_until, key_digest, dependencies, labels, finished_at,
+                        doc)
 VALUES (%(id)s, %(state)s, %(archived)s, nextval('loki_task_seq'), nextval('loki_version_seq'), %(priority_rank)s,
-        %(created_at)s, %(available_at)s, %(type)s, %(claimed_by)s, %(lease_until)s, %(key_digest)s,
+        %(created_at)s, %(available_at)s, %(type)s, %(claimed_by)s, %(lease_until)s, %(deferred_until)s,
+        %(key_digest)s,
         %(dependencies)s::text[], %(labels)s::text[], %(finished_at)s, %(doc)s::json)"""
 
 ROTATE = """UPDATE loki_tasks SET archived = true, archived_month = left(finished_at, 7),
@@ -377,6 +384,7 @@ class PgTaskTxn:
         assert state is not None
         self._validate(task_id, state, row.doc)
         task = row.doc["task_data"] if state in ENTRY_STATES else row.doc
+        deferred = task.get("deferred")
         doc = jsonio.dumps_compact(row.doc)
         self.store.check_size(f"task {task_id}", len(doc.encode("utf-8")))
         return {
@@ -385,6 +393,7 @@ class PgTaskTxn:
             "created_at": _text(task.get("created_at")), "available_at": _ts(task.get("available_at")),
             "type": _text(task.get("type")), "claimed_by": _text(task.get("claimed_by")),
             "lease_until": _ts(task.get("lease_until")),
+            "deferred_until": _ts(deferred.get("until")) if isinstance(deferred, dict) else None,
             "key_digest": key_digest(task["idempotency_key"]) if task.get("idempotency_key") else None,
             "dependencies": [_text(dep) for dep in task.get("dependencies") or []],
             "labels": [_text(label) for label in task.get("labels") or []],
@@ -483,6 +492,9 @@ class PgTaskTxn:
             elif why == "waiting":
                 census.waiting += count
                 census.next_time = format_ts(earliest)
+            elif why == "deferred":
+                census.deferred += count
+                census.deferred_until = format_ts(earliest)
             elif why == "held":
                 census.held += count
             elif why == "deps":

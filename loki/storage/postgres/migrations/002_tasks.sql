@@ -35,6 +35,7 @@ CREATE TABLE loki_tasks (
     type            text,
     claimed_by      text,
     lease_until     timestamptz,
+    deferred_until  timestamptz,              -- the task's deferred.until (`loki queue defer`): not claimed before
     key_digest      text,                     -- SHA-256 of the idempotency key (any length, any character)
     dependencies    text[] NOT NULL DEFAULT '{}',
     labels          text[] NOT NULL DEFAULT '{}',
