@@ -22,6 +22,8 @@ watchers at once on every machine, :mod:`loki.storage.postgres.listen`).
 
 from __future__ import annotations
 
+import builtins
+
 from loki.storage import jsonio, layout
 from loki.storage.logpos import LogLine
 from loki.storage.postgres import domains, listen
@@ -88,7 +90,7 @@ class Logs:
         def lock_timeout(self) -> float: ...
         def check_size(self, rel: str, size: int) -> None: ...
         def write_text(self, rel: str, text: str) -> None: ...
-        def rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]: ...
+        def rows(self, sql: str, params: Any = ()) -> builtins.list[tuple[Any, ...]]: ...
 
     # -- appending ---------------------------------------------------------------------------------
 
@@ -120,7 +122,8 @@ class Logs:
         return start
 
     @staticmethod
-    def _insert_lines(conn: psycopg.Connection[Any], rel: str, start: int, offset: int, lines: list[bytes]) -> int:
+    def _insert_lines(conn: psycopg.Connection[Any], rel: str, start: int, offset: int,
+                      lines: builtins.list[bytes]) -> int:
         """Insert ``lines`` numbered from ``start + 1`` at byte ``offset``; returns the offset after them."""
         offsets = []
         for line in lines:
@@ -155,7 +158,7 @@ class Logs:
             old_last = int(row[0])
             start = old_last + 1  # the new base: past every position the log ever had
             offset = 0
-            batch: list[bytes] = []
+            batch: builtins.list[bytes] = []
             for record in records:
                 batch.append(jsonio.dumps_compact(record).encode("utf-8"))
                 if len(batch) >= BATCH_ROWS:
@@ -183,6 +186,15 @@ class Logs:
     def _meta(self, rel: str) -> _Meta:
         found = self.rows("SELECT base, last_seq, bytes, torn FROM loki_logs WHERE name = %s", (rel,))
         return _Meta(found[0] if found else None)
+
+    def list(self, rel_dir: str) -> builtins.list[str]:
+        """The names under ``rel_dir``, the logs among them (as a file tree lists its log files)."""
+        low = rel_dir.rstrip("/") + "/"
+        names = {str(name)[len(low):].split("/", 1)[0] for (name,) in
+                 self.rows('SELECT name FROM loki_logs WHERE name COLLATE "C" >= %s AND name COLLATE "C" < %s',
+                           (low, low[:-1] + "0"))}
+        names.update(super().list(rel_dir))  # type: ignore[misc]
+        return sorted(names)
 
     def _is_log(self, rel: str) -> bool:
         return bool(self.rows("SELECT 1 FROM loki_logs WHERE name = %s AND last_seq > base", (rel,)))
@@ -216,12 +228,12 @@ class Logs:
         return int(meta.size) - self._offset_after(rel, meta, position)
 
     def read_after(self, rel: str, position: Any, limit: int = 1 << 20, *, whole: bool = False,
-                   final: bool = False) -> tuple[list[LogLine], Any]:
+                   final: bool = False) -> tuple[builtins.list[LogLine], Any]:
         """The complete lines after ``position`` (None: the start), about ``limit`` bytes of them, and
         the position after the last one (``position`` itself when there is none; see the module).
 
         The lines up to the end the first statement sees: a line committed meanwhile is for the next read."""
-        lines: list[LogLine] = []
+        lines: builtins.list[LogLine] = []
         total = 0
         meta = self._meta(rel)
         here = meta.base if position is None else int(position)
@@ -247,7 +259,7 @@ class Logs:
         found = self.rows("SELECT data FROM loki_log_lines WHERE log = %s AND seq = %s", (rel, int(position) + 1))
         return bytes(found[0][0]) if found else b""
 
-    def read_tail(self, rel: str, limit: int) -> list[bytes]:
+    def read_tail(self, rel: str, limit: int) -> builtins.list[bytes]:
         """The complete lines within the last ``limit`` bytes, oldest first (not a torn last line)."""
         found = self.rows(
             'SELECT d.data FROM loki_logs l JOIN loki_log_lines d ON d.log = l.name '

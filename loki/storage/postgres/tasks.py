@@ -544,8 +544,11 @@ class PgTaskTxn:
         self._stage(entry["task_id"], DEAD_LETTER, entry, fresh=True)
 
     def update_dead_letter(self, *entries: dict[str, Any]) -> None:
+        """``entries`` changed in place; and the metadata, when it was read for change (it is written whole)."""
         for entry in entries:
             self._changed(entry["task_id"], DEAD_LETTER, entry)
+        if self._metadata is not None:
+            self._metadata_dirty = True
 
     def _take_out(self, entry: dict[str, Any], counter: str) -> None:
         self.dead_letter_metadata()[counter] += 1
