@@ -242,27 +242,14 @@ class DocumentTxn:
         self.recovered = False
 
     def __enter__(self) -> DocumentTxn:
-        unit = self.store.db.transaction()
-        unit.__enter__()
-        try:
-            domains.hold(self.store.db, self.lock_rel, self.store.lock_timeout)
-        except BaseException as error:
-            unit.__exit__(type(error), error, error.__traceback__)
-            raise
-        self._unit = unit
+        self._unit = domains.begin(self.store.db, self.lock_rel, self.store.lock_timeout)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         unit = self._unit
         assert unit is not None, "use the transaction in a with block"
         self._unit = None
-        try:
-            if exc_type is None:
-                self.commit()
-        except BaseException as error:
-            unit.__exit__(type(error), error, error.__traceback__)
-            raise
-        unit.__exit__(exc_type, exc, tb)
+        domains.end(unit, exc_type, exc, tb, self.commit)
 
     def _check_domain(self, rel: str) -> None:
         if layout.lock_for(rel) != self.lock_rel:

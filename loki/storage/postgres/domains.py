@@ -15,9 +15,15 @@ from loki.errors import LockTimeout
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
     from typing import Any
 
+    import psycopg
+
     from loki.storage.postgres.session import Database
+
+    Unit = AbstractContextManager[psycopg.Connection[Any]]
 
 _KEY = "hashtext(current_schema() || ':' || %s)::bigint"
 """The advisory key of a lock name, as :meth:`Database.lock` computes it."""
@@ -26,6 +32,32 @@ _KEY = "hashtext(current_schema() || ':' || %s)::bigint"
 def _milliseconds(timeout: float) -> str:
     """``lock_timeout``'s value for a wait of ``timeout`` seconds (0 would mean "wait for ever" to PostgreSQL)."""
     return f"{max(int(timeout * 1000), 1)}ms"
+
+
+def begin(db: Database, name: str | None, timeout: float) -> Unit:
+    """A unit of work entered and holding the lock domain ``name`` (None: no domain lock, a claim's);
+    when the lock cannot be had, the unit is ended again before the error is raised."""
+    unit = db.transaction()
+    unit.__enter__()
+    if name is not None:
+        try:
+            hold(db, name, timeout)
+        except BaseException as error:
+            unit.__exit__(type(error), error, error.__traceback__)
+            raise
+    return unit
+
+
+def end(unit: Unit, exc_type: Any, exc: Any, tb: Any, before_commit: Callable[[], None]) -> None:
+    """End a unit :func:`begin` opened: ``before_commit`` writes what was staged when the block ended
+    cleanly; if it fails, the unit rolls back with its error."""
+    try:
+        if exc_type is None:
+            before_commit()
+    except BaseException as error:
+        unit.__exit__(type(error), error, error.__traceback__)
+        raise
+    unit.__exit__(exc_type, exc, tb)
 
 
 def hold(db: Database, name: str, timeout: float) -> None:

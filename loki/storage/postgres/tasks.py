@@ -25,6 +25,8 @@ writes those rows, validated against the same schemas, before its next read and 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from loki.clock import format_ts, parse_ts
 from loki.errors import Conflict, LockTimeout
 from loki.queue.readiness import Census
@@ -222,29 +224,15 @@ class PgTaskTxn:
     # -- the unit --------------------------------------------------------------------------------
 
     def __enter__(self) -> PgTaskTxn:
-        db = self.store.db
-        unit = db.transaction()
-        unit.__enter__()
-        try:
-            if not self.claim:
-                domains.hold(db, layout.QUEUE_LOCK, self.store.lock_timeout)
-        except BaseException as error:
-            unit.__exit__(type(error), error, error.__traceback__)
-            raise
-        self._unit = unit
+        # A claim takes no queue-wide lock: its rows are locked with SKIP LOCKED (docs/postgres.md).
+        self._unit = domains.begin(self.store.db, None if self.claim else layout.QUEUE_LOCK, self.store.lock_timeout)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         unit = self._unit
         assert unit is not None, "use the unit of work in a with block"
         self._unit = None
-        try:
-            if exc_type is None:
-                self._flush()
-        except BaseException as error:
-            unit.__exit__(type(error), error, error.__traceback__)
-            raise
-        unit.__exit__(exc_type, exc, tb)
+        domains.end(unit, exc_type, exc, tb, self._flush)
         if exc_type is None and self.inserted >= ANALYZE_AFTER:
             # A big batch leaves the statistics saying "a few pending rows" until autovacuum comes by (up to
             # a minute): the planner would then sort every pending row for each claim instead of reading
@@ -252,28 +240,26 @@ class PgTaskTxn:
             self.store.rows("ANALYZE loki_tasks")
 
     def _execute(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
-        """One statement of this unit; a lock wait that ran out is exit 5, a duplicate id or key exit 4."""
-        psycopg = driver()
-
-        try:
+        """One statement of this unit (its refusals: :meth:`_refusals`)."""
+        with self._refusals():
             cursor = self.store.db.conn.execute(sql, params)
             return cursor.fetchall() if cursor.description is not None else []
-        except psycopg.errors.LockNotAvailable:
-            raise self._row_wait_error() from None
-        except psycopg.errors.UniqueViolation as exc:
-            detail = (exc.diag.message_detail or str(exc)).strip()
-            raise Conflict(f"the task store refused a duplicate: {detail}") from None
 
     def _execute_many(self, sql: str, params: list[dict[str, Any]]) -> None:
         """``sql`` for each of ``params``, in order, pipelined (one round trip for a batch of adds)."""
         if len(params) == 1:
             self._execute(sql, params[0])
             return
-        psycopg = driver()
+        with self._refusals(), self.store.db.conn.cursor() as cursor:
+            cursor.executemany(sql, params)
 
+    @contextmanager
+    def _refusals(self) -> Iterator[None]:
+        """What the server refuses, in loki's terms: a lock wait that ran out is exit 5, a duplicate id or
+        key exit 4."""
+        psycopg = driver()
         try:
-            with self.store.db.conn.cursor() as cursor:
-                cursor.executemany(sql, params)
+            yield
         except psycopg.errors.LockNotAvailable:
             raise self._row_wait_error() from None
         except psycopg.errors.UniqueViolation as exc:
