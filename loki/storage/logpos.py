@@ -10,7 +10,10 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
+
+    from loki.storage.state import StateStore
 
 
 class LogLine:
@@ -132,3 +135,17 @@ class LogReads:
             data = data[cut + 1:] if cut >= 0 else b""
         cut = data.rfind(b"\n")
         return data[:cut].split(b"\n") if cut >= 0 else []
+
+
+def every_line(store: StateStore, rel: str) -> Iterator[tuple[int, bytes]]:
+    """``(line number, raw line)`` of a whole log, through any store's ``read_after`` (a chunk at a time:
+    logs grow; a line longer than a chunk comes whole; a torn last line comes too)."""
+    position: Any = None
+    number = 0
+    while True:
+        lines, position = store.read_after(rel, position, 1 << 20, whole=True, final=True)
+        if not lines:
+            return
+        for line in lines:
+            number += 1
+            yield number, line.data if line.data is not None else store.read_line(rel, line.position)

@@ -22,6 +22,7 @@ import json
 from loki.errors import InvalidInput
 from loki.storage import jsonio, layout
 from loki.storage.layout import QUEUE_STATES
+from loki.storage.logpos import every_line
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -122,24 +123,16 @@ def _logs(store: StateStore) -> list[str]:
 def _log_lines(store: StateStore, rel: str) -> Iterator[Any]:
     """A JSON log's records (parsed: a store may space them its own way), a text log's lines."""
     as_json = rel.endswith(".jsonl") or _is_drift(rel)
-    position: Any = None
-    number = 0
-    while True:
-        lines, position = store.read_after(rel, position, 1 << 20, whole=True, final=True)
-        if not lines:
-            return
-        for line in lines:
-            number += 1
-            raw = line.data if line.data is not None else store.read_line(rel, line.position)
-            if not as_json:
-                yield raw.decode("utf-8", "surrogateescape")
-            elif raw.strip():
-                try:
-                    yield jsonio.loads_strict(raw)
-                except jsonio.JsonError as exc:
-                    raise InvalidInput(f"{rel} line {number}: {exc.reason}; nothing was moved (`loki validate` "
-                                       "lists such lines, `loki doctor --repair` sets them aside)", file=rel,
-                                       pointer=f"line {number}") from None
+    for number, raw in every_line(store, rel):
+        if not as_json:
+            yield raw.decode("utf-8", "surrogateescape")
+        elif raw.strip():
+            try:
+                yield jsonio.loads_strict(raw)
+            except jsonio.JsonError as exc:
+                raise InvalidInput(f"{rel} line {number}: {exc.reason}; nothing was moved (`loki validate` "
+                                   "lists such lines, `loki doctor --repair` sets them aside)", file=rel,
+                                   pointer=f"line {number}") from None
 
 
 def occupied(held: dict[str, Section]) -> list[str]:

@@ -20,6 +20,7 @@ from loki.errors import FileTooLarge, InvalidInput, LockTimeout, LokiError, Stat
 from loki.signals import types as signaltypes
 from loki.storage import jsonio, layout
 from loki.storage.locks import in_use
+from loki.storage.logpos import every_line
 from loki.storage.schema import pointer, registry
 from loki.storage.store import TEMP_SUFFIX, Store, fsync_dir, hard_link_reason, write_temp
 
@@ -336,25 +337,17 @@ def _check_jsonl(
     """Every line of a log parses and, given a schema, validates (read in chunks: logs grow; a torn
     last line is checked too). Through the store's log reads, so it serves every backend."""
     try:
-        position: Any = None
-        number = 0
-        while True:
-            lines, position = store.read_after(rel, position, 1 << 20, whole=True, final=True)
-            if not lines:
-                return
-            for line in lines:
-                number += 1
-                raw = line.data if line.data is not None else store.read_line(rel, line.position)
-                if not raw.strip():
-                    continue
-                try:
-                    record = jsonio.loads_strict(raw)
-                except jsonio.JsonError as exc:
-                    problems.append(Problem(rel, f"line {number}", exc.reason))
-                    continue
-                if schema_name is not None:
-                    problems.extend(Problem(rel, f"line {number}{pointer}", message)
-                                    for pointer, message in reference.problems(schema_name, record))
+        for number, raw in every_line(store, rel):
+            if not raw.strip():
+                continue
+            try:
+                record = jsonio.loads_strict(raw)
+            except jsonio.JsonError as exc:
+                problems.append(Problem(rel, f"line {number}", exc.reason))
+                continue
+            if schema_name is not None:
+                problems.extend(Problem(rel, f"line {number}{pointer}", message)
+                                for pointer, message in reference.problems(schema_name, record))
     except LokiError as exc:
         problems.append(_problem_from(rel, exc))
 
