@@ -118,7 +118,7 @@ def parse_payload(data: bytes, event_name: str, tool_events: frozenset[str] = TO
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise HookError(f"stdin is not valid UTF-8 (byte {exc.start})") from None
-    from loki.storage.jsonio import STRICT_HOOKS, JsonError, replace_lone_surrogates
+    from loki.storage.jsonio import INPUT_DEPTH, STRICT_HOOKS, JsonError, check_depth, replace_lone_surrogates
 
     try:
         # Strict as loki's own files: Claude Code's JSON.stringify never writes a duplicate key or
@@ -129,6 +129,8 @@ def parse_payload(data: bytes, event_name: str, tool_events: frozenset[str] = TO
             # (tool output truncated mid-pair): refusing it would lose the failure, so it becomes
             # U+FFFD and the strike is recorded (docs/hooks.md).
             payload, _ = replace_lone_surrogates(payload)
+        # Python's parser takes ~1,000 levels, but storing such a payload would overflow the encoder.
+        check_depth(payload, INPUT_DEPTH, text)
     except JsonError as exc:
         raise HookError(f"stdin is not valid JSON: {exc.reason}") from None
     except json.JSONDecodeError as exc:

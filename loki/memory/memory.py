@@ -38,6 +38,7 @@ import os
 from loki.hooks.redact import redact
 from loki.memory.record import RECORD_SCHEMA, content_hash
 from loki.storage import layout
+from loki.storage.jsonio import without_nul
 from loki.strikes import cmdprefix
 from loki.strikes import key as strikekey
 
@@ -325,6 +326,7 @@ class ErrorMemory:
         record = error_record(tool=tool, tool_input=tool_input, error=error, result=result, exit_code=exit_code,
                               branch=branch, cwd=cwd, session_id=session_id, strike_key=strike_key,
                               now=self.store.now_ts())
+        record = without_nul(record)  # PostgreSQL's text cannot hold a NUL (jsonio.without_nul)
         self.store.schemas.validate(RECORD_SCHEMA, record, layout.MEMORY_LOG)
         self.store.append_lines(layout.MEMORY_LOG, [record])
         return record
@@ -343,8 +345,8 @@ class ErrorMemory:
         from loki.memory import hints as memoryhints
 
         now = self.store.now_ts()
-        records = [resolution_record(streak, tool=tool, tool_input=tool_input, branch=branch, cwd=cwd,
-                                     session_id=session_id, half_life=self.half_life, now=now)
+        records = [without_nul(resolution_record(streak, tool=tool, tool_input=tool_input, branch=branch, cwd=cwd,
+                                     session_id=session_id, half_life=self.half_life, now=now))
                    for streak in streaks if streak.get("memory_ids")]
         if not records:
             return []

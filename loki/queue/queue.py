@@ -1113,7 +1113,7 @@ def parse_json_option(value: str | None, option: str, *, want_object: bool = Fal
     if value is None:
         return None
     try:
-        parsed = jsonio.loads_strict(value)
+        parsed = jsonio.loads_strict(value, max_depth=jsonio.INPUT_DEPTH)
     except jsonio.JsonError as exc:
         raise InvalidArgument(f"{option}: {exc.reason}", field=option) from None
     if want_object and not isinstance(parsed, dict):
@@ -1159,14 +1159,14 @@ def read_batch(path: str, limit: int) -> list[Any]:
 def parse_batch(path: str, data: bytes) -> list[Any]:
     """A batch's task specs: a JSON array, an object with ``tasks``, one object, or JSON lines."""
     try:
-        doc = jsonio.loads_strict(data)
+        doc = jsonio.loads_strict(data, max_depth=jsonio.INPUT_DEPTH)
     except jsonio.JsonError as whole:
         items = []
         for number, line in enumerate(data.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                items.append(jsonio.loads_strict(line))
+                items.append(jsonio.loads_strict(line, max_depth=jsonio.INPUT_DEPTH))
             except jsonio.JsonError as exc:
                 reason = whole.reason if number == 1 else exc.reason
                 raise InvalidInput(f"{path}: line {number}: {reason} (expected a JSON array, an object with "

@@ -83,7 +83,7 @@ def parse_assignments(items: Iterable[str]) -> dict[str, Any]:
         if item[equals - 1] == ":":
             key, raw = item[: equals - 1], item[equals + 1:]
             try:
-                value: Any = jsonio.loads_strict(raw)
+                value: Any = jsonio.loads_strict(raw, max_depth=jsonio.INPUT_DEPTH)
             except jsonio.JsonError as exc:
                 raise InvalidArgument(f"{key}:= {exc.reason}", field=key) from None
         else:
@@ -101,7 +101,7 @@ def fields_from(data: str | None, assignments: Iterable[str]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if data is not None:
         try:
-            parsed = jsonio.loads_strict(data)
+            parsed = jsonio.loads_strict(data, max_depth=jsonio.INPUT_DEPTH)
         except jsonio.JsonError as exc:
             raise InvalidArgument(f"--data: {exc.reason}", field="data") from None
         if not isinstance(parsed, dict):

@@ -16,6 +16,13 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_DEPTH_ERROR = "nesting is too deep"
+MAX_DEPTH = 128
+"""Levels of nesting a document may have (serde_json's default): deep enough for any state file loki
+writes, shallow enough that nothing recursive (the encoder, the schema check) overflows on it."""
+INPUT_DEPTH = 64
+"""Levels a value from outside (``--payload``, ``--result``, a batch, signal fields, a result file, a hook's
+stdin) may have: stored inside a record (a task in a file, its dead-letter entry), it gains a few levels,
+and the file must stay within :data:`MAX_DEPTH` to be read back."""
 
 
 class JsonError(ValueError):
@@ -61,9 +68,10 @@ STRICT_HOOKS: dict[str, Any] = {"object_pairs_hook": _no_duplicates, "parse_cons
 :class:`JsonError` says which (for parsers that keep their own error wording, such as hook stdin)."""
 
 
-def loads_strict(data: bytes | str) -> Any:
+def loads_strict(data: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
     """Parse JSON, refusing duplicate keys, NaN/Infinity (spelled or overflowing), non-UTF-8 (lone
-    surrogates included), a BOM and trailing data: whatever it accepts, loki can write back."""
+    surrogates included), a BOM, trailing data and nesting over ``max_depth`` levels: whatever it
+    accepts, loki can write back."""
     text = decode_utf8(data) if isinstance(data, bytes) else data
     if text.startswith("\ufeff"):
         raise JsonError("starts with a byte-order mark (BOM); save it as UTF-8 without BOM")
@@ -79,7 +87,23 @@ def loads_strict(data: bytes | str) -> Any:
         raise JsonError(f"invalid JSON: {exc}") from None
     if "\\u" in text:  # escapes are the only way a lone surrogate gets in (the text itself is UTF-8)
         _check_encodable(value)
+    check_depth(value, max_depth, text)
     return value
+
+
+def check_depth(value: Any, limit: int = MAX_DEPTH, text: str | None = None) -> None:
+    """Refuse ``value`` nested deeper than ``limit`` levels (a JsonError naming the limit). Python's parser
+    takes up to ~1,000 levels, but writing such a value back (json.dumps, the schema check) overflows the
+    stack: the bound is checked where the value comes in, not found at the write."""
+    if text is not None and text.count("[") + text.count("{") <= limit:
+        return  # cannot nest deeper than it has brackets: no walk for the common small document
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            raise JsonError(f"{MAX_DEPTH_ERROR} (more than {limit} levels of arrays and objects)")
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
 
 
 def _check_encodable(value: Any) -> None:
@@ -121,6 +145,42 @@ def replace_lone_surrogates(value: Any) -> tuple[Any, int]:
         return item
 
     return fix(value), changed
+
+
+NUL_STAND_IN = "\ufffd"
+"""What a NUL in error memory's text becomes (U+FFFD, the replacement character)."""
+NUL_REASON = ("holds a NUL character (\\u0000), which PostgreSQL's text cannot store: error memory's search "
+              "on a database tree reads it as U+FFFD (loki writes U+FFFD in its place since)")
+
+
+def without_nul(value: Any) -> Any:
+    """``value`` with every NUL character in its strings (keys too) replaced by U+FFFD.
+
+    A tool's output may hold NUL bytes (a binary file cat'ed, a C string printed whole). JSON keeps one
+    as ``\\u0000``, but PostgreSQL's text cannot hold it: one such line in error memory's log made every
+    ``errors search|stats|reindex|compact`` of a database tree fail, on every machine. So a record loses
+    its NULs where it is written (loki/memory/memory.py), and the search drops them again from lines
+    already stored (loki/storage/postgres/memorysearch.py)."""
+    if isinstance(value, str):
+        return value.replace("\x00", NUL_STAND_IN) if "\x00" in value else value
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_nul(item) for item in value]
+    return value
+
+
+def nul_pointer(value: Any, at: str = "") -> str | None:
+    """The JSON pointer of the first string (or key) holding a NUL character; None when none does."""
+    if isinstance(value, str):
+        return at if "\x00" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        where = f"{at}/{str(key).replace('~', '~0').replace('/', '~1')}"
+        found = where if "\x00" in str(key) else nul_pointer(item, where)
+        if found is not None:
+            return found
+    return None
 
 
 def loads_trusted(data: bytes) -> Any:

@@ -348,6 +348,10 @@ def _check_jsonl(
             if schema_name is not None:
                 problems.extend(Problem(rel, f"line {number}{pointer}", message)
                                 for pointer, message in reference.problems(schema_name, record))
+            if schema_name == "memory-record.json" and b"\\u0000" in raw:
+                where = jsonio.nul_pointer(record)
+                if where is not None:
+                    problems.append(Problem(rel, f"line {number}{where}", jsonio.NUL_REASON, whole_file=False))
     except LokiError as exc:
         problems.append(_problem_from(rel, exc))
 

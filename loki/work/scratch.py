@@ -75,7 +75,7 @@ class Scratch:
             raise BadResultFile(f"result file {path}: over the {MAX_RESULT_BYTES}-byte limit for a result (keep "
                                 "logs elsewhere and put their path in the result)", file=path)
         try:
-            value = jsonio.loads_strict(data)
+            value = jsonio.loads_strict(data, max_depth=jsonio.INPUT_DEPTH)
         except jsonio.JsonError as exc:
             where = f" at {exc.pointer}" if exc.pointer else ""
             raise BadResultFile(f"result file {path}{where}: {exc.reason}", file=path, pointer=exc.pointer,

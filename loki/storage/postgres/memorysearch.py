@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 
 from loki.memory import patterns
-from loki.storage import layout
+from loki.storage import jsonio, layout
 from loki.storage.postgres import domains
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -153,6 +153,11 @@ class PgMemorySearch:
                 if not raw.strip():
                     continue
                 record, problem = patterns.read_line(self.store.schemas, raw)
+                if record is not None and b"\\u0000" in raw:
+                    # Stored before loki dropped NULs at the write (or appended by hand): text columns
+                    # cannot hold one, and one such line would stop the search for everyone.
+                    record = jsonio.without_nul(record)
+                    raw = jsonio.dumps_compact(record).encode("utf-8")
                 if record is None:
                     skipped += 1
                     state.skipped = [*state.skipped, line][-patterns.SKIPPED_KEPT:]
