@@ -326,10 +326,10 @@ class ErrorMemory:
         record = error_record(tool=tool, tool_input=tool_input, error=error, result=result, exit_code=exit_code,
                               branch=branch, cwd=cwd, session_id=session_id, strike_key=strike_key,
                               now=self.store.now_ts())
-        record = without_nul(record)  # PostgreSQL's text cannot hold a NUL (jsonio.without_nul)
-        self.store.schemas.validate(RECORD_SCHEMA, record, layout.MEMORY_LOG)
-        self.store.append_lines(layout.MEMORY_LOG, [record])
-        return record
+        clean: dict[str, Any] = without_nul(record)  # PostgreSQL's text cannot hold a NUL (jsonio.without_nul)
+        self.store.schemas.validate(RECORD_SCHEMA, clean, layout.MEMORY_LOG)
+        self.store.append_lines(layout.MEMORY_LOG, [clean])
+        return clean
 
     def record_resolutions(
         self,
