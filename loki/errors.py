@@ -73,9 +73,11 @@ class StateFileError(LokiError):
 
     kind = "invalid_state_file"
 
-    def __init__(self, path: str, reason: str, pointer: str = "") -> None:
+    def __init__(self, path: str, reason: str, pointer: str = "", *, hint: str | None = None) -> None:
         where = f"{path}{' at ' + pointer if pointer else ''}"
-        super().__init__(f"{where}: {reason}", file=path, pointer=pointer, reason=reason)
+        # ``hint``: what helps when the default advice (fix it by hand, or doctor --repair) cannot.
+        extra = {"hint": hint} if hint else {}
+        super().__init__(f"{where}: {reason}", file=path, pointer=pointer, reason=reason, **extra)
         self.path = path
         self.pointer = pointer
         self.reason = reason
@@ -159,3 +161,22 @@ def describe_os_error(exc: OSError) -> str:
     if exc.errno == errno.EFBIG:
         return "file too large for this system's limits"
     return reason
+
+
+def os_error_hint(exc: OSError) -> str | None:
+    """What helps when the system refused a write: never ``loki doctor --repair``, which writes too (and
+    nothing is broken: an atomic write that failed changed nothing)."""
+    import errno
+
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return ("the file system holding .loki/ is full (or your quota is used up): free space there (`df -h .loki`) "
+                "and run the command again; nothing was changed")
+    if exc.errno == errno.EFBIG:
+        return ("a file would pass this process's file size limit (`ulimit -f`): raise the limit and run the "
+                "command again; nothing was changed")
+    if exc.errno == errno.EROFS:
+        return "the file system holding .loki/ is mounted read-only: remount it read-write; nothing was changed"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return ("make .loki/ writable for this user: check the owner and mode (`ls -la .loki`), an immutable flag "
+                "(`lsattr -d .loki .loki/*`) or a read-only mount; nothing was changed")
+    return None

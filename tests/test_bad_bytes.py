@@ -4,14 +4,18 @@ errors tell a person to do. Each on every backend the code runs on, through the 
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from loki.errors import InvalidArgument, LokiError
+from loki.errors import InvalidArgument, LokiError, StateFileError
 from loki.memory.memory import ErrorMemory
 from loki.queue.queue import Queue, parse_json_option
 from loki.storage import jsonio, layout
@@ -133,3 +137,98 @@ def test_every_outside_json_reader_bounds_the_depth() -> None:
     with pytest.raises(jsonio.JsonError, match="nesting is too deep"):
         jsonio.loads_strict("[" * (jsonio.MAX_DEPTH + 1) + "]" * (jsonio.MAX_DEPTH + 1))
     assert jsonio.loads_strict("[" * jsonio.MAX_DEPTH + "]" * jsonio.MAX_DEPTH) is not None
+
+
+# -- a read-only signals/ directory, and what read-only and full-disk errors advise ---------------------
+
+
+@contextmanager
+def _unwritable(directory: Path) -> Iterator[None]:
+    """``directory`` cannot be changed while the block runs (root ignores modes: an immutable flag then)."""
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "+i", str(directory)], check=True)
+    else:
+        directory.chmod(0o555)
+    try:
+        yield
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(directory)], check=True)
+        else:
+            directory.chmod(0o755)
+
+
+def _listing(directory: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(directory)): (p.lstat().st_ino, p.lstat().st_nlink) for p in directory.rglob("*")}
+
+
+@pytest.mark.files("drives the CLI on a file tree")
+def test_watch_once_on_a_read_only_signals_directory_is_a_loki_error(root: Path) -> None:
+    assert cli(["signal", "emit", "TESTS_PASSED_unit"], root=root).code == 0
+    (root / "signals" / ".processing").mkdir(exist_ok=True)
+    before = _listing(root / "signals")
+    with _unwritable(root / "signals"):
+        done = subprocess.run([*_loki(root), "watch", "--once", "--no-tui"], capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    assert "signals/TESTS_PASSED_unit: cannot claim it" in done.stderr
+    assert "permission denied" in done.stderr
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+    assert _listing(root / "signals") == before  # nothing half-claimed: no second name in .processing/
+    # Writable again, the signal is consumed once.
+    assert cli(["watch", "--once", "--no-tui"], root=root).code == 0
+    assert not (root / "signals" / "TESTS_PASSED_unit").exists()
+
+
+@pytest.mark.files("drives the CLI on a file tree")
+def test_watch_once_with_a_claimed_twin_in_a_read_only_signals_directory(root: Path) -> None:
+    """A crash between the claim's link and unlink left the signal under both names; signals/ is read-only
+    now, so the waiting name cannot be dropped: that was `internal error: PermissionError`."""
+    assert cli(["signal", "emit", "TESTS_PASSED_unit"], root=root).code == 0
+    processing = root / "signals" / ".processing"
+    processing.mkdir(exist_ok=True)
+    os.link(root / "signals" / "TESTS_PASSED_unit", processing / "TESTS_PASSED_unit.20260125T095900Z-0badc0de")
+    before = _listing(root / "signals")
+    with _unwritable(root / "signals"):
+        done = subprocess.run([*_loki(root), "watch", "--once", "--no-tui"], capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    assert "signals/TESTS_PASSED_unit: cannot remove it (it is already claimed): permission denied" in done.stderr
+    assert "hint: make .loki/ writable" in done.stderr
+    assert "internal error" not in done.stderr and "doctor --repair" not in done.stderr
+    assert _listing(root / "signals") == before
+
+
+def test_a_claim_the_system_refuses_names_the_item_and_leaves_it_waiting(root: Path) -> None:
+    store = Store(root)
+    store.create_unique("signals", "TESTS_PASSED_unit", b'{"timestamp": "2026-01-25T09:59:00Z"}')
+    store.ensure_dir("signals/.processing")
+    with _unwritable(root / "signals"), pytest.raises(StateFileError) as caught:
+        store.claim_into("signals/TESTS_PASSED_unit", "signals/.processing", "TESTS_PASSED_unit.x")
+    assert caught.value.path == "signals/TESTS_PASSED_unit"
+    assert "make .loki/ writable" in caught.value.details["hint"]
+    assert store.list("signals/.processing") == []
+    assert "TESTS_PASSED_unit" in store.list("signals")
+
+
+@pytest.mark.parametrize(("code", "advice"), [(errno.ENOSPC, "free space there (`df -h .loki`)"),
+                                              (errno.EDQUOT, "free space there"),
+                                              (errno.EFBIG, "`ulimit -f`"),
+                                              (errno.EROFS, "remount it read-write"),
+                                              (errno.EACCES, "make .loki/ writable")])
+def test_a_write_the_system_refuses_says_what_helps(root: Path, code: int, advice: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import loki.storage.store as storemodule
+
+    def refused(path: str, data: bytes) -> str:  # the temp file every atomic write starts with
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(storemodule, "write_temp", refused)
+    before = (root / "queue" / "pending.json").read_bytes()
+    with pytest.raises(StateFileError) as caught:
+        Queue(Store(root)).add("a task that cannot be written")
+    assert advice in caught.value.details["hint"]
+    assert "nothing was changed" in caught.value.details["hint"]
+    assert (root / "queue" / "pending.json").read_bytes() == before
+    result = cli(["queue", "add", "a task that cannot be written"], root=root)
+    assert result.code == 1
+    assert f"hint: {caught.value.details['hint']}" in result.stderr
+    assert "doctor --repair" not in result.stderr

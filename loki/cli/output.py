@@ -63,7 +63,9 @@ def write_error(exc: LokiError, json_output: bool) -> int:
         # "Nothing ready" (3) and "circuit open, retry later" (75) are answers, not failures.
         answer = exc.exit_code in (ExitCode.NOTHING_TO_DO, ExitCode.CIRCUIT_OPEN)
         sys.stderr.write(f"{'' if answer else 'error: '}{for_terminal(exc.message)}\n")
-        if exc.kind == "invalid_state_file":
+        if exc.details.get("hint"):
+            sys.stderr.write(f"hint: {for_terminal(str(exc.details['hint']))}\n")
+        elif exc.kind == "invalid_state_file":
             sys.stderr.write("hint: fix it by hand, or run `loki doctor --repair`: it sets broken records and files "
                              "aside (nothing is deleted)\n")
         elif exc.kind == "state_file_too_large":

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 
-from loki.errors import LockTimeout, StateFileError, describe_os_error
+from loki.errors import LockTimeout, StateFileError, describe_os_error, os_error_hint
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -277,7 +277,8 @@ class FileLock:
             if exc.errno == 40:  # ELOOP: a symlink
                 raise StateFileError(self.display_path, "the lock file is a symbolic link; refusing to follow it") \
                     from None
-            raise StateFileError(self.display_path, f"cannot open lock file: {describe_os_error(exc)}") from None
+            raise StateFileError(self.display_path, f"cannot open lock file: {describe_os_error(exc)}",
+                                 hint=os_error_hint(exc)) from None
         try:
             links = os.fstat(fd).st_nlink
         except OSError:

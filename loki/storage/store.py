@@ -43,6 +43,7 @@ from loki.errors import (
     SchemaViolation,
     StateFileError,
     describe_os_error,
+    os_error_hint,
 )
 from loki.storage import jsonio, layout
 from loki.storage.locks import DEFAULT_TIMEOUT, FileLock, current_holder, describe_holder, in_use, read_lock_record
@@ -138,7 +139,7 @@ def hard_link_reason(links: int) -> str:
 
 
 def _os_error(rel: str, exc: OSError, action: str) -> LokiError:
-    return StateFileError(rel, f"cannot {action}: {describe_os_error(exc)}")
+    return StateFileError(rel, f"cannot {action}: {describe_os_error(exc)}", hint=os_error_hint(exc))
 
 
 class Store(LogReads):
@@ -837,9 +838,19 @@ class Store(LogReads):
                 os.link(source, target, follow_symlinks=False)
                 fsync_dir(directory)  # the claim is durable before the waiting name goes
                 crashpoint("signal-linked")
-                os.unlink(source)
+                try:
+                    os.unlink(source)
+                except OSError as exc:
+                    if isinstance(exc, FileNotFoundError):
+                        raise
+                    # The waiting name cannot go (signals/ read-only): take the claim back, so nothing
+                    # is left half-claimed for the next consumer to find twice.
+                    _unlink_quietly(target)
+                    raise _os_error(rel, exc, f"claim it (move it into {rel_dir}/)") from None
         except FileNotFoundError:
             return False
+        except OSError as exc:
+            raise _os_error(rel, exc, f"claim it (move it into {rel_dir}/)") from None
         fsync_dir(os.path.dirname(source))
         fsync_dir(directory)
         crashpoint("signal-claimed")
@@ -856,7 +867,12 @@ class Store(LogReads):
         except FileNotFoundError:
             return
         if (twin.st_dev, twin.st_ino) == (claimed.st_dev, claimed.st_ino):
-            os.unlink(waiting)
+            try:
+                os.unlink(waiting)
+            except FileNotFoundError:
+                return
+            except OSError as exc:
+                raise _os_error(waiting_rel, exc, "remove it (it is already claimed)") from None
             fsync_dir(os.path.dirname(waiting))
 
     def finish(self, rel: str, target_dir: str | None) -> None:
@@ -869,6 +885,8 @@ class Store(LogReads):
                 os.rename(path, os.path.join(self.ensure_dir(target_dir), rel.rsplit("/", 1)[-1]))
         except FileNotFoundError:
             pass
+        except OSError as exc:
+            raise _os_error(rel, exc, "remove it" if target_dir is None else f"move it into {target_dir}/") from None
 
     # -- locks held for a long time (the signal consumer) -----------------------------------------
 
