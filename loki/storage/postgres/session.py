@@ -57,6 +57,7 @@ class Database:
         conn = connecting.connect(self.url, autocommit=True, application_name=self.application_name,
                                   mid_run=mid_run)
         try:
+            strict_json(conn)
             self.schema = migrations.schema_name(conn)
             if self.check_schema:
                 self.schema_version = migrations.check(conn)
@@ -111,3 +112,30 @@ class Database:
         row = self.conn.execute("SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || ':' || %s))",
                                 (name,)).fetchone()
         return bool(row and row[0])
+
+
+class BadJson:
+    """What a ``json`` column holds when it is not strict JSON (a row edited with psql: duplicate keys, a
+    NaN): kept as a value, so the reader that checks the row names it, instead of a parse error raised from
+    the middle of a fetch that cannot say which row it was (loki/storage/postgres/tasks.py)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def strict_json(conn: psycopg.Connection[Any]) -> None:
+    """Read this connection's ``json`` columns with loki's strict parser. PostgreSQL's ``json`` keeps the
+    text as written, duplicate keys included, and ``json.loads`` would silently keep the last of two."""
+    from psycopg.types.json import set_json_loads
+
+    from loki.storage import jsonio
+
+    def loads(data: bytes | str) -> Any:
+        try:
+            return jsonio.loads_strict(data)
+        except jsonio.JsonError as exc:
+            return BadJson(exc.reason)
+
+    set_json_loads(loads, conn)

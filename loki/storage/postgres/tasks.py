@@ -28,7 +28,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from loki.clock import format_ts, parse_ts
-from loki.errors import Conflict, LockTimeout
+from loki.errors import Conflict, LockTimeout, StateFileError
 from loki.queue.readiness import Census
 from loki.queue.tasks import PRIORITY_RANK
 from loki.storage import jsonio, layout
@@ -41,11 +41,17 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Iterator
     from contextlib import AbstractContextManager
     from datetime import datetime
-    from typing import Any
+    from typing import Any, Protocol
 
     import psycopg
 
     from loki.storage.postgres.store import PgStore
+    from loki.storage.schema import Registry
+
+    class Checker(Protocol):
+        """A schema checker: the compiled one (a read) or jsonschema, the reference (``loki validate``)."""
+
+        def problems(self, name: str, value: Any) -> list[tuple[str, str]]: ...
 
 ANALYZE_AFTER = 500
 """Rows one unit adds beyond which the planner's statistics of ``loki_tasks`` are refreshed at once."""
@@ -53,7 +59,8 @@ CLAIMED_STATES = ("pending", "in-progress", "dead-letter")
 """The states a claim moves rows between: a unit that reads any of them whole reads all three in one
 statement, so a row a claimer moves at that moment is seen once, in the state it ends in."""
 ENTRY_STATES = (DEAD_LETTER, ABANDONED)
-COLUMNS = "t.id, t.state, t.archived, t.doc"
+COLUMNS = "t.id, t.state, t.archived, t.doc, t.priority_rank"
+"""What a unit reads of a row: the record and what it is checked against (:func:`checked`)."""
 
 DEPENDENCIES_DONE = """NOT EXISTS (
     SELECT 1 FROM unnest(t.dependencies) AS d(id)
@@ -105,6 +112,8 @@ WAITING_CHAIN = f"""WITH RECURSIVE chain(id) AS (
       CROSS JOIN LATERAL unnest(p.dependencies) AS d(id)
       JOIN loki_tasks w ON w.id = d.id AND w.state IN ('pending', 'blocked'))
 SELECT {COLUMNS}, t.seq FROM loki_tasks t WHERE t.id IN (SELECT id FROM chain)"""
+SEQ = 5
+"""The index of ``t.seq`` in a row read as ``COLUMNS, t.seq``."""
 
 _WRITTEN = ("state = %(state)s, archived = %(archived)s, version = nextval('loki_version_seq'), "
             "priority_rank = %(priority_rank)s, created_at = %(created_at)s, available_at = %(available_at)s, "
@@ -142,9 +151,11 @@ class PgTasks:
         """Several states as of one instant (one statement, one snapshot), in insertion order."""
         wanted = list(states)
         found: dict[str, list[Any]] = {state: [] for state in wanted}
-        for state, doc in self.store.rows("SELECT state, doc FROM loki_tasks WHERE state = ANY(%s::text[]) "
-                                          "AND NOT archived ORDER BY seq", (wanted,)):
-            found[state].append(doc)
+        schemas = self.store.schemas
+        for task_id, state, rank, doc in self.store.rows("SELECT id, state, priority_rank, doc FROM loki_tasks "
+                                                         "WHERE state = ANY(%s::text[]) AND NOT archived ORDER BY seq",
+                                                         (wanted,)):
+            found[state].append(checked(schemas, task_id, state, rank, doc))
         return found
 
     def tasks_in(self, state: str) -> list[dict[str, Any]]:
@@ -152,11 +163,14 @@ class PgTasks:
 
     def dead_letter_doc(self) -> dict[str, Any]:
         """``{"tasks": [entries], "metadata": {...}}`` as of one instant."""
-        rows = self.store.rows("""SELECT 0, 0, value FROM loki_queue_meta WHERE key = 'dead-letter'
-                                  UNION ALL SELECT 1, seq, doc FROM loki_tasks WHERE state = 'dead-letter'
+        rows = self.store.rows("""SELECT 0, 0, value, '', 0 FROM loki_queue_meta WHERE key = 'dead-letter'
+                                  UNION ALL SELECT 1, seq, doc, id, priority_rank FROM loki_tasks
+                                   WHERE state = 'dead-letter'
                                   ORDER BY 1, 2""")
-        metadata = rows[0][2] if rows and rows[0][0] == 0 else _empty_metadata()
-        return {"tasks": [doc for part, _, doc in rows if part == 1], "metadata": metadata}
+        schemas = self.store.schemas
+        metadata = checked_metadata(schemas, rows[0][2]) if rows and rows[0][0] == 0 else _empty_metadata()
+        return {"tasks": [checked(schemas, task_id, DEAD_LETTER, rank, doc)
+                          for part, _, doc, task_id, rank in rows if part == 1], "metadata": metadata}
 
     def change_token(self, state: str) -> tuple[int, int, int] | None:
         """A fingerprint of ``state``: its row count, the sum of its rows' versions (every write gives a
@@ -170,22 +184,29 @@ class PgTasks:
         """Every archived task, a page at a time (keyset on the id: the archive grows without bound)."""
         after = ""
         while True:
-            page = self.store.rows("SELECT id, state, doc FROM loki_tasks WHERE archived AND id > %s "
+            page = self.store.rows("SELECT id, state, priority_rank, doc FROM loki_tasks WHERE archived AND id > %s "
                                    "ORDER BY id LIMIT 1000", (after,))
-            for task_id, state, doc in page:
-                yield state, doc
+            for task_id, state, rank, doc in page:
+                yield state, checked(self.store.schemas, task_id, state, rank, doc)
                 after = task_id
             if len(page) < 1000:
                 return
 
     def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
-        found = self.store.rows("SELECT state, doc FROM loki_tasks WHERE id = %s AND archived", (task_id,))
-        return (found[0][0], found[0][1]) if found else None
+        found = self.store.rows("SELECT id, state, priority_rank, doc FROM loki_tasks WHERE id = %s AND archived",
+                                (task_id,))
+        return self._archived_row(found)
 
     def find_archived_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
-        found = self.store.rows("SELECT state, doc FROM loki_tasks WHERE key_digest = %s AND archived",
-                                (key_digest(key),))
-        return (found[0][0], found[0][1]) if found else None
+        found = self.store.rows("SELECT id, state, priority_rank, doc FROM loki_tasks WHERE key_digest = %s "
+                                "AND archived", (key_digest(key),))
+        return self._archived_row(found)
+
+    def _archived_row(self, found: list[tuple[Any, ...]]) -> tuple[str, dict[str, Any]] | None:
+        if not found:
+            return None
+        task_id, state, rank, doc = found[0]
+        return state, checked(self.store.schemas, task_id, state, rank, doc)
 
 
 class _Row:
@@ -278,15 +299,17 @@ class PgTaskTxn:
 
     # -- the identity map ------------------------------------------------------------------------
 
-    def _known(self, task_id: str, state: str, archived: bool, doc: Any) -> _Row:
-        """The unit's row for a row the table returned: the one it already has, else this one."""
+    def _known(self, task_id: str, state: str, archived: bool, doc: Any, rank: int) -> _Row:
+        """The unit's row for a row the table returned: the one it already has, else this one, checked
+        first (a row edited with psql is refused by name before the domain sees it)."""
         row = self._rows.get(task_id)
         if row is None or row.stored is False:
-            row = self._rows[task_id] = _Row(state, doc, archived, True)
+            row = self._rows[task_id] = _Row(state, checked(self.store.schemas, task_id, state, rank, doc),
+                                             archived, True)
         return row
 
     def _merge(self, found: Iterable[tuple[Any, ...]]) -> list[_Row]:
-        return [self._known(task_id, state, archived, doc) for task_id, state, archived, doc, *_ in found]
+        return [self._known(task_id, state, archived, doc, rank) for task_id, state, archived, doc, rank, *_ in found]
 
     def _row(self, task_id: str) -> _Row:
         """The unit's row for ``task_id``, read (and, outside a claim, locked) on first use."""
@@ -305,7 +328,7 @@ class PgTaskTxn:
             found = self._execute(f"SELECT {COLUMNS}, t.seq FROM loki_tasks t WHERE t.state = ANY(%s::text[]) "
                                   f"AND NOT t.archived{self._lock()}", (list(group),))
             # FOR UPDATE may return a row it waited for out of ORDER BY's order: sort after the locks.
-            rows = self._merge(sorted(found, key=lambda r: r[4]))
+            rows = self._merge(sorted(found, key=lambda r: r[SEQ]))
             for name in group:
                 if name not in self._lists:
                     self._lists[name] = [row.doc for row in rows if row.state == name and not row.archived]
@@ -369,22 +392,10 @@ class PgTaskTxn:
         state = row.state
         assert state is not None
         self._validate(task_id, state, row.doc)
-        task = row.doc["task_data"] if state in ENTRY_STATES else row.doc
-        deferred = task.get("deferred")
         doc = jsonio.dumps_compact(row.doc)
         self.store.check_size(f"task {task_id}", len(doc.encode("utf-8")))
-        return {
-            "id": task_id, "state": state, "archived": row.archived, "fresh": fresh, "doc": doc,
-            "priority_rank": PRIORITY_RANK.get(task.get("priority"), PRIORITY_RANK["medium"]),
-            "created_at": _text(task.get("created_at")), "available_at": _ts(task.get("available_at")),
-            "type": _text(task.get("type")), "claimed_by": _text(task.get("claimed_by")),
-            "lease_until": _ts(task.get("lease_until")),
-            "deferred_until": _ts(deferred.get("until")) if isinstance(deferred, dict) else None,
-            "key_digest": key_digest(task["idempotency_key"]) if task.get("idempotency_key") else None,
-            "dependencies": [_text(dep) for dep in task.get("dependencies") or []],
-            "labels": [_text(label) for label in task.get("labels") or []],
-            "finished_at": _text(task.get("completed_at") or task.get("updated_at") or task.get("created_at")),
-        }
+        return {"id": task_id, "state": state, "archived": row.archived, "fresh": fresh, "doc": doc,
+                **derived_columns(state, row.doc)}
 
     def _validate(self, task_id: str, state: str, doc: Any) -> None:
         """Each record against the schema the file store checks it with (every write: as LOKI_VALIDATE_ALL)."""
@@ -503,7 +514,7 @@ class PgTaskTxn:
         self._flush()
         found = self._execute(WAITING_CHAIN + self._lock(), (wanted,))
         order = {"pending": 0, "blocked": 1}
-        rows = self._merge(sorted(found, key=lambda r: (order[r[1]], r[4])))
+        rows = self._merge(sorted(found, key=lambda r: (order[r[1]], r[SEQ])))
         return [row.doc for row in rows if row.state in order]
 
     # -- dead-letter and abandoned -------------------------------------------------------------------
@@ -518,7 +529,7 @@ class PgTaskTxn:
         if self._metadata is None:
             found = self._execute(f"SELECT value FROM loki_queue_meta WHERE key = 'dead-letter'"
                                   f"{'' if self.claim else ' FOR UPDATE'}")
-            self._metadata = found[0][0] if found else _empty_metadata()
+            self._metadata = checked_metadata(self.store.schemas, found[0][0]) if found else _empty_metadata()
         return self._metadata
 
     def find_dead_letter(self, task_id: str) -> dict[str, Any] | None:
@@ -587,6 +598,57 @@ class PgTaskTxn:
                 row.archived = True
 
 
+DERIVED = ("priority_rank", "created_at", "available_at", "type", "claimed_by", "lease_until", "deferred_until",
+           "key_digest", "dependencies", "labels", "finished_at")
+"""The columns copied from a row's record (what SQL decides on), in :func:`derived_columns`' order."""
+
+
+def derived_columns(state: str, record: dict[str, Any]) -> dict[str, Any]:
+    """The columns a row's record gives (written with it; ``loki validate`` compares them with the row's)."""
+    task: Any = record["task_data"] if state in ENTRY_STATES else record
+    deferred = task.get("deferred")
+    return {
+        "priority_rank": PRIORITY_RANK.get(task.get("priority"), PRIORITY_RANK["medium"]),
+        "created_at": _text(task.get("created_at")), "available_at": _ts(task.get("available_at")),
+        "type": _text(task.get("type")), "claimed_by": _text(task.get("claimed_by")),
+        "lease_until": _ts(task.get("lease_until")),
+        "deferred_until": _ts(deferred.get("until")) if isinstance(deferred, dict) else None,
+        "key_digest": key_digest(task["idempotency_key"]) if task.get("idempotency_key") else None,
+        "dependencies": [_text(dep) for dep in task.get("dependencies") or []],
+        "labels": [_text(label) for label in task.get("labels") or []],
+        "finished_at": _text(task.get("completed_at") or task.get("updated_at") or task.get("created_at")),
+    }
+
+
+def every_row(store: PgStore) -> Iterator[tuple[str, str, bool, Any, dict[str, Any]]]:
+    """Every row of ``loki_tasks`` as stored, unchecked (``loki validate`` checks each): ``(id, state,
+    archived, record or BadJson, the derived columns)``, hot rows in insertion order, then the archive a page
+    at a time."""
+    columns = ", ".join(DERIVED)
+    for task_id, state, archived, doc, *values in store.rows(
+            f"SELECT id, state, archived, doc, {columns} FROM loki_tasks WHERE NOT archived ORDER BY seq"):
+        yield task_id, state, archived, doc, dict(zip(DERIVED, values, strict=True))
+    after = ""
+    while True:
+        page = store.rows(f"SELECT id, state, archived, doc, {columns} FROM loki_tasks WHERE archived AND id > %s "
+                          "ORDER BY id LIMIT 1000", (after,))
+        for task_id, state, archived, doc, *values in page:
+            yield task_id, state, archived, doc, dict(zip(DERIVED, values, strict=True))
+            after = task_id
+        if len(page) < 1000:
+            return
+
+
+def column_problems(state: str, record: dict[str, Any], stored: dict[str, Any]) -> list[tuple[str, str]]:
+    """The derived columns that disagree with the record (a row edited with psql): each makes SQL decide on
+    something the record does not say (a claim order, a lease, a dependency)."""
+    found = []
+    for name, wanted in derived_columns(state, record).items():
+        if stored[name] != wanted and name != "priority_rank":  # priority_rank: row_problems says it
+            found.append(("", f"the row's {name} column is {stored[name]!r}, but its record gives {wanted!r}"))
+    return found
+
+
 def _drop(records: list[dict[str, Any]], record: Any) -> None:
     """Take ``record`` (this very object) out of a live list."""
     for index, candidate in enumerate(records):
@@ -622,6 +684,89 @@ def _ts(value: Any) -> datetime | None:
         return parse_ts(value)
     except (ValueError, OverflowError):
         return None
+
+
+# -- rows read back: checked before anything trusts them ----------------------------------------------
+
+ROW_HINT = ("the row was changed outside loki (psql?): fix it there, from what `loki validate` lists; on a database "
+            "`loki doctor` reports it and changes nothing (there is no file to set aside)")
+METADATA = "the dead-letter metadata (loki_queue_meta 'dead-letter')"
+
+
+def row_name(task_id: str, state: str) -> str:
+    """A row as messages name it (the file store names a file and a pointer; a database, the row)."""
+    return f"the task store's {state} row {task_id!r}"
+
+
+def row_problems(schemas: Checker, task_id: str, state: str, rank: Any, doc: Any) -> list[tuple[str, str]]:
+    """What is wrong with a row of ``loki_tasks`` as read back: its record breaks its schema or is not strict
+    JSON (``BadJson``), names another id than the row, or ``priority_rank`` (what claims order by)
+    disagrees with the record's priority. Empty: the row is what loki would have written."""
+    from loki.storage.postgres.session import BadJson
+
+    if isinstance(doc, BadJson):
+        return [("", f"doc is not strict JSON: {doc.reason}")]
+    if not isinstance(doc, dict):
+        return [("", f"doc is {_json_type(doc)}, not an object (a task record)")]
+    entry = state in ENTRY_STATES
+    if state == DEAD_LETTER:
+        found = schemas.problems("deadletter-entry.json", doc)
+    elif state == ABANDONED:
+        found = [(p.removeprefix("/tasks/0"), m)
+                 for p, m in schemas.problems("abandoned-file.json", {"version": 1, "tasks": [doc]})]
+    else:
+        found = schemas.problems("task.json", doc)
+    field = "task_id" if entry else "id"
+    if doc.get(field) != task_id:
+        found.append((f"/{field}", f"doc's {field} is {doc.get(field)!r}, not the row's id {task_id!r}"))
+    task = doc.get("task_data") if entry else doc
+    if isinstance(task, dict):
+        if entry and task.get("id") != task_id:
+            found.append(("/task_data/id", f"the entry's task_data.id is {task.get('id')!r}, not the row's id "
+                                           f"{task_id!r}"))
+        priority = task.get("priority")
+        wanted = PRIORITY_RANK.get(priority) if isinstance(priority, str) else None
+        if wanted is not None and rank != wanted:
+            found.append(("/task_data/priority" if entry else "/priority",
+                          f"the row's priority_rank {rank} disagrees with the record's priority "
+                          f"{priority!r} (rank {wanted}): claims would take it out of order"))
+    return found
+
+
+def checked(schemas: Registry, task_id: str, state: str, rank: Any, doc: Any) -> Any:
+    """``doc``, once :func:`row_problems` finds nothing; else the first problem, naming the row (exit 1)."""
+    found = row_problems(schemas, task_id, state, rank, doc)
+    if found:
+        pointer, reason = found[0]
+        raise StateFileError(row_name(task_id, state), reason, pointer, hint=ROW_HINT)
+    return doc
+
+
+def metadata_problems(schemas: Checker, value: Any) -> list[tuple[str, str]]:
+    from loki.storage.postgres.session import BadJson
+
+    if isinstance(value, BadJson):
+        return [("", f"not strict JSON: {value.reason}")]
+    if not isinstance(value, dict):
+        return [("", f"is {_json_type(value)}, not an object (last_reviewed, total_abandoned, total_recovered)")]
+    return [(p.removeprefix("/metadata"), m)
+            for p, m in schemas.problems("deadletter-file.json", {"tasks": [], "metadata": value})]
+
+
+def checked_metadata(schemas: Registry, value: Any) -> dict[str, Any]:
+    found = metadata_problems(schemas, value)
+    if found:
+        pointer, reason = found[0]
+        raise StateFileError(METADATA, reason, pointer, hint=ROW_HINT)
+    metadata: dict[str, Any] = value
+    return metadata
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    return names.get(type(value), "a number")
 
 
 def _empty_metadata() -> dict[str, Any]:
