@@ -130,12 +130,14 @@ def strict_json(conn: psycopg.Connection[Any]) -> None:
     text as written, duplicate keys included, and ``json.loads`` would silently keep the last of two."""
     from psycopg.types.json import set_json_loads
 
+    set_json_loads(_strict_loads, conn)
+
+
+def _strict_loads(data: bytes | str) -> Any:
+    """A ``json`` column's value, or :class:`BadJson` saying why it is not strict JSON."""
     from loki.storage import jsonio
 
-    def loads(data: bytes | str) -> Any:
-        try:
-            return jsonio.loads_strict(data)
-        except jsonio.JsonError as exc:
-            return BadJson(exc.reason)
-
-    set_json_loads(loads, conn)
+    try:
+        return jsonio.loads_strict(data)
+    except jsonio.JsonError as exc:
+        return BadJson(exc.reason)
