@@ -16,9 +16,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_DEPTH_ERROR = "nesting is too deep"
-MAX_DEPTH = 128
-"""Levels of nesting a document may have (serde_json's default): deep enough for any state file loki
-writes, shallow enough that nothing recursive (the encoder, the schema check) overflows on it."""
+MAX_DEPTH = 512
+"""Levels of nesting a document may have: shallow enough that nothing recursive (the encoder, the schema
+check) overflows on it with the stack a command has already used (Python's limit is 1,000 frames), deep
+enough for every file loki could write before values from outside were bounded (a payload ~900 deep
+was written then), so no existing tree is locked out."""
 INPUT_DEPTH = 64
 """Levels a value from outside (``--payload``, ``--result``, a batch, signal fields, a result file, a hook's
 stdin) may have: stored inside a record (a task in a file, its dead-letter entry), it gains a few levels,
