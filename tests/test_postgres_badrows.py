@@ -143,3 +143,24 @@ def test_a_non_utf8_log_line_is_reported_as_on_files(db_tree: tuple[Path, str]) 
     text = checked.stdout + checked.stderr
     assert checked.code == 1, text
     assert "logs/events.jsonl at line 1" in text and "not valid UTF-8" in text
+
+
+def test_validate_reports_a_column_that_disagrees_with_its_record(db_tree: tuple[Path, str]) -> None:
+    tree, url = db_tree
+    psql(url, "UPDATE loki_tasks SET available_at = '2030-01-01T00:00:00Z', dependencies = '{ghost}' "
+              "WHERE id = 't1'")
+    checked = cli(["validate", "--json"], root=tree)
+    assert checked.code == 1
+    found = {(p["file"], p["message"].split(" column")[0]) for p in checked.json()["problems"]}
+    assert ("the task store's pending row 't1'", "the row's available_at") in found
+    assert ("the task store's pending row 't1'", "the row's dependencies") in found
+
+
+def test_a_hostile_row_id_is_shown_escaped(db_tree: tuple[Path, str]) -> None:
+    tree, url = db_tree
+    psql(url, "UPDATE loki_tasks SET id = E'evil\\x1b[2J\\u202e' WHERE id = 't1'")
+    for command in (["queue", "list"], ["validate"]):
+        result = cli(command, root=tree)
+        assert result.code == 1, command
+        assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
+        assert "evil\\x1b[2J\\u202e" in result.stderr, (command, result.stderr)
