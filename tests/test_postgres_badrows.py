@@ -164,3 +164,20 @@ def test_a_hostile_row_id_is_shown_escaped(db_tree: tuple[Path, str]) -> None:
         assert result.code == 1, command
         assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
         assert "evil\\x1b[2J\\u202e" in result.stderr, (command, result.stderr)
+
+
+def test_a_state_document_edited_with_psql_is_refused_by_name(db_tree: tuple[Path, str]) -> None:
+    tree, url = db_tree
+    assert cli(["breaker", "failure", "api/x", "--error", "boom"], root=tree).code == 0
+    psql(url, "UPDATE loki_documents SET data = convert_to('{\"api/x\": []}', 'UTF8') "
+              "WHERE name = 'state/circuit-breakers.json'")
+    before = psql(url, "SELECT data FROM loki_documents ORDER BY name")
+    for command in (["breaker", "status"], ["breaker", "check", "api/x"], ["breaker", "failure", "api/x",
+                                                                             "--error", "again"]):
+        result = cli(command, root=tree)
+        assert result.code == 1, (command, result.stdout, result.stderr)
+        assert "state/circuit-breakers.json at /api~1x" in result.stderr, (command, result.stderr)
+        assert "internal error" not in result.stderr, command
+    assert psql(url, "SELECT data FROM loki_documents ORDER BY name") == before
+    checked = cli(["validate"], root=tree)
+    assert checked.code == 1 and "state/circuit-breakers.json at /api~1x" in checked.stderr

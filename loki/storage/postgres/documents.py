@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from loki.storage.schema import Registry
 
 
+DOCUMENT_HINT = ("the document was changed outside loki (psql?): fix it there, from what `loki validate` lists; on a "
+                 "database `loki doctor` reports it and changes nothing (there is no file to set aside)")
+
 class Documents:
     """``transaction``, ``read``, ``snapshot``, ``exists``, ``read_bytes``, ``read_text``, ``write_text``,
     ``remove``, ``list``, ``change_token``, ``config``, ``setting``, ``write_config`` (see the module)."""
@@ -88,9 +91,17 @@ class Documents:
             raise FileTooLarge(rel, f"is {len(data)} bytes, over the {self.max_file_bytes}-byte limit for a "
                                     "state document")
         try:
-            return jsonio.loads_strict(data)
+            doc = jsonio.loads_strict(data)
         except jsonio.JsonError as exc:
             raise StateFileError(rel, exc.reason, exc.pointer) from None
+        if kind is not None:
+            # A row has no digest saying loki wrote it (psql edits bytes as easily as a file): checked in full
+            # on every read, as the file store checks a file it did not write.
+            found = self.schemas.problems(kind.schema, doc)
+            if found:
+                pointer, reason = found[0]
+                raise StateFileError(rel, reason, pointer or "/", hint=DOCUMENT_HINT)
+        return doc
 
     # -- writing rows ------------------------------------------------------------------------------
 
