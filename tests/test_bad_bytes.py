@@ -79,6 +79,7 @@ def test_a_nul_stored_by_an_older_loki_is_read_past_and_reported(store: Any) -> 
 
 
 @pytest.mark.files("drives the CLI on a file tree")
+@pytest.mark.slow  # a real loki process
 def test_cli_a_nul_in_a_hook_payload_then_search_and_validate(root: Path, project: Path) -> None:
     payload = {"hook_event_name": "PostToolUseFailure", "tool_name": "Bash", "tool_input": {"command": "make"},
                "error": NUL_OUTPUT, "cwd": str(project), "session_id": "s1"}
@@ -163,6 +164,7 @@ def _listing(directory: Path) -> dict[str, tuple[int, int]]:
 
 
 @pytest.mark.files("drives the CLI on a file tree")
+@pytest.mark.slow  # a real loki process
 def test_watch_once_on_a_read_only_signals_directory_is_a_loki_error(root: Path) -> None:
     assert cli(["signal", "emit", "TESTS_PASSED_unit"], root=root).code == 0
     (root / "signals" / ".processing").mkdir(exist_ok=True)
@@ -180,6 +182,7 @@ def test_watch_once_on_a_read_only_signals_directory_is_a_loki_error(root: Path)
 
 
 @pytest.mark.files("drives the CLI on a file tree")
+@pytest.mark.slow  # a real loki process
 def test_watch_once_with_a_claimed_twin_in_a_read_only_signals_directory(root: Path) -> None:
     """A crash between the claim's link and unlink left the signal under both names; signals/ is read-only
     now, so the waiting name cannot be dropped: that was `internal error: PermissionError`."""

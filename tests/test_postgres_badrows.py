@@ -70,6 +70,7 @@ def test_validate_reports_a_row_edited_with_psql(db_tree: tuple[Path, str], edit
         assert "internal error" not in text
 
 
+@pytest.mark.slow  # seven commands a case
 @pytest.mark.parametrize("edit", sorted(EDITS))
 def test_no_command_trusts_a_row_edited_with_psql(db_tree: tuple[Path, str], edit: str) -> None:
     tree, url = db_tree
