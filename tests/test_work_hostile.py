@@ -1,0 +1,154 @@
+"""``loki work`` and text it did not write: a task's fields (titles, descriptions, labels, payloads from an
+import or another agent) and the command's result file and output are attacker-controlled (issue 23).
+
+The commands are real processes (``sh``, ``bash``, ``python -c``); the CLI is run in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loki.errors import UsageError
+from loki.work import placeholders
+from loki.work.loop import WorkOptions
+from tests.helpers import cli
+
+PY = sys.executable
+
+HOSTILE = {
+    "title": "x; touch PWNED1 #",
+    "description": "first line\ntouch PWNED3\n$(touch PWNED4) `touch PWNED5`",
+    "labels": ["a;touch PWNED6", "$(touch PWNED7)"],
+    "payload": {"k": "'; touch PWNED8; '", "q": "\"; touch PWNED9; \""},
+}
+
+
+def pwned(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith("PWNED"))
+
+
+def add_hostile(root: Path, task_id: str = "t1", title: str = HOSTILE["title"]) -> None:
+    args = ["queue", "add", title, "--id", task_id, "--description", HOSTILE["description"],
+            "--payload", json.dumps(HOSTILE["payload"])]
+    for label in HOSTILE["labels"]:
+        args += ["--label", label]
+    added = cli(args, root=root)
+    assert added.code == 0, added.stderr
+
+
+# -- command injection through placeholders -------------------------------------------------------------
+
+
+def test_every_placeholder_reaches_the_safe_form_as_data_never_as_code(root: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sh -c '... "$1"' sh {title}``: each value is one positional argument, whatever it holds."""
+    work_dir = tmp_path / "cwd"
+    work_dir.mkdir()
+    monkeypatch.chdir(work_dir)
+    add_hostile(root, "t1")
+    add_hostile(root, "t2", "$(touch PWNED2)")
+    names = list(placeholders.PLACEHOLDERS)
+    script = 'for v in "$@"; do printf "%s\\0" "$v"; done >> seen; echo "title=$2 $LOKI_TASK_TITLE"'
+    result = cli(["work", "--agent", "a", "--", "sh", "-c", script, "sh", *("{" + n + "}" for n in names)],
+                 root=root)
+    assert result.code == 0, result.stderr
+    assert pwned(work_dir) == []
+    seen = (work_dir / "seen").read_bytes().split(b"\0")[:-1]
+    assert len(seen) == 2 * len(names)
+    first = dict(zip(names, (v.decode() for v in seen[:len(names)]), strict=True))
+    assert first["title"] == HOSTILE["title"] and first["description"] == HOSTILE["description"]
+    assert first["labels"] == ",".join(HOSTILE["labels"])
+    assert json.loads(first["payload"]) == HOSTILE["payload"]
+    assert seen[len(names) + 1] == b"$(touch PWNED2)"
+    assert result.stdout == "title=x; touch PWNED1 # x; touch PWNED1 #\ntitle=$(touch PWNED2) $(touch PWNED2)\n"
+
+
+SHELL_FORMS = [
+    ["sh", "-c", "echo title={NAME}"],
+    ["sh", "-c", "echo \"title={NAME}\""],
+    ["/bin/sh", "-ec", "echo '{NAME}'"],
+    ["bash", "-lc", "echo {NAME}"],
+    ["bash", "-o", "pipefail", "-c", "echo {NAME} | cat"],
+    ["bash", "--norc", "-c", "echo {NAME}"],
+    ["dash", "-c", "echo {NAME}"],
+    ["zsh", "-c", "echo {NAME}"],
+    ["env", "A=1", "sh", "-c", "echo {NAME}"],
+    ["sh", "-c", "{NAME}", "sh"],
+    ["bash", "-C", "-c", "echo {NAME}"],
+    ["busybox", "sh", "-c", "echo {NAME}"],
+    ["fish", "--command=echo {NAME}"],
+]
+
+
+@pytest.mark.parametrize("name", list(placeholders.PLACEHOLDERS))
+@pytest.mark.parametrize("form", SHELL_FORMS, ids=lambda form: " ".join(form))
+def test_a_placeholder_in_a_shell_script_is_refused_pointing_at_the_safe_form(name: str, form: list[str]) -> None:
+    command = [arg.replace("NAME", name) for arg in form]
+    with pytest.raises(UsageError) as info:
+        WorkOptions(agent="a", command=command)
+    message = info.value.message
+    assert info.value.exit_code == 2
+    assert f"{{{name}}}" in message and "shell script" in message
+    assert f"sh -c '... \"$1\"' sh {{{name}}}" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("form", SHELL_FORMS[:4], ids=lambda form: " ".join(form))
+def test_the_cli_refuses_a_shell_script_placeholder_with_exit_2_and_runs_nothing(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: list[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    add_hostile(root)
+    command = [arg.replace("NAME", "title") for arg in form]
+    result = cli(["work", "--agent", "a", "--", *command], root=root)
+    assert result.code == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "{title}" in result.stderr
+    assert pwned(tmp_path) == []
+    assert cli(["queue", "show", "t1", "--json"], root=root).json()["state"] == "pending"
+
+
+@pytest.mark.parametrize("command", [
+    ["sh", "-c", 'echo "$1"', "sh", "{title}"],  # a positional argument: data
+    ["sh", "-c", "echo {{title}}"],  # escaped: a literal {title}
+    ["sh", "script.sh", "{title}"],  # no -c: a script file, the value an argument
+    ["bash", "-c", 'echo "$0"', "{title}"],
+    [PY, "-c", "import sys; print(sys.argv[1])", "{title}"],
+    ["shellcheck", "{title}"],  # not a shell
+])
+def test_placeholders_outside_a_shell_script_are_allowed(command: list[str]) -> None:
+    WorkOptions(agent="a", command=command)
+
+
+@pytest.mark.parametrize("program", ["{title}", "./bin/{type}", "{{x}}{agent}"])
+def test_a_placeholder_in_the_program_is_refused(program: str) -> None:
+    with pytest.raises(UsageError) as info:
+        WorkOptions(agent="a", command=[program, "arg"])
+    assert info.value.exit_code == 2 and "program" in info.value.message
+
+
+def test_the_cli_refuses_a_placeholder_as_the_program_and_claims_nothing(root: Path, tmp_path: Path) -> None:
+    target = tmp_path / "evil"
+    target.write_text("#!/bin/sh\ntouch PWNED\n")
+    target.chmod(0o755)
+    assert cli(["queue", "add", str(target), "--id", "t1"], root=root).code == 0
+    result = cli(["work", "--agent", "a", "--", "{title}"], root=root)
+    assert result.code == 2 and "program" in result.stderr
+    assert cli(["queue", "show", "t1", "--json"], root=root).json()["state"] == "pending"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_refused_forms_would_have_run_the_title_as_code(tmp_path: Path) -> None:
+    """Why the refusal: a value substituted into the script is code, even inside quotes."""
+    import subprocess
+
+    given = dict.fromkeys(placeholders.PLACEHOLDERS, "")
+    given["title"] = "$(touch PWNED2)"
+    expanded = placeholders.expand(["bash", "-c", 'echo "title={title}"'], given)
+    subprocess.run(expanded, cwd=tmp_path, check=True, capture_output=True)
+    assert pwned(tmp_path) == ["PWNED2"]
+
