@@ -152,3 +152,38 @@ def test_the_refused_forms_would_have_run_the_title_as_code(tmp_path: Path) -> N
     subprocess.run(expanded, cwd=tmp_path, check=True, capture_output=True)
     assert pwned(tmp_path) == ["PWNED2"]
 
+
+
+# -- the result file -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("link", ["ln -s", "ln"], ids=["symlink", "hardlink"])
+def test_a_result_file_linked_to_a_file_outside_the_scratch_directory_is_not_read(root: Path, tmp_path: Path,
+                                                                                   link: str) -> None:
+    secret = tmp_path / "outside.json"
+    secret.write_text('{"stolen": "the contents of a file outside the scratch directory"}')
+    assert cli(["queue", "add", "t", "--id", "t1"], root=root).code == 0
+    result = cli(["work", "--agent", "a", "--", "sh", "-c", f'{link} "$1" "$LOKI_RESULT_FILE"', "sh", str(secret)],
+                 root=root)
+    assert result.code == 1, result.stderr
+    shown = cli(["queue", "show", "t1", "--json"], root=root).json()
+    assert shown["state"] == "pending" and "stolen" not in json.dumps(shown)
+    message = shown["task"]["attempts"][0]["error_message"]
+    assert message.startswith("exit 0 (bad_result_file): result file ") and "result.json" in message
+    assert ("is a symbolic link" if link == "ln -s" else "has other links") in message
+    assert "write a regular file" in message
+    assert secret.exists()
+
+
+def test_the_library_refuses_a_symlinked_result_file(store: Any, tmp_path: Path) -> None:
+    from loki.queue.queue import Queue
+    from loki.work.loop import Worker
+
+    (tmp_path / "outside.json").write_text('{"stolen": 1}')
+    Queue(store).add("t", task_id="t1")
+    notes: list[str] = []
+    summary = Worker(store, WorkOptions(agent="a", command=["sh", "-c", 'ln -s "$1" "$LOKI_RESULT_FILE"', "sh",
+                                                            str(tmp_path / "outside.json")]),
+                     stdout=bytearray().extend, stderr=bytearray().extend, notify=notes.append).run_unguarded()
+    assert summary.runs[0].outcome == "failed" and summary.runs[0].error_type == "validation"
+    assert "is a symbolic link" in (summary.runs[0].error or "")
