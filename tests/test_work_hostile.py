@@ -187,3 +187,59 @@ def test_the_library_refuses_a_symlinked_result_file(store: Any, tmp_path: Path)
                      stdout=bytearray().extend, stderr=bytearray().extend, notify=notes.append).run_unguarded()
     assert summary.runs[0].outcome == "failed" and summary.runs[0].error_type == "validation"
     assert "is a symbolic link" in (summary.runs[0].error or "")
+
+
+# -- honest records: the approach ------------------------------------------------------------------------
+
+
+def _fail_by(root: Path, agent: str, now: str) -> None:
+    result = cli(["work", "--agent", agent, "--max-tasks", "1", "--", "sh", "-c", "echo 'E: broken' >&2; exit 1"],
+                 root=root, env={"LOKI_NOW": now})
+    assert result.code == 1, result.stderr
+
+
+def test_one_unchanged_script_run_by_three_agents_is_one_approach(root: Path) -> None:
+    assert cli(["queue", "add", "t", "--id", "t1", "--max-attempts", "3"], root=root).code == 0
+    for hour, agent in enumerate(("eng-001", "eng-002", "eng-003"), start=10):
+        _fail_by(root, agent, f"2026-01-25T{hour}:00:00Z")
+    entry = cli(["deadletter", "show", "t1", "--json"], root=root).json()
+    approaches = {a["approach"] for a in entry["attempts"]}
+    assert approaches == {"sh -c 'echo '\"'\"'E: broken'\"'\"' >&2; exit 1'"}
+    assert {a["agent_id"] for a in entry["attempts"]} == {"eng-001", "eng-002", "eng-003"}
+    assert "1 distinct approach)" in entry["error_summary"]
+    review = cli(["deadletter", "review", "--force", "--json"], root=root, env={"LOKI_NOW": "2026-01-26T10:00:00Z"})
+    assert review.code == 0, review.stderr
+    decision = review.json()["decisions"][0]
+    assert decision["action"] != "abandon", decision
+    assert "distinct approaches" not in json.dumps(decision)
+
+
+def test_a_proposed_approach_is_the_next_attempts_approach(root: Path) -> None:
+    assert cli(["queue", "add", "t", "--id", "t1", "--max-attempts", "1"], root=root).code == 0
+    _fail_by(root, "eng-001", "2026-01-25T10:00:00Z")
+    assert cli(["deadletter", "propose", "t1", "--approach", "pin flask to 2.3 first"], root=root).code == 0
+    review = cli(["deadletter", "review", "--force", "--json"], root=root, env={"LOKI_NOW": "2026-01-25T11:00:00Z"})
+    assert review.json()["decisions"][0]["action"] == "retry", review.stdout
+    _fail_by(root, "eng-002", "2026-01-25T12:00:00Z")
+    entry = cli(["deadletter", "show", "t1", "--json"], root=root).json()
+    assert [a["approach"] for a in entry["attempts"]][-1] == "pin flask to 2.3 first"
+    assert "2 distinct approaches" in entry["error_summary"]
+
+
+def test_a_retry_with_an_approach_is_the_next_attempts_approach_through_the_library(store: Any) -> None:
+    from loki.queue.deadletter import DeadLetter
+    from loki.queue.queue import Queue
+    from loki.work.loop import Worker
+
+    queue = Queue(store)
+    queue.add("t", task_id="t1", max_attempts=1)
+
+    def fail_once(agent: str) -> None:
+        Worker(store, WorkOptions(agent=agent, command=["sh", "-c", "exit 3"], max_tasks=1),
+               stdout=bytearray().extend, stderr=bytearray().extend).run_unguarded()
+
+    fail_once("eng-001")
+    DeadLetter(store).retry("t1", approach="run it on the big runner")
+    fail_once("eng-002")
+    attempts = DeadLetter(store).show("t1")["attempts"]
+    assert [a["approach"] for a in attempts] == ["sh -c 'exit 3'", "run it on the big runner"]

@@ -371,7 +371,10 @@ class Worker:
         self._notify(f"completed {task['id']} in {run.duration_seconds:g}s (exit 0)")
 
     def _fail(self, task: dict[str, Any], run: TaskRun, failure: Failure) -> None:
-        approach = redact(f"loki work --agent {self.options.agent} -- {shlex.join(self.options.command)}")
+        # The approach is what was tried: the command (not who ran it: one script run by three agents is
+        # one approach, not the "3 distinct approaches" that make the dead-letter review abandon a
+        # task), or the approach a person proposed when the task was retried with one.
+        approach = redact(task.get("new_approach") or shlex.join(self.options.command))
         try:
             outcome = self.queue.fail(task["id"], self.options.agent, token=task["claim_token"],
                                       error=failure.message, error_type=failure.error_type,
