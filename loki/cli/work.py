@@ -72,7 +72,7 @@ def _closing_line(summary: Summary) -> str:
     from loki.wording import plural
 
     counts = [f"{summary.count(outcome)} {outcome.replace('_', ' ')}"
-              for outcome in ("completed", "failed", "lease_lost", "released") if summary.count(outcome)]
+              for outcome in ("completed", "failed", "lease_lost", "released", "unrecorded") if summary.count(outcome)]
     done = f"{plural(len(summary.runs), 'task')} claimed" + (f" ({', '.join(counts)})" if counts else "")
     return f"{summary.reason}; {done}; exit {summary.exit_code}"
 

@@ -15,8 +15,9 @@ is run without a shell). A value is never code: a placeholder in the program (``
 the script a shell is given with ``-c`` (``sh -c 'echo {title}'``, ``bash -lc``, ``env sh -c`` ...)
 is a usage error, pointing at the safe form ``sh -c '... "$1"' sh {title}``. Quoting the value into
 the script instead was rejected: whether a spot is inside quotes, ``$(...)``, a here-document or
-``eval`` is the shell's parse to make, and one missed context runs the task's text. NUL cannot pass through ``exec``; it becomes U+FFFD, and the exact text is in
-the task file.
+``eval`` is the shell's parse to make, and one missed context runs the task's text.
+
+NUL cannot pass through ``exec``; it becomes U+FFFD, and the exact text is in the task file.
 """
 
 from __future__ import annotations
