@@ -243,3 +243,72 @@ def test_a_retry_with_an_approach_is_the_next_attempts_approach_through_the_libr
     fail_once("eng-002")
     attempts = DeadLetter(store).show("t1")["attempts"]
     assert [a["approach"] for a in attempts] == ["sh -c 'exit 3'", "run it on the big runner"]
+
+
+# -- --until-empty: who waits, what it says, what it counts ----------------------------------------------
+
+
+class Moves:
+    """The loop's waits, moving the clock instead of sleeping; ``then(n)`` after the n-th."""
+
+    def __init__(self, clock: Any, then: Any) -> None:
+        self.clock, self.then = clock, then
+        self.calls: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+        self.clock.advance(seconds)
+        self.then(len(self.calls))
+
+
+def test_until_empty_waits_while_another_agent_holds_a_task_that_may_come_back(store: Any, clock: Any) -> None:
+    """eng-002 holds t1 and fails it: eng-001, waiting meanwhile, runs it once its backoff is over."""
+    from loki.queue.queue import Queue
+    from loki.work.loop import Worker
+
+    queue = Queue(store)
+    queue.add("flaky", task_id="t1", max_attempts=3)
+    held = queue.claim("eng-002", lease_seconds=60)
+
+    def the_other_agent(calls: int) -> None:
+        if calls == 3:
+            queue.fail("t1", "eng-002", error="E: flaky", token=held["claim_token"])  # back at +20s
+
+    moves = Moves(clock, the_other_agent)
+    notes: list[str] = []
+    summary = Worker(store, WorkOptions(agent="eng-001", command=["true"], until_empty=True), sleep=moves,
+                     stdout=bytearray().extend, stderr=bytearray().extend, notify=notes.append).run_unguarded()
+    assert [(r.task_id, r.outcome) for r in summary.runs] == [("t1", "completed")], notes
+    assert (summary.stopped, summary.exit_code) == ("empty", 0)
+    assert moves.calls == [5.0, 5.0, 5.0, 5.0]  # polled while held, then the backoff's end (10:00:20)
+    waiting = [note for note in notes if "waiting until" in note]
+    assert len(waiting) == 2 and len(set(waiting)) == 2, notes  # once per thing waited for, not every 5 s
+    assert "waiting until 10:01:00 UTC" in waiting[0] and "1 held by another agent" in waiting[0]
+    assert "waiting until 10:00:20 UTC" in waiting[1] and "1 backing off" in waiting[1]
+
+
+def test_outlook_waits_for_held_backing_off_and_deferred_tasks(store: Any, clock: Any) -> None:
+    from loki.queue.queue import Queue
+    from loki.work.outlook import outlook
+
+    queue = Queue(store)
+    queue.add("held", task_id="h1")
+    queue.claim("x", lease_seconds=600)
+    queue.add("deferred", task_id="d1")
+    queue.defer("d1", until="2026-01-25T10:03:00Z")
+    ahead = outlook(queue, (), clock.now())
+    assert (ahead.waiting, ahead.next_at) == (2, "2026-01-25T10:03:00Z")
+    assert ahead.describe() == "1 held by another agent, 1 deferred"
+    assert outlook(queue, ("docs",), clock.now()).waiting == 0  # neither is of its type
+
+
+def test_the_closing_line_counts_distinct_tasks_and_claims(root: Path) -> None:
+    (root / "config" / "loki.json").write_text(json.dumps({"queue": {"backoff_initial": 0, "backoff_max": 0}}))
+    assert cli(["queue", "add", "flaky", "--id", "t1"], root=root).code == 0
+    script = '[ "$LOKI_TASK_ATTEMPT" -ge 4 ] || { echo "E: flaky $LOKI_TASK_ATTEMPT" >&2; exit 1; }'
+    result = cli(["work", "--agent", "a", "--until-empty", "--", "sh", "-c", script], root=root)
+    assert result.code == 0, result.stderr
+    assert result.stderr.splitlines()[-1] == ("loki work: nothing left that may become ready; 4 claims of 1 task "
+                                              "(1 completed, 3 failed); exit 0")
+    as_json = cli(["work", "--agent", "a", "--json", "--", "true"], root=root)
+    assert json.loads(as_json.stderr)["tasks_claimed"] == 0

@@ -73,7 +73,10 @@ def _closing_line(summary: Summary) -> str:
 
     counts = [f"{summary.count(outcome)} {outcome.replace('_', ' ')}"
               for outcome in ("completed", "failed", "lease_lost", "released", "unrecorded") if summary.count(outcome)]
-    done = f"{plural(len(summary.runs), 'task')} claimed" + (f" ({', '.join(counts)})" if counts else "")
+    claims, tasks = len(summary.runs), summary.tasks_claimed()
+    claimed = (f"{plural(tasks, 'task')} claimed" if claims == tasks
+               else f"{plural(claims, 'claim')} of {plural(tasks, 'task')}")
+    done = claimed + (f" ({', '.join(counts)})" if counts else "")
     return f"{summary.reason}; {done}; exit {summary.exit_code}"
 
 

@@ -161,9 +161,14 @@ class Summary:
     def count(self, outcome: str) -> int:
         return sum(1 for run in self.runs if run.outcome == outcome)
 
+    def tasks_claimed(self) -> int:
+        """Distinct tasks claimed (one that failed and was run again counts once; ``claimed`` counts claims)."""
+        return len({run.task_id for run in self.runs})
+
     def to_json(self) -> dict[str, Any]:
         return {"agent": self.agent, "exit_code": self.exit_code, "stopped": self.stopped, "reason": self.reason,
-                "claimed": len(self.runs), "completed": self.count("completed"), "failed": self.count("failed"),
+                "claimed": len(self.runs), "tasks_claimed": self.tasks_claimed(),
+                "completed": self.count("completed"), "failed": self.count("failed"),
                 "lease_lost": self.count("lease_lost"), "released": self.count("released"),
                 "unrecorded": self.count("unrecorded"),
                 "tasks": [run.to_json() for run in self.runs]}
@@ -208,6 +213,7 @@ class Worker:
         self._stderr = stderr
         self._notify = notify or (lambda message: None)
         self._stop_signal: int | None = None
+        self._waiting_said = ""
         self._runner: Runner | None = None
         self._breakers: Any = None
         if options.breaker is not None:
@@ -270,6 +276,7 @@ class Worker:
                 return _finish(summary, "nothing_ready", code, exc.message)
             except LokiError as exc:
                 return _finish(summary, "error", exc.exit_code, exc.message)
+            self._waiting_said = ""
             run = TaskRun(task["id"], task["title"])
             summary.runs.append(run)
             try:
@@ -295,7 +302,12 @@ class Worker:
         if ahead.waiting == 0:
             return False
         seconds = ahead.wait_seconds(self.store.clock.now())
-        self._notify(f"{nothing.message}; waiting {seconds:g}s (--until-empty: {ahead.waiting} may become ready)")
+        until = f"until {ahead.next_at[11:19]} UTC" if ahead.next_at else f"(looking again every {seconds:g}s)"
+        message = (f"{nothing.message}; waiting {until} (--until-empty: {ahead.waiting} may become ready: "
+                   f"{ahead.describe()})")
+        if message != self._waiting_said:  # once per thing waited for, not at every look
+            self._notify(message)
+            self._waiting_said = message
         self._sleep(seconds)
         return True
 
