@@ -131,13 +131,16 @@ def test_a_placeholder_in_the_program_is_refused(program: str) -> None:
     assert info.value.exit_code == 2 and "program" in info.value.message
 
 
-def test_the_cli_refuses_a_placeholder_as_the_program_and_claims_nothing(root: Path, tmp_path: Path) -> None:
+def test_the_cli_refuses_a_placeholder_as_the_program_and_claims_nothing(root: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     target = tmp_path / "evil"
     target.write_text("#!/bin/sh\ntouch PWNED\n")
     target.chmod(0o755)
     assert cli(["queue", "add", str(target), "--id", "t1"], root=root).code == 0
     result = cli(["work", "--agent", "a", "--", "{title}"], root=root)
     assert result.code == 2 and "program" in result.stderr
+    assert pwned(tmp_path) == []
     assert cli(["queue", "show", "t1", "--json"], root=root).json()["state"] == "pending"
 
 
