@@ -315,3 +315,30 @@ def test_the_closing_line_counts_distinct_tasks_and_claims(root: Path) -> None:
                                               "(1 completed, 3 failed); exit 0")
     as_json = cli(["work", "--agent", "a", "--json", "--", "true"], root=root)
     assert json.loads(as_json.stderr)["tasks_claimed"] == 0
+
+
+# -- the failure's summary ---------------------------------------------------------------------------------
+
+
+def test_without_a_known_pattern_the_summary_is_stderrs_last_meaningful_line_not_stdouts_banner() -> None:
+    from loki.work.failure import describe
+
+    failure = describe(1, b"=== DeployTool 4.2 (c) ACME ===\nstarting\n",
+                       b"warning: cache is cold\nconfig key 'db.url' is missing\n------\n\n")
+    assert failure.headline == "exit 1 (exit_status): config key 'db.url' is missing"
+    # Nothing on stderr: stdout's last line, as before; nothing at all: the exit status.
+    assert describe(2, b"banner\nstep 3 of 4 failed\n", b"").headline == "exit 2 (exit_status): step 3 of 4 failed"
+    assert describe(2, b"", b"").headline == "exit 2 (exit_status): exited with code 2"
+    # A known pattern anywhere still names the class, from either stream.
+    assert describe(1, b"FAILED tests/test_a.py::test_b - AssertionError\n", b"note: done\n").error_class == \
+        "test_failure"
+
+
+def test_the_cli_records_stderrs_meaningful_line_as_the_attempts_first_line(root: Path) -> None:
+    assert cli(["queue", "add", "t", "--id", "t1"], root=root).code == 0
+    script = "echo '*** MyTool v1.0 ***'; echo 'the staging host said no' >&2; echo '--' >&2; exit 1"
+    result = cli(["work", "--agent", "a", "--", "sh", "-c", script], root=root)
+    assert result.code == 1
+    assert "failed t1: exit 1 (exit_status): the staging host said no; retry after" in result.stderr
+    message = cli(["queue", "show", "t1", "--json"], root=root).json()["task"]["attempts"][0]["error_message"]
+    assert message.splitlines()[0] == "exit 1 (exit_status): the staging host said no"
