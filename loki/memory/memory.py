@@ -86,7 +86,7 @@ def _pytest_selection(words: list[str]) -> tuple[list[str], list[str]] | None:
     launcher = next((i for i, w in enumerate(words) if w.rsplit("/", 1)[-1] in ("pytest", "py.test")), None)
     if launcher is None:
         return None
-    kept, paths = list(words[:launcher + 1]), []
+    kept, paths = list(words[:launcher + 1]), list[str]()
     rest = iter(words[launcher + 1:])
     for word in rest:
         if word in PYTEST_SELECTION_FLAGS or word.startswith(tuple(f"{o}=" for o in PYTEST_SELECTION_OPTIONS)):
