@@ -149,9 +149,11 @@ class Unreachable:
     the database unreachable, as the store reports it once its own reconnection window is spent. The
     agent's command creates the file, so the store goes away exactly between the run and its recording."""
 
-    def __init__(self, store: Any, cut: Path) -> None:
+    def __init__(self, store: Any, cut: Path, *, after_commit: bool = False) -> None:
         self._store = store
         self.cut = cut
+        self.after_commit = after_commit
+        """The first transaction while cut commits, and then its answer is lost (the file is removed)."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -165,10 +167,27 @@ class Unreachable:
                 return getattr(tasks, name)
 
             def transaction(self, *args: Any, **kwargs: Any) -> Any:
-                if cut.exists():
+                if not cut.exists():
+                    return tasks.transaction(*args, **kwargs)
+                if not outer.after_commit:
                     raise LockTimeout("lost the connection to the database and could not reconnect within 1s")
-                return tasks.transaction(*args, **kwargs)
+                return LostAnswer(tasks.transaction(*args, **kwargs))
 
+        class LostAnswer:
+            def __init__(self, inner: Any) -> None:
+                self.inner = inner
+
+            def __enter__(self) -> Any:
+                return self.inner.__enter__()
+
+            def __exit__(self, *exc: Any) -> Any:
+                done = self.inner.__exit__(*exc)
+                if exc[0] is None:  # committed; the answer never arrives
+                    cut.unlink()
+                    raise LockTimeout("lost the connection to the database and could not reconnect within 1s")
+                return done
+
+        outer = self
         return Gate()
 
 
@@ -227,3 +246,18 @@ def test_a_result_that_cannot_be_recorded_in_time_is_not_released(tmp_path: Path
     cut.unlink()
     shown = Queue(store).show("t1")
     assert shown["state"] == "in-progress" and shown["task"]["claimed_by"] == "a"  # not released: its lease lapses
+
+
+@pytest.mark.parametrize("exit_code, outcome, state", [(0, "completed", "completed"), (3, "failed", "pending")])
+def test_a_recording_that_landed_but_whose_answer_was_lost_is_recognised(tmp_path: Path, store: Any, exit_code: int,
+                                                                         outcome: str, state: str) -> None:
+    Queue(store).add("t", task_id="t1")
+    cut = tmp_path / "cut"
+    waits: list[float] = []
+    command = ["sh", "-c", f': > "$1"; exit {exit_code}', "sh", str(cut)]
+    summary = Worker(Unreachable(store, cut, after_commit=True), WorkOptions(agent="a", command=command, max_tasks=1),
+                     sleep=waits.append, stdout=bytearray().extend, stderr=bytearray().extend).run_unguarded()
+    assert (summary.runs[0].outcome, summary.runs[0].state, waits) == (outcome, state, [1.0])
+    assert summary.exit_code == (0 if exit_code == 0 else 1)
+    shown = Queue(store).show("t1")
+    assert shown["state"] == state and len(shown["task"]["attempts"]) == (0 if exit_code == 0 else 1)

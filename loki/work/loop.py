@@ -414,8 +414,11 @@ class Worker:
                 task["id"], self.options.agent, token=task["claim_token"], error=failure.message,
                 error_type=failure.error_type, approach=approach[:500]))
         except (Conflict, NotFound) as exc:
-            self._lost(run, exc)
-            return
+            landed = self._failed_already(task)
+            if landed is None:
+                self._lost(run, exc)
+                return
+            outcome = landed
         run.outcome, run.state, run.retry_at = "failed", outcome["state"], outcome["retry_at"]
         run.error_type, run.error_class, run.error = failure.error_type, failure.error_class, failure.headline
         after = f"retry after {run.retry_at}" if run.retry_at else f"moved to {run.state}"
@@ -459,6 +462,21 @@ class Worker:
         done = shown.get("task") or {}
         return (shown.get("state") == "completed" and done.get("completed_by") == self.options.agent
                 and done.get("result") == result)
+
+    def _failed_already(self, task: dict[str, Any]) -> dict[str, Any] | None:
+        """After a retried fail was refused: did an earlier try land? Then the task's last attempt is
+        this claim's (this agent, the attempt number it was claimed for); its state as ``fail`` returns it."""
+        try:
+            shown = self.queue.show(task["id"])
+        except LokiError:
+            return None
+        attempts = shown["task"].get("attempts") or []
+        number = len(task.get("attempts") or []) + 1
+        if not attempts or attempts[-1].get("agent_id") != self.options.agent or \
+                attempts[-1].get("attempt_number") != number:
+            return None
+        pending = shown["state"] == "pending"
+        return {"state": shown["state"], "retry_at": shown["task"].get("available_at") if pending else None}
 
     def _release(self, task: dict[str, Any], run: TaskRun) -> None:
         try:
