@@ -49,7 +49,8 @@ def work(
     LOKI_TASK_ATTEMPT, LOKI_TASK_TOKEN, LOKI_TASK_FILE: the task as JSON, LOKI_RESULT_FILE: where it may write
     a JSON object as its result, LOKI_AGENT, LOKI_ROOT) and in placeholders in ARGS: {id} {title} {description}
     {type} {priority} {labels} {payload} {attempt} {agent} {token} {task_file} {result_file} ({{id}} for a
-    literal {id}; an unknown one is a usage error).
+    literal {id}; an unknown one is a usage error, and so is one in CMD itself or in a shell's -c script,
+    where a task's text would run as code: write sh -c '... "$1"' sh {title}).
 
     Exit: 0 all completed; 1 some failed (recorded); 3 nothing ready; 4 a lease was lost; 75 the breaker
     stayed open; 127 CMD not found; 130/143 stopped by Ctrl-C/SIGTERM (the task in hand is released)."""
