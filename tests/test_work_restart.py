@@ -261,3 +261,22 @@ def test_a_recording_that_landed_but_whose_answer_was_lost_is_recognised(tmp_pat
     assert summary.exit_code == (0 if exit_code == 0 else 1)
     shown = Queue(store).show("t1")
     assert shown["state"] == state and len(shown["task"]["attempts"]) == (0 if exit_code == 0 else 1)
+
+
+def test_a_stop_request_ends_the_retries_and_leaves_the_task_held(tmp_path: Path, store: Any) -> None:
+    import signal
+
+    Queue(store).add("t", task_id="t1")
+    cut = tmp_path / "cut"
+    workers: list[Worker] = []
+
+    def wait(seconds: float) -> None:
+        workers[0].request_stop(signal.SIGTERM)  # Ctrl-C while it waits to try again
+
+    workers.append(Worker(Unreachable(store, cut), WorkOptions(agent="a", command=["sh", "-c", ': > "$1"', "sh",
+                                                                                   str(cut)]),
+                          sleep=wait, stdout=bytearray().extend, stderr=bytearray().extend))
+    summary = workers[0].run_unguarded()
+    assert (summary.exit_code, summary.runs[0].outcome) == (5, "unrecorded")
+    cut.unlink()
+    assert Queue(store).show("t1")["state"] == "in-progress"  # not released: done work is not handed out again

@@ -438,7 +438,8 @@ class Worker:
                 if exc.exit_code != ExitCode.LOCK_TIMEOUT:
                     raise
                 spent = max(paused, self._timer() - started)
-                if spent + pause > self.options.record_retry_seconds:
+                # A person who stops the agent (SIGINT/SIGTERM) ends the retries too: the task stays held.
+                if spent + pause > self.options.record_retry_seconds or self.stopped():
                     run.outcome, run.state, run.error = "unrecorded", None, exc.message
                     raise _Unrecorded(run.task_id, ended, exc, spent) from None
                 self._notify(f"could not record {run.task_id} yet ({ended}): {exc.message}; keeping its result, "
@@ -448,9 +449,8 @@ class Worker:
                 pause = min(pause * 2, RECORD_MAX_PAUSE)
 
     def _pause(self, seconds: float) -> None:
-        # Not the stop event's wait: a signal must not turn these retries into a busy loop; a finished
-        # result is worth its bounded wait.
-        (self._injected_sleep or time.sleep)(seconds)
+        # The stop event's wait (the loop's own): a signal ends the pause, and the retries with it.
+        self._sleep(seconds)
 
     def _completed_already(self, task: dict[str, Any], result: dict[str, Any]) -> bool:
         """After a retried complete was refused: did an earlier try land (committed, its answer lost
