@@ -7,6 +7,7 @@ The commands are real processes (``sh``, ``bash``, ``python -c``); the CLI is ru
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -342,3 +343,43 @@ def test_the_cli_records_stderrs_meaningful_line_as_the_attempts_first_line(root
     assert "failed t1: exit 1 (exit_status): the staging host said no; retry after" in result.stderr
     message = cli(["queue", "show", "t1", "--json"], root=root).json()["task"]["attempts"][0]["error_message"]
     assert message.splitlines()[0] == "exit 1 (exit_status): the staging host said no"
+
+
+@pytest.mark.slow
+def test_a_second_until_empty_agent_waits_while_the_first_holds_a_task_that_fails(root: Path, tmp_path: Path) -> None:
+    """Real processes: eng-002 starts while eng-001 holds t1; it waits (once says until when) instead of
+    exiting, and the team finishes t1 after its failure. (LOKI_NOW cannot move, so backoff is 0 s.)"""
+    import subprocess
+
+    (root / "config" / "loki.json").write_text(json.dumps({"queue": {"backoff_initial": 0, "backoff_max": 0}}))
+    assert cli(["queue", "add", "fails once", "--id", "t1"], root=root).code == 0
+    go, ran = tmp_path / "go", tmp_path / "ran"
+    os.mkfifo(go)
+    script = 'echo "$LOKI_AGENT" >> "$2"; [ -e "$2.failed" ] && exit 0; : > "$2.failed"; read x < "$1"; exit 1'
+
+    def spawn(agent: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([PY, "-m", "loki", "--root", str(root), "work", "--agent", agent, "--until-empty",
+                                 "--", "sh", "-c", script, "sh", str(go), str(ran)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    first = spawn("eng-001")
+    second = None
+    try:
+        assert first.stderr is not None and "claimed t1" in first.stderr.readline()
+        second = spawn("eng-002")
+        assert second.stderr is not None
+        line = second.stderr.readline()
+        assert "waiting until" in line and "1 held by another agent" in line, line + second.stderr.read()
+        with open(go, "w") as release:
+            release.write("fail\n")
+        _, first_err = first.communicate(timeout=120)
+        _, second_err = second.communicate(timeout=120)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    assert (first.returncode, second.returncode) == (0, 0), first_err + second_err
+    assert "nothing left that may become ready" in first_err and "nothing left that may become ready" in second_err
+    assert second_err.count("waiting until") <= 2  # said once per thing waited for, not every 5 s
+    assert len(ran.read_text().split()) == 2  # the failed run and the one that completed it
+    assert cli(["queue", "show", "t1", "--json"], root=root).json()["state"] == "completed"
