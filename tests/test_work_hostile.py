@@ -306,6 +306,27 @@ def test_outlook_waits_for_held_backing_off_and_deferred_tasks(store: Any, clock
     assert outlook(queue, ("docs",), clock.now()).waiting == 0  # neither is of its type
 
 
+def test_a_wait_past_today_names_the_date(store: Any, clock: Any) -> None:
+    from loki.queue.queue import Queue
+    from loki.work.loop import Worker
+
+    queue = Queue(store)
+    queue.add("next week", task_id="d1")
+    queue.defer("d1", until="2026-02-01T09:00:00Z")
+    notes: list[str] = []
+    workers: list[Any] = []
+
+    def stop(seconds: float) -> None:
+        import signal
+
+        workers[0].request_stop(signal.SIGTERM)
+
+    workers.append(Worker(store, WorkOptions(agent="a", command=["true"], until_empty=True), sleep=stop,
+                          stdout=bytearray().extend, stderr=bytearray().extend, notify=notes.append))
+    workers[0].run_unguarded()
+    assert "waiting until 2026-02-01 09:00:00 UTC (--until-empty: 1 may become ready: 1 deferred)" in notes[0]
+
+
 def test_the_closing_line_counts_distinct_tasks_and_claims(root: Path) -> None:
     (root / "config" / "loki.json").write_text(json.dumps({"queue": {"backoff_initial": 0, "backoff_max": 0}}))
     assert cli(["queue", "add", "flaky", "--id", "t1"], root=root).code == 0

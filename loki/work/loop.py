@@ -302,7 +302,14 @@ class Worker:
         if ahead.waiting == 0:
             return False
         seconds = ahead.wait_seconds(self.store.clock.now())
-        until = f"until {ahead.next_at[11:19]} UTC" if ahead.next_at else f"(looking again every {seconds:g}s)"
+        from loki.clock import format_ts
+
+        now = format_ts(self.store.clock.now())
+        if ahead.next_at is None:
+            until = f"(looking again every {seconds:g}s)"
+        else:  # the time of day, and the date too when it is not today's (a deferral to next week)
+            day = "" if ahead.next_at[:10] == now[:10] else f"{ahead.next_at[:10]} "
+            until = f"until {day}{ahead.next_at[11:19]} UTC"
         message = (f"{nothing.message}; waiting {until} (--until-empty: {ahead.waiting} may become ready: "
                    f"{ahead.describe()})")
         if message != self._waiting_said:  # once per thing waited for, not at every look
@@ -497,7 +504,7 @@ class _Unrecorded(LokiError):
     is not released)."""
 
     def __init__(self, task_id: str, ended: str, error: LokiError, spent: float) -> None:
-        super().__init__(f"{task_id} finished ({ended}) but could not be recorded in {spent:g}s of retries: "
+        super().__init__(f"{task_id} finished ({ended}) but could not be recorded in {spent:.0f}s of retries: "
                          f"{error.message}; it stays held until its lease lapses, then runs again")
         self.error = error
         self.exit_code = error.exit_code
