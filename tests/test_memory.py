@@ -412,7 +412,16 @@ def test_two_searchers_never_index_a_line_twice(store: Store, root: Path) -> Non
     ("python -m pytest tests/test_x.py", "python -m pytest tests/test_x.py -q --color=yes", True),
     ("cargo build", "cargo build", True),
     ("cargo build", "cargo build --offline", False),  # changes what runs: a fix
-    ("pytest tests/test_x.py", "pytest tests/test_x.py -p no:randomly", False),
+    ("pytest tests/test_x.py", "pytest tests/test_x.py --import-mode=importlib", False),  # a fix
+    # pytest again on fewer tests (issue 23): it ran less, it fixed nothing.
+    ("pytest tests/test_x.py", "pytest tests/test_x.py -x", True),
+    ("pytest tests/test_x.py", "pytest tests/test_x.py -k test_login", True),
+    ("pytest tests/test_x.py", "pytest --lf tests/test_x.py", True),
+    ("pytest tests/test_x.py", "pytest tests/test_x.py -p no:randomly", True),
+    ("python -m pytest tests", "python -m pytest tests/test_x.py::test_a -x --maxfail=1", True),
+    ("pytest", "pytest tests/test_x.py -m 'not slow'", True),
+    ("pytest tests/test_x.py", "pytest tests/test_x.py --co", True),
+    ("pytest tests/test_x.py -x", "pytest tests/test_y.py -x", False),  # another file: not within
     ("pytest tests/test_x.py", "pytest tests/test_y.py -v", False),
     ("grep foo log.txt", "grep -v foo log.txt", False),  # -v inverts grep's match
     ("ln a b", "ln -s a b", False),

@@ -214,9 +214,21 @@ def test_a_rerun_with_an_output_flag_passed_on_retry_it_is_no_fix(project: Path)
     # A flag that changes what runs is still a fix.
     for _ in range(2):
         fail(project, "pytest tests/test_y.py", 1, "FAILED tests/test_y.py::test_db - OperationalError")
-    succeed(project, "pytest tests/test_y.py -v -p no:randomly --tb=short")
+    succeed(project, "pytest tests/test_y.py -v --import-mode=importlib --tb=short")
     (fixed,) = search(project, "test_db", "--with-resolution")
     assert fixed["resolution"]["same_input"] is False
+
+
+def test_pytest_again_on_fewer_tests_is_no_fix(project: Path) -> None:
+    """``pytest ... -x`` (``-k``, ``--lf``, a narrower path) passing after ``pytest ...`` failed ran less."""
+    for succeeded in ("pytest tests/test_x.py -x", "pytest tests/test_x.py -k test_other --lf",
+                      "pytest tests/test_x.py::test_other -p no:randomly"):
+        for _ in range(2):
+            fail(project, "pytest tests/test_x.py", 1, "FAILED tests/test_x.py::test_login - AssertionError")
+        succeed(project, succeeded, stdout="1 passed\n")
+        (hit,) = search(project, "test_login", "--with-resolution")
+        assert hit["resolution"]["same_input"] is True, succeeded
+        assert "it was fixed by" not in pre_tool_use(project, "pytest tests/test_x.py").stdout
 
 
 def test_the_hint_joins_the_strike_guidance(project: Path) -> None:

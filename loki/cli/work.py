@@ -49,7 +49,8 @@ def work(
     LOKI_TASK_ATTEMPT, LOKI_TASK_TOKEN, LOKI_TASK_FILE: the task as JSON, LOKI_RESULT_FILE: where it may write
     a JSON object as its result, LOKI_AGENT, LOKI_ROOT) and in placeholders in ARGS: {id} {title} {description}
     {type} {priority} {labels} {payload} {attempt} {agent} {token} {task_file} {result_file} ({{id}} for a
-    literal {id}; an unknown one is a usage error).
+    literal {id}; an unknown one is a usage error, and so is one in CMD itself or in a shell's -c script,
+    where a task's text would run as code: write sh -c '... "$1"' sh {title}).
 
     Exit: 0 all completed; 1 some failed (recorded); 3 nothing ready; 4 a lease was lost; 75 the breaker
     stayed open; 127 CMD not found; 130/143 stopped by Ctrl-C/SIGTERM (the task in hand is released)."""
@@ -72,8 +73,11 @@ def _closing_line(summary: Summary) -> str:
     from loki.wording import plural
 
     counts = [f"{summary.count(outcome)} {outcome.replace('_', ' ')}"
-              for outcome in ("completed", "failed", "lease_lost", "released") if summary.count(outcome)]
-    done = f"{plural(len(summary.runs), 'task')} claimed" + (f" ({', '.join(counts)})" if counts else "")
+              for outcome in ("completed", "failed", "lease_lost", "released", "unrecorded") if summary.count(outcome)]
+    claims, tasks = len(summary.runs), summary.tasks_claimed()
+    claimed = (f"{plural(tasks, 'task')} claimed" if claims == tasks
+               else f"{plural(claims, 'claim')} of {plural(tasks, 'task')}")
+    done = claimed + (f" ({', '.join(counts)})" if counts else "")
     return f"{summary.reason}; {done}; exit {summary.exit_code}"
 
 

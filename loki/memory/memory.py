@@ -72,13 +72,42 @@ NOT_OUTPUT_FLAGS = {"grep": frozenset({"-v"}), "egrep": frozenset({"-v"}), "fgre
 """Where a "display" flag means something else (``grep -v`` inverts the match)."""
 
 
+PYTEST_SELECTION_FLAGS = frozenset({"-x", "--exitfirst", "--lf", "--last-failed", "--ff", "--failed-first", "--nf",
+                                    "--new-first", "--sw", "--stepwise", "--sw-skip", "--stepwise-skip", "--co",
+                                    "--collect-only"})
+PYTEST_SELECTION_OPTIONS = frozenset({"-k", "-m", "-p", "--deselect", "--maxfail", "--ignore", "--ignore-glob"})
+"""pytest options that choose which tests run (or how many before it stops), not whether the code works:
+``pytest ... -x`` or ``-k test_a`` passing after ``pytest ...`` failed ran less, it fixed nothing.
+``-p`` too: ``-p no:randomly`` passing says the tests depend on their order."""
+
+
+def _pytest_selection(words: list[str]) -> tuple[list[str], list[str]] | None:
+    """``words`` of a pytest command as (launcher and options without selection, test paths), or None
+    when it is not pytest. Test paths are the words after ``pytest`` that are not options or their values."""
+    launcher = next((i for i, w in enumerate(words) if w.rsplit("/", 1)[-1] in ("pytest", "py.test")), None)
+    if launcher is None:
+        return None
+    kept, paths = list(words[:launcher + 1]), list[str]()
+    rest = iter(words[launcher + 1:])
+    for word in rest:
+        if word in PYTEST_SELECTION_FLAGS or word.startswith(tuple(f"{o}=" for o in PYTEST_SELECTION_OPTIONS)):
+            continue
+        if word in PYTEST_SELECTION_OPTIONS:
+            next(rest, None)
+            continue
+        (kept if word.startswith("-") else paths).append(word)
+    return kept, paths
+
+
 def is_rerun(failed: str, succeeded: str) -> bool:
     """Whether a successful Bash command is the failing one again, give or take options that only
     change its output (``pytest tests/test_x.py -v`` after ``pytest tests/test_x.py``).
 
     Such a success is no fix -- whatever fixed it happened in between -- so error memory records
-    it as "passed on retry" (``same_input``) and never offers it as a hint. A flag that changes
-    what runs (``cargo build --offline``, ``pytest -p no:randomly``) still makes it a fix.
+    it as "passed on retry" (``same_input``) and never offers it as a hint. So is pytest run
+    again on fewer tests (:data:`PYTEST_SELECTION_FLAGS`, :data:`PYTEST_SELECTION_OPTIONS`, a path
+    within the failing one). A flag that changes what runs (``cargo build --offline``,
+    ``pytest --import-mode=importlib``) still makes it a fix.
     """
     import shlex
 
@@ -98,7 +127,17 @@ def is_rerun(failed: str, succeeded: str) -> bool:
     def essential(words: list[str]) -> list[str]:
         return [w for w in words if w not in flags and not w.startswith(values)]
 
-    return essential(before) == essential(after)
+    if essential(before) == essential(after):
+        return True
+    if program not in ("pytest", "py.test"):
+        return False
+    # pytest again, choosing fewer tests: selection options, or paths within the ones that failed
+    # (tests/test_x.py::test_a after tests/test_x.py; any path after the whole suite).
+    was, now = _pytest_selection(essential(before)), _pytest_selection(essential(after))
+    if was is None or now is None or was[0] != now[0]:
+        return False
+    return all(not was[1] or any(path == old or path.startswith((old.rstrip("/") + "/", old + "::"))
+                                 for old in was[1]) for path in now[1])
 
 
 def confidence(calls_between: int, half_life: float) -> float:

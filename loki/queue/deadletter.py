@@ -282,6 +282,7 @@ class DeadLetter:
         if decision["strategy"] == "new_approach":
             # "Reset failure_count": the history stays, the budget starts again.
             start_fresh_budget(task)
+            task["new_approach"] = decision["approach"]  # the next attempts' approach (loki work records it)
             add_note(task, f"dead-letter review: retry with a new approach: {decision['approach']}", now, "loki")
         else:
             add_note(task, f"dead-letter review: {decision['reason']}", now, "loki")

@@ -940,6 +940,7 @@ class Queue:
             note = f"retried from {source}"
             if approach:
                 task["recovery_strategy"] = "new_approach"
+                task["new_approach"] = approach.strip()  # the next attempts' approach (loki work records it)
                 note += f" with a new approach: {approach}"
             if fix_commit:
                 task["recovery_strategy"] = "fix_committed"

@@ -8,7 +8,10 @@ the queue and the dead-letter review act on is ``test_failure`` or ``timeout`` w
 else ``other``.
 
 The message's first line is what ``loki queue show``, the dead-letter summary and the review's
-grouping read first: ``exit 1 (test_failure): FAILED tests/test_login.py::test_rate_limit``. Then
+grouping read first: ``exit 1 (test_failure): FAILED tests/test_login.py::test_rate_limit``. When
+no pattern matches, it is stderr's last meaningful line (not blank, not a rule of dashes), else
+stdout's, else the exit status: a program says what went wrong on stderr, while stdout's lines are
+often a banner or progress. Then
 the tail of the command's output (its last :data:`TAIL_CHARS` characters of stderr, then of
 stdout), so whoever picks the task up next sees what happened. Secrets are redacted
 (loki/hooks/redact.py) here, and again where every attempt is made.
@@ -47,6 +50,10 @@ def describe(exit_code: int, stdout: bytes, stderr: bytes) -> Failure:
     found = scan(err + "\n" + out, exit_code)
     error_class = found.error_class or "exit_status"
     detail = found.message or f"exited with code {exit_code}"
+    if found.pattern in (None, "exit_status"):
+        # No known pattern: the classifier's fallback is the combined text's last line, which is stdout's
+        # (often a banner or a progress line). What went wrong is where programs say it: stderr.
+        detail = _last_meaningful(err) or _last_meaningful(out) or detail
     headline = redact(f"exit {exit_code} ({error_class}): {detail}".splitlines()[0])
     parts = [headline]
     for name, text in (("stderr", err), ("stdout", out)):
@@ -60,6 +67,15 @@ def bad_result(reason: str) -> Failure:
     """The command exited 0 but its result file is unusable: a ``validation`` failure."""
     headline = redact(f"exit 0 (bad_result_file): {reason}".splitlines()[0])
     return Failure("validation", "bad_result_file", headline, headline)
+
+
+def _last_meaningful(text: str) -> str:
+    """The last line of ``text`` that says something: not blank, not only rules and punctuation."""
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if any(char.isalnum() for char in line):
+            return line[:300]
+    return ""
 
 
 def _tail(text: str) -> str:

@@ -46,7 +46,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 
 from loki.breakers.runner import RetryPolicy, Runner, resolve
-from loki.errors import Conflict, InvalidArgument, LokiError, NotFound, NothingToDo, UsageError
+from loki.errors import Conflict, ExitCode, InvalidArgument, LokiError, NotFound, NothingToDo, UsageError
 from loki.hooks.redact import redact
 from loki.queue.queue import Queue
 from loki.work import placeholders
@@ -59,7 +59,9 @@ from loki.work.scratch import BadResultFile, Scratch
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from typing import Any
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
     from loki.breakers.runner import Writer
     from loki.storage.state import StateStore as Store
@@ -68,6 +70,11 @@ NOTHING_READY_EXIT = 3
 LEASE_LOST_EXIT = 4
 CIRCUIT_OPEN_EXIT = 75
 FAILED_EXIT = 1
+RECORD_RETRY_SECONDS = 300.0
+"""A database restart or failover takes seconds to a minute; five minutes of retries (well inside the
+default hour's lease) ride it out, and then the agent stops rather than wait without end."""
+RECORD_FIRST_PAUSE = 1.0
+RECORD_MAX_PAUSE = 30.0
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,9 @@ class WorkOptions:
     """None: the queue's default (``queue.lease_seconds``, 3600)."""
     retries: int = 5
     """With ``breaker``: the waits ``loki run`` allows after a failure or a refusal."""
+    record_retry_seconds: float = RECORD_RETRY_SECONDS
+    """How long a finished run's outcome is kept and its recording tried again while the store cannot
+    be reached (a database restarting, a lock held too long: exit 5)."""
 
     def __post_init__(self) -> None:
         from loki.textsafe import check_name
@@ -102,6 +112,9 @@ class WorkOptions:
 
             check_breaker(self.breaker)
         RetryPolicy(retries=self.retries)  # refuses a negative count, naming --retries
+        if isinstance(self.record_retry_seconds, bool) or not 0 <= self.record_retry_seconds <= 86400:
+            raise InvalidArgument(f"invalid record_retry_seconds {self.record_retry_seconds!r}: it must be a number "
+                                  "of seconds from 0 to 86400", field="record_retry_seconds")
         placeholders.check(self.command)
 
 
@@ -112,7 +125,9 @@ class TaskRun:
     task_id: str
     title: str
     outcome: str = ""
-    """``completed``, ``failed``, ``lease_lost``, ``released`` (a signal, or the breaker stayed open)."""
+    """``completed``, ``failed``, ``lease_lost``, ``released`` (a signal, or the breaker stayed open),
+    ``unrecorded`` (the run ended but the store could not be reached to record it: the task stays held
+    until its lease lapses)."""
     state: str | None = None
     """Where the task is now: completed, pending (retry at ``retry_at``), dead-letter, or None (not ours)."""
     exit_code: int | None = None
@@ -146,10 +161,16 @@ class Summary:
     def count(self, outcome: str) -> int:
         return sum(1 for run in self.runs if run.outcome == outcome)
 
+    def tasks_claimed(self) -> int:
+        """Distinct tasks claimed (one that failed and was run again counts once; ``claimed`` counts claims)."""
+        return len({run.task_id for run in self.runs})
+
     def to_json(self) -> dict[str, Any]:
         return {"agent": self.agent, "exit_code": self.exit_code, "stopped": self.stopped, "reason": self.reason,
-                "claimed": len(self.runs), "completed": self.count("completed"), "failed": self.count("failed"),
+                "claimed": len(self.runs), "tasks_claimed": self.tasks_claimed(),
+                "completed": self.count("completed"), "failed": self.count("failed"),
                 "lease_lost": self.count("lease_lost"), "released": self.count("released"),
+                "unrecorded": self.count("unrecorded"),
                 "tasks": [run.to_json() for run in self.runs]}
 
 
@@ -192,6 +213,7 @@ class Worker:
         self._stderr = stderr
         self._notify = notify or (lambda message: None)
         self._stop_signal: int | None = None
+        self._waiting_said = ""
         self._runner: Runner | None = None
         self._breakers: Any = None
         if options.breaker is not None:
@@ -254,10 +276,15 @@ class Worker:
                 return _finish(summary, "nothing_ready", code, exc.message)
             except LokiError as exc:
                 return _finish(summary, "error", exc.exit_code, exc.message)
+            self._waiting_said = ""
             run = TaskRun(task["id"], task["title"])
             summary.runs.append(run)
             try:
                 self._work_on(task, run, launcher)
+            except _Unrecorded as exc:
+                # Not released: a finished run released would be done again at once. Its lease lapses and
+                # the task is requeued then, as when the agent dies.
+                return _finish(summary, "error", exc.error.exit_code, exc.message)
             except LokiError as exc:
                 with suppress(LokiError):  # if even that fails, the lease lapses and the task is requeued
                     self._release(task, run)
@@ -275,7 +302,19 @@ class Worker:
         if ahead.waiting == 0:
             return False
         seconds = ahead.wait_seconds(self.store.clock.now())
-        self._notify(f"{nothing.message}; waiting {seconds:g}s (--until-empty: {ahead.waiting} may become ready)")
+        from loki.clock import format_ts
+
+        now = format_ts(self.store.clock.now())
+        if ahead.next_at is None:
+            until = f"(looking again every {seconds:g}s)"
+        else:  # the time of day, and the date too when it is not today's (a deferral to next week)
+            day = "" if ahead.next_at[:10] == now[:10] else f"{ahead.next_at[:10]} "
+            until = f"until {day}{ahead.next_at[11:19]} UTC"
+        message = (f"{nothing.message}; waiting {until} (--until-empty: {ahead.waiting} may become ready: "
+                   f"{ahead.describe()})")
+        if message != self._waiting_said:  # once per thing waited for, not at every look
+            self._notify(message)
+            self._waiting_said = message
         self._sleep(seconds)
         return True
 
@@ -363,26 +402,88 @@ class Worker:
         if data is not None:
             result["data"] = data
         try:
-            self.queue.complete(task["id"], self.options.agent, token=task["claim_token"], result=result)
+            self._recording(run, "exit 0", lambda: self.queue.complete(
+                task["id"], self.options.agent, token=task["claim_token"], result=result))
         except (Conflict, NotFound) as exc:
-            self._lost(run, exc)
-            return
+            if not self._completed_already(task, result):
+                self._lost(run, exc)
+                return
         run.outcome, run.state = "completed", "completed"
         self._notify(f"completed {task['id']} in {run.duration_seconds:g}s (exit 0)")
 
     def _fail(self, task: dict[str, Any], run: TaskRun, failure: Failure) -> None:
-        approach = redact(f"loki work --agent {self.options.agent} -- {shlex.join(self.options.command)}")
+        # The approach is what was tried: the command (not who ran it: one script run by three agents is
+        # one approach, not the "3 distinct approaches" that make the dead-letter review abandon a
+        # task), or the approach a person proposed when the task was retried with one.
+        approach = redact(task.get("new_approach") or shlex.join(self.options.command))
         try:
-            outcome = self.queue.fail(task["id"], self.options.agent, token=task["claim_token"],
-                                      error=failure.message, error_type=failure.error_type,
-                                      approach=approach[:500])
+            outcome = self._recording(run, f"exit {run.exit_code}", lambda: self.queue.fail(
+                task["id"], self.options.agent, token=task["claim_token"], error=failure.message,
+                error_type=failure.error_type, approach=approach[:500]))
         except (Conflict, NotFound) as exc:
-            self._lost(run, exc)
-            return
+            landed = self._failed_already(task)
+            if landed is None:
+                self._lost(run, exc)
+                return
+            outcome = landed
         run.outcome, run.state, run.retry_at = "failed", outcome["state"], outcome["retry_at"]
         run.error_type, run.error_class, run.error = failure.error_type, failure.error_class, failure.headline
         after = f"retry after {run.retry_at}" if run.retry_at else f"moved to {run.state}"
         self._notify(f"failed {task['id']}: {failure.headline}; {after}")
+
+    def _recording(self, run: TaskRun, ended: str, record: Callable[[], T]) -> T:
+        """``record()``, tried again while the store cannot be reached (exit 5: the database restarting or
+        failing over, a lock held too long), for up to ``record_retry_seconds``: the run is over and its
+        outcome is kept in memory meanwhile. The claim's fencing token makes a repeat safe: it lands only
+        while this agent still holds the task. Past the bound, :class:`_Unrecorded`."""
+        pause, paused = RECORD_FIRST_PAUSE, 0.0
+        started = self._timer()
+        while True:
+            try:
+                return record()
+            except LokiError as exc:
+                if exc.exit_code != ExitCode.LOCK_TIMEOUT:
+                    raise
+                spent = max(paused, self._timer() - started)
+                # A person who stops the agent (SIGINT/SIGTERM) ends the retries too: the task stays held.
+                if spent + pause > self.options.record_retry_seconds or self.stopped():
+                    run.outcome, run.state, run.error = "unrecorded", None, exc.message
+                    raise _Unrecorded(run.task_id, ended, exc, spent) from None
+                self._notify(f"could not record {run.task_id} yet ({ended}): {exc.message}; keeping its result, "
+                             f"trying again in {pause:g}s")
+                self._pause(pause)
+                paused += pause
+                pause = min(pause * 2, RECORD_MAX_PAUSE)
+
+    def _pause(self, seconds: float) -> None:
+        # The stop event's wait (the loop's own): a signal ends the pause, and the retries with it.
+        self._sleep(seconds)
+
+    def _completed_already(self, task: dict[str, Any], result: dict[str, Any]) -> bool:
+        """After a retried complete was refused: did an earlier try land (committed, its answer lost
+        with the connection)? Then the task is completed by this agent with exactly this result."""
+        try:
+            shown = self.queue.show(task["id"])
+        except LokiError:
+            return False
+        done = shown.get("task") or {}
+        return (shown.get("state") == "completed" and done.get("completed_by") == self.options.agent
+                and done.get("result") == result)
+
+    def _failed_already(self, task: dict[str, Any]) -> dict[str, Any] | None:
+        """After a retried fail was refused: did an earlier try land? Then the task's last attempt is
+        this claim's (this agent, the attempt number it was claimed for); its state as ``fail`` returns it."""
+        try:
+            shown = self.queue.show(task["id"])
+        except LokiError:
+            return None
+        attempts = shown["task"].get("attempts") or []
+        number = len(task.get("attempts") or []) + 1
+        if not attempts or attempts[-1].get("agent_id") != self.options.agent or \
+                attempts[-1].get("attempt_number") != number:
+            return None
+        pending = shown["state"] == "pending"
+        return {"state": shown["state"], "retry_at": shown["task"].get("available_at") if pending else None}
 
     def _release(self, task: dict[str, Any], run: TaskRun) -> None:
         try:
@@ -396,6 +497,17 @@ class Worker:
     def _lost(self, run: TaskRun, exc: LokiError) -> None:
         run.outcome, run.state, run.error = "lease_lost", None, exc.message
         self._notify(f"lost {run.task_id}: {exc.message}; nothing recorded")
+
+
+class _Unrecorded(LokiError):
+    """A finished run whose outcome could not be recorded within the bound (the loop stops; the task
+    is not released)."""
+
+    def __init__(self, task_id: str, ended: str, error: LokiError, spent: float) -> None:
+        super().__init__(f"{task_id} finished ({ended}) but could not be recorded in {spent:.0f}s of retries: "
+                         f"{error.message}; it stays held until its lease lapses, then runs again")
+        self.error = error
+        self.exit_code = error.exit_code
 
 
 def _finish(summary: Summary, stopped: str, exit_code: int, reason: str) -> Summary:

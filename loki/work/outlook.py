@@ -9,14 +9,16 @@ again. A pending task of its types is worth waiting for when it can become ready
 * it waits on dependencies, each of which is completed, in progress (another agent holds it; its
   holder completes it, or it comes back to pending), or itself a pending task worth waiting for
   (this agent will run it);
-* its type's circuit breaker holds it back for now: the cooldown ends by itself.
+* it is deferred (``loki queue defer``): the deferral ends at its date, or a person lifts it;
+* its type's circuit breaker holds it back for now: the cooldown ends by itself;
+* it is of its types and another agent holds it: that agent may fail it (back to pending, backing
+  off), or die (the lease lapses and the next claim requeues it); the wait is known to end by the
+  lease's end at the latest.
 
 Not worth waiting for: a dependency that is blocked (a human decides), failed, dead-lettered,
-cancelled or abandoned, or pending but of a type this agent does not run (nobody may); a task Loki
-Mode's agents hold in ``pending.json``; and tasks other agents hold, which are theirs (if one fails,
-its holder's own loop runs it again; if its holder dies, the lease lapses and the next claim anywhere
-requeues it). So a team of ``loki work --until-empty`` agents each stop once what is left is held by
-the others.
+cancelled or abandoned, or pending but of a type this agent does not run (nobody may); and a task
+Loki Mode's agents hold in ``pending.json``. So a team of ``loki work --until-empty`` agents stop
+together, once nothing of their types is held or may become ready.
 
 Dependencies on tasks waiting for each other (a cycle, refused when tasks are added, possible in a
 hand-edited file) are not waited for.
@@ -36,33 +38,43 @@ if TYPE_CHECKING:
     from loki.queue.queue import Queue
 
 POLL_SECONDS = 5.0
-"""How often to look again while waiting on something without a known end (a dependency others hold,
-a breaker's cooldown): the watcher's tick interval."""
+"""How often to look again while waiting (a task held elsewhere may come back early, a dependency may
+complete, a breaker cool down, a deferral be lifted): the watcher's tick interval."""
 
 
 class Outlook:
-    """``waiting``: tasks worth waiting for; ``next_at``: when the earliest backoff among them ends."""
+    """``waiting``: tasks worth waiting for; ``next_at``: the earliest time one of them is known to change
+    (a backoff or deferral ends, a held task's lease lapses); ``reasons``: how many wait for what."""
 
-    __slots__ = ("next_at", "waiting")
+    __slots__ = ("next_at", "reasons", "waiting")
 
-    def __init__(self, waiting: int, next_at: str | None) -> None:
+    def __init__(self, waiting: int, next_at: str | None, reasons: dict[str, int] | None = None) -> None:
         self.waiting = waiting
         self.next_at = next_at
+        self.reasons = reasons or {}
 
     def wait_seconds(self, now: datetime) -> float:
-        """How long to wait before claiming again: until the earliest backoff ends, at most
-        :data:`POLL_SECONDS` (something else may become ready sooner)."""
+        """How long to wait before claiming again: until :attr:`next_at`, at most :data:`POLL_SECONDS`
+        (something else may become ready sooner)."""
         if self.next_at is None:
             return POLL_SECONDS
         return max(0.0, min(POLL_SECONDS, (parse_ts(self.next_at) - now).total_seconds()))
+
+    def describe(self) -> str:
+        """``1 held by another agent, 2 backing off``: what the waiting tasks wait for."""
+        return ", ".join(f"{count} {why}" for why, count in self.reasons.items() if count)
 
 
 def outlook(queue: Queue, types: Collection[str], now: datetime) -> Outlook:
     """What in ``queue`` may still become ready for an agent running ``types`` (every type when empty)."""
     view = queue.tasks.view([PENDING, IN_PROGRESS, COMPLETED])
-    settled = {t["id"] for t in view[COMPLETED]} | {t["id"] for t in view[IN_PROGRESS]}
+    completed = {t["id"] for t in view[COMPLETED]}
+    settled = completed | {t["id"] for t in view[IN_PROGRESS]}
     mine = [t for t in view[PENDING]
             if (not types or t.get("type") in types) and not t.get("claimed_by")]
+    # Held by another agent: it may fail it (back to pending, backing off) or die (its lease lapses and
+    # the next claim requeues it). Either way it comes back to whoever runs its type.
+    held = [t for t in view[IN_PROGRESS] if not types or t.get("type") in types]
     hot = settled | {t["id"] for t in view[PENDING]}
     archived: dict[str, bool] = {}
 
@@ -86,5 +98,21 @@ def outlook(queue: Queue, types: Collection[str], now: datetime) -> Outlook:
                 waiting[task["id"]] = task
                 grew = True
     now_text = format_ts(now)
-    backing_off = [t["available_at"] for t in waiting.values() if ts_before(now_text, t["available_at"])]
-    return Outlook(len(waiting), min(backing_off, key=parse_ts) if backing_off else None)
+    events: list[str] = []
+    reasons = {"held by another agent": len(held), "backing off": 0, "deferred": 0, "waiting on dependencies": 0,
+               "held back by a breaker": 0}
+    for task in waiting.values():
+        until = (task.get("deferred") or {}).get("until")
+        if until and ts_before(now_text, until):
+            reasons["deferred"] += 1
+            events.append(until)
+        elif ts_before(now_text, task["available_at"]):
+            reasons["backing off"] += 1
+            events.append(task["available_at"])
+        elif not all(dep in completed or completed_in_archive(dep) for dep in task.get("dependencies") or []):
+            reasons["waiting on dependencies"] += 1
+        else:
+            reasons["held back by a breaker"] += 1
+    events.extend(t["lease_until"] for t in held if t.get("lease_until"))
+    future = [at for at in events if ts_before(now_text, at)]
+    return Outlook(len(waiting) + len(held), min(future, key=parse_ts) if future else None, reasons)

@@ -6,10 +6,11 @@ recorded) holding ``task.json``, the task as claimed (``LOKI_TASK_FILE``), and t
 writes there, and nothing but loki may write inside the tree.
 
 The result file is read like any input loki did not write: a regular file (a FIFO would hang the
-loop), at most :data:`MAX_RESULT_BYTES`, strict JSON (no duplicate keys, NaN, BOM or trailing data,
-loki/storage/jsonio.py), and a JSON object, so it can grow fields. Anything else is a
-:class:`BadResultFile` naming the file, the JSON pointer when there is one, and what is wrong; the
-loop records it as the attempt's failure (``validation``).
+loop) of its own (not a symbolic link, not a hard link: either would make a file outside the directory,
+one the command may only read, become the team's result), at most :data:`MAX_RESULT_BYTES`, strict
+JSON (no duplicate keys, NaN, BOM or trailing data, loki/storage/jsonio.py), and a JSON object, so it
+can grow fields. Anything else is a :class:`BadResultFile` naming the file, the JSON pointer when there
+is one, and what is wrong; the loop records it as the attempt's failure (``validation``).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class Scratch:
         """The command's result, or None when it wrote none; :class:`BadResultFile` when it is unusable."""
         path = self.result_file
         try:
-            data = read_regular(path, MAX_RESULT_BYTES + 1)
+            data = read_regular(path, MAX_RESULT_BYTES + 1, own=True)
         except FileNotFoundError:
             return None
         except NotRegularFile as exc:
