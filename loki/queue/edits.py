@@ -65,6 +65,7 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
     complete, or closes a cycle; :class:`Conflict` (exit 4) for a task another agent holds (unless
     ``force``) or one that is finished.
     """
+    from loki.queue.queue import redact_task_text
     from loki.storage.paths import check_id
     from loki.textsafe import check_name
 
@@ -104,6 +105,7 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
             new["title"] = title.strip()
         labels = [label for label in task.get("labels", []) if label not in remove_labels]
         new["labels"] = labels + [label for label in dict.fromkeys(add_labels) if label not in labels]
+        redact_task_text(new)  # the same free text as `add`'s, redacted the same way
         adding = [dep for dep in dict.fromkeys(add_dependencies) if dep not in task["dependencies"]]
         if adding:
             queue.check_new_dependencies(unit, task, adding, "--add-dependency")

@@ -244,6 +244,7 @@ class Queue:
     def _checked(self, task: dict[str, Any], where: str) -> dict[str, Any]:
         from loki.textsafe import check_name
 
+        redact_task_text(task)
         # Names reach terminals: whichever shape the task came in, no control or bidi characters.
         check_name(task["type"], "task type")
         for label in task["labels"]:
@@ -659,7 +660,7 @@ class Queue:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
             task = self._held(unit, task_id, agent, token)
             clear_claim(task)
-            task["result"] = result
+            task["result"] = _redacted(result)  # an agent's result quotes what it ran and saw
             task["completed_at"] = now
             task["completed_by"] = agent  # the claim is cleared: who did it stays (loki agents counts it)
             task["updated_at"] = now
@@ -1179,3 +1180,23 @@ def parse_batch(path: str, data: bytes) -> list[Any]:
     if isinstance(doc, dict):
         return [doc]
     raise InvalidInput(f"{path}: expected a JSON array of tasks, an object with 'tasks', or JSON lines")
+
+
+def _redacted(value: Any) -> Any:
+    from loki.hooks.redact import redact_obj
+
+    return redact_obj(value)
+
+
+def redact_task_text(task: dict[str, Any]) -> None:
+    """Redact a new task's free text in place: a title, description, label or payload can come from an
+    agent, an import (GitHub issues, PRDs) or a tool's output, and whatever it quotes is stored and shown."""
+    from loki.hooks.redact import redact, redact_obj
+
+    for key in ("title", "description"):
+        if isinstance(task.get(key), str):
+            task[key] = redact(task[key])
+    if isinstance(task.get("labels"), list):
+        task["labels"] = [redact(label) if isinstance(label, str) else label for label in task["labels"]]
+    if task.get("payload") is not None:
+        task["payload"] = redact_obj(task["payload"])

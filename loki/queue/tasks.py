@@ -154,8 +154,9 @@ def make_attempt(task: dict[str, Any], *, now: str, agent_id: str, approach: str
                  error_message: str) -> dict[str, Any]:
     """The next attempt record of ``task`` (the dead-letter reference's fields exactly).
 
-    The error message is redacted here, the one place every attempt is made (``queue fail``, a lease
-    that expired, TESTS_FAILED): a task's ``last_error`` and a dead-letter entry's attempts copy it.
+    The error message and the approach are redacted here, the one place every attempt is made (``queue
+    fail``, a lease that expired, TESTS_FAILED, ``loki work``): a task's ``last_error`` and a dead-letter
+    entry's attempts copy them.
     """
     from loki.hooks.redact import redact
 
@@ -163,7 +164,7 @@ def make_attempt(task: dict[str, Any], *, now: str, agent_id: str, approach: str
         "attempt_number": len(task.get("attempts", [])) + 1,
         "timestamp": now,
         "agent_id": agent_id,
-        "approach": approach,
+        "approach": redact(approach),
         "error_type": error_type,
         "error_message": redact(error_message),
     }
