@@ -373,7 +373,8 @@ def _replace_htpasswd(text: str, match: re.Match[str]) -> str:
     """
     start = match.start("rest")
     words = list(_WORD.get().finditer(text, start, match.end()))
-    flags, positional, skip = "", [], False
+    flags, skip = "", False
+    positional: list[re.Match[str]] = []
     for word in words:
         value = word.group()
         if skip:
@@ -495,7 +496,8 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("square_token", r"sq0(?:atp|csp)-(?<![\w-]sq0...-)[A-Za-z0-9_-]{22,}", ("sq0atp-", "sq0csp-"), long=True),
     _Rule("docker_hub_token", r"dckr_pat_(?<!\wdckr_pat_)[A-Za-z0-9_-]{20,}", ("dckr_pat_",), long=True),
     _Rule("rubygems_key", r"rubygems_(?<!\wrubygems_)[a-f0-9]{48}", ("rubygems_",), long=True),
-    _Rule("planetscale_token", r"pscale_(?:tkn|pw|oauth)_(?<!\wpscale_...)[A-Za-z0-9_.=-]{32,}", ("pscale_",), long=True),
+    _Rule("planetscale_token", r"pscale_(?:tkn|pw|oauth)_(?<!\wpscale_...)[A-Za-z0-9_.=-]{32,}", ("pscale_",),
+          long=True),
     _Rule("sourcegraph_token", r"sgp_(?<!\wsgp_)[a-fA-F0-9_]{40,}", ("sgp_",), long=True),
     _Rule("tailscale_key", r"tskey-(?<![\w-]tskey-)[a-z]+-[A-Za-z0-9]{10,}-[A-Za-z0-9]{20,}", ("tskey-",), long=True),
     _Rule("terraform_token", r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}", (".atlasv1.",), long=True),
@@ -511,7 +513,8 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("airtable_token", r"pat(?<!\wpat)[A-Za-z0-9]{14}\.[a-f0-9]{64}", ("pat",), long=True),
     _Rule("mailchimp_key", r"(?<![A-Za-z0-9])[0-9a-f]{32}-us[0-9]{1,2}(?![A-Za-z0-9])", ("-us",), long=True),
     _Rule("alibaba_key_id", r"LTAI(?<![\w-]LTAI)[A-Za-z0-9]{20}(?![A-Za-z0-9])", ("ltai",), long=True),
-    _Rule("azure_ad_client_secret", r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}", ("q~",), long=True),
+    _Rule("azure_ad_client_secret", r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}", ("q~",),
+          long=True),
     _Rule("artifactory_key", r"AKCp(?<![\w-]AKCp)[A-Za-z0-9]{69}", ("akcp",), long=True),
     _Rule("dynatrace_token", r"dt0c01\.(?<![\w.-]dt0c01\.)[A-Z0-9]{24}\.[A-Z0-9]{64}", ("dt0c01.",), long=True),
     _Rule("discord_webhook", r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_-]{20,}",
