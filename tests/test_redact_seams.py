@@ -86,7 +86,9 @@ FREE_TEXT: dict[tuple[str, str], Callable[[Tree], Any]] = {
     ("queue fail", "approach"): lambda t: t.ok("queue", "fail", "t-claim", "--agent", "dev", "--token", t.token,
                                                "--error", "x", "--approach", S),
     ("queue cancel", "reason"): lambda t: t.ok("queue", "cancel", "t-pend", "--reason", S),
-    ("queue close", "reason"): lambda t: t.ok("queue", "close", "t-pend", "--reason", S),
+    # a dead-letter entry closed as won't do: the reason is also the abandon reason (abandoned.json)
+    ("queue close", "reason"): lambda t: (t.ok("queue", "close", "t-pend", "--reason", S),
+                                          t.ok("queue", "close", "t-dead", "--wont-do", "--reason", S)),
     ("queue defer", "reason"): lambda t: t.ok("queue", "defer", "t-pend", "--until", "2h", "--reason", S),
     ("deadletter retry", "approach"): lambda t: t.ok("deadletter", "retry", "t-dead", "--approach", S),
     ("deadletter propose", "approach"): lambda t: t.ok("deadletter", "propose", "t-dead", "--approach", S),
@@ -256,3 +258,27 @@ def test_a_free_text_seam_neither_stores_nor_prints_a_secret(root: Path, seam: t
     assert [secret for secret in SECRETS if secret.encode() in stored] == []
     printed = "\n".join(result.stdout + result.stderr for result in tree.results)
     assert [secret for secret in SECRETS if secret in printed] == []
+
+
+# -- the library, on every backend (files, memory, PostgreSQL): what the CLI calls redacts in the store ---
+
+
+def test_the_library_redacts_free_text_on_every_backend(backend_store: Any, clock: Any) -> None:
+    from loki.queue.deadletter import DeadLetter
+    from loki.queue.queue import Queue
+    from tests.helpers import state_snapshot
+
+    queue = Queue(backend_store)
+    queue.add(SECRET, task_id="t1", description=SECRET, labels=[GHP], payload={"note": SECRET}, max_attempts=1)
+    queue.add("two", task_id="t2", max_attempts=1)
+    queue.edit("t2", title=SECRET, description=SECRET, add_labels=[VAULT])
+    for task_id in ("t1", "t2"):
+        clock.advance(60)
+        queue.claim("dev", task_id=task_id)
+        queue.fail(task_id, "dev", error=SECRET, approach=SECRET)
+    dead = DeadLetter(backend_store)
+    dead.propose("t1", SECRET)
+    dead.abandon("t2", SECRET)
+    stored = repr(state_snapshot(backend_store))
+    assert "[REDACTED:" in stored
+    assert [secret for secret in SECRETS if secret in stored] == []

@@ -142,8 +142,11 @@ def close(queue: Queue, task_id: str, *, reason: str, wont_do: bool = False, by:
         raise InvalidArgument("--reason must say why the task is closed", field="reason")
     if by is not None:
         check_name(by, "name")
+    from loki.hooks.redact import redact
+
     outcome = "won't do" if wont_do else "done"
-    text = f"closed as {outcome} by {by or 'someone'}: {' '.join(reason.split())}"
+    # redacted here: it is also a dead-letter entry's abandon reason and an escalation's resolution
+    text = redact(f"closed as {outcome} by {by or 'someone'}: {' '.join(reason.split())}")
     with queue.tasks.transaction() as unit:
         now = format_ts(queue.store.clock.now())  # inside the lock: timestamps follow the commit order
         state, task, entry = _locate(queue, unit, task_id, CLOSABLE, "closed", with_dead_letter=True)
