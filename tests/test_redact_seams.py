@@ -294,3 +294,21 @@ def test_the_library_redacts_free_text_on_every_backend(backend_store: Any, cloc
     stored = repr(state_snapshot(backend_store))
     assert "[REDACTED:" in stored
     assert [secret for secret in SECRETS if secret in stored] == []
+
+
+def test_a_task_imported_from_loki_modes_files_keeps_no_secret(root: Path) -> None:
+    # A task Loki Mode (or its PRD and GitHub imports) wrote: loki reads it in place and writes it in its
+    # own format from then on; nothing of it is kept in clear, not even under payload.loki_mode.
+    import json
+
+    long_title = f"{SECRET} " + "x" * 600  # longer than a title may be: the original goes to payload.loki_mode
+    (root / "queue" / "pending.json").write_text(json.dumps([
+        {"id": "t-1", "type": "eng", "priority": 5, "createdAt": "2026-01-25T09:00:00Z", "title": SECRET,
+         "description": SECRET, "tags": [GHP], "payload": {"action": SECRET}, "sourceIssue": SECRET},
+        {"id": "t-2", "type": "eng", "priority": 5, "createdAt": "2026-01-25T09:00:00Z", "title": long_title}]))
+    assert cli(["queue", "add", "x", "--id", "t-3"], root=root).code == 0  # rewrites pending.json in loki's format
+    stored = b"\n".join(snapshot_bytes(root).values())
+    assert b"[REDACTED:" in stored and b'"loki_mode"' in stored
+    assert [secret for secret in SECRETS if secret.encode() in stored] == []
+    shown = cli(["queue", "show", "t-1", "--json"], root=root)
+    assert shown.code == 0 and not [secret for secret in SECRETS if secret in shown.stdout]
