@@ -65,7 +65,7 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
     complete, or closes a cycle; :class:`Conflict` (exit 4) for a task another agent holds (unless
     ``force``) or one that is finished.
     """
-    from loki.queue.queue import redact_task_text
+    from loki.queue.tasks import redact_task_text
     from loki.storage.paths import check_id
     from loki.textsafe import check_name
 

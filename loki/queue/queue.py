@@ -42,6 +42,7 @@ from loki.queue.tasks import (
     make_task,
     new_claim_token,
     new_task_id,
+    redact_task_text,
     start_fresh_budget,
     summary,
 )
@@ -1186,17 +1187,3 @@ def _redacted(value: Any) -> Any:
     from loki.hooks.redact import redact_obj
 
     return redact_obj(value)
-
-
-def redact_task_text(task: dict[str, Any]) -> None:
-    """Redact a new task's free text in place: a title, description, label or payload can come from an
-    agent, an import (GitHub issues, PRDs) or a tool's output, and whatever it quotes is stored and shown."""
-    from loki.hooks.redact import redact, redact_obj
-
-    for key in ("title", "description"):
-        if isinstance(task.get(key), str):
-            task[key] = redact(task[key])
-    if isinstance(task.get("labels"), list):
-        task["labels"] = [redact(label) if isinstance(label, str) else label for label in task["labels"]]
-    if task.get("payload") is not None:
-        task["payload"] = redact_obj(task["payload"])

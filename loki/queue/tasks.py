@@ -185,3 +185,17 @@ def summary(task: dict[str, Any], state: str | None = None) -> dict[str, Any]:
         "lease_until": task.get("lease_until"),
         "available_at": task.get("available_at"),
     }
+
+
+def redact_task_text(task: dict[str, Any]) -> None:
+    """Redact a new task's free text in place: a title, description, label or payload can come from an
+    agent, an import (GitHub issues, PRDs) or a tool's output, and whatever it quotes is stored and shown."""
+    from loki.hooks.redact import redact, redact_obj
+
+    for key in ("title", "description"):
+        if isinstance(task.get(key), str):
+            task[key] = redact(task[key])
+    if isinstance(task.get("labels"), list):
+        task["labels"] = [redact(label) if isinstance(label, str) else label for label in task["labels"]]
+    if task.get("payload") is not None:
+        task["payload"] = redact_obj(task["payload"])
