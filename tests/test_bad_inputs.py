@@ -149,6 +149,8 @@ def test_bad_input(case_path: Path, tmp_path: Path) -> None:
     assert done.returncode == case["exit"], f"{case['name']}: exit {done.returncode}, stderr: {stderr}"
     for needle in case["stderr"]:
         assert needle in stderr, f"{case['name']}: {needle!r} not in stderr: {stderr}"
+    for secret in case.get("never_printed", []):  # a secret the input holds: in no output
+        assert secret not in stderr + done.stdout.decode("utf-8", "replace"), f"{case['name']}: {secret!r} printed"
     assert "Traceback" not in stderr and "internal error" not in stderr
     assert _snapshot(root) == before, f"{case['name']}: the tree changed"
     assert _snapshot(outside) == outside_before, f"{case['name']}: a file outside .loki/ changed"

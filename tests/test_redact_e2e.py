@@ -15,6 +15,7 @@ import os
 import random
 import string
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -171,13 +172,48 @@ def _secret(rng: random.Random, shape: str) -> tuple[str, str]:
     if shape == "dockerauth":
         value = base64.b64encode(f"ada:{password}".encode()).decode()
         return json.dumps({"auths": {"registry.example.com": {"auth": value}}}), value
-    assert shape == "azure"
-    value = base64.b64encode(bytes(rng.randrange(256) for _ in range(64))).decode()
-    return (f"DefaultEndpointsProtocol=https;AccountName=acct{pick(string.digits, 3)};AccountKey={value};"
-            "EndpointSuffix=core.windows.net"), value
+    if shape == "azure":
+        value = base64.b64encode(bytes(rng.randrange(256) for _ in range(64))).decode()
+        return (f"DefaultEndpointsProtocol=https;AccountName=acct{pick(string.digits, 3)};AccountKey={value};"
+                "EndpointSuffix=core.windows.net"), value
+    return _secret_23(rng, shape, pick, password)
 
 
-SHAPE_NAMES = ["aws", "env", "django", "mysql", "curl", "docker", "netrc", "dockerauth", "azure"]
+def _secret_23(rng: random.Random, shape: str, pick: Any, password: str) -> tuple[str, str]:
+    """The shapes issue 23 found stored in clear, drawn like the real ones."""
+    hexdigits = "0123456789abcdef"
+    if shape == "ya29":
+        value = "ya29." + pick(ALNUM + "_-", rng.randint(60, 160))
+        return f"$ gcloud auth print-access-token\n{value}", value
+    if shape == "sas":
+        value = pick(ALNUM, 30) + "%2B" + pick(ALNUM, 10) + "%3D"
+        return f"GET https://acct.blob.core.windows.net/c/f?sv=2022-11-02&sp=r&sig={value} 403", value
+    if shape == "sendgrid":
+        value = f"SG.{pick(ALNUM + '_-', 22)}.{pick(ALNUM + '_-', 43)}"
+        return f"sendgrid.SendGridAPIClient('{value}')", value
+    if shape == "vault":
+        value = "hvs." + pick(ALNUM + "_-", rng.randint(24, 95))
+        return f"$ vault login {value}\nSuccess! You are now authenticated.", value
+    if shape == "telegram":
+        value = f"{rng.randint(10**8, 10**10 - 1)}:AA{pick(ALNUM + '_-', 33)}"
+        return f"requests.get('https://api.telegram.org/bot{value}/sendMessage')", value
+    if shape == "gcp":
+        value = pick(hexdigits, 40)
+        return json.dumps({"type": "service_account", "project_id": "p", "private_key_id": value}), value
+    if shape == "age":
+        value = "AGE-SECRET-KEY-1" + pick(string.ascii_uppercase + string.digits, 58)
+        return f"# public key: age1{pick(string.ascii_lowercase, 30)}\n{value}", value
+    if shape == "sshpass":
+        return f"sshpass -p '{password}' ssh -o StrictHostKeyChecking=no deploy@10.0.0.{rng.randint(1, 254)}", password
+    if shape == "htpasswd":
+        return f"htpasswd -b{rng.choice(['', 'B', 'c'])} /etc/nginx/.htpasswd admin {password}", password
+    assert shape in ("digitalocean", "shopify")
+    value = ("dop_v1_" + pick(hexdigits, 64)) if shape == "digitalocean" else ("shpat_" + pick(hexdigits, 32))
+    return f"export TOKEN_VALUE={value}", value
+
+
+SHAPE_NAMES = ["aws", "env", "django", "mysql", "curl", "docker", "netrc", "dockerauth", "azure", "ya29", "sas",
+               "sendgrid", "vault", "telegram", "gcp", "age", "sshpass", "htpasswd", "digitalocean", "shopify"]
 NOISE = ["Traceback (most recent call last):", "  File \"/app/main.py\", line 12, in <module>",
          "npm ERR! code ELIFECYCLE", "error: could not compile `app`",
          "commit da39a3ee5e6b4b0d3255bfef95601890afd80709",

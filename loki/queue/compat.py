@@ -128,9 +128,15 @@ def import_task(raw: dict[str, Any], stamp: str, status: str = "pending") -> dic
     title = raw_title if isinstance(raw_title, str) and raw_title.strip() else (
         payload.get("title") or payload.get("action") or f"{type_} {task_id}")
     description = next((d for d in (raw.get("description"), payload.get("description")) if isinstance(d, str)), "")
+    from loki.hooks.redact import redact, redact_obj
+
+    # A task imported from an issue tracker, a PRD or another tool is free text loki stores and shows: its
+    # secrets go like those of `queue add` (docs/storage.md, "Secrets"); redaction runs before the cut.
+    title, description, payload = redact(str(title)), redact(description), redact_obj(payload)
     created = _timestamp(raw.get("createdAt", raw.get("created_at"))) or stamp
     deps = _strings(raw.get("dependencies") or raw.get("dependsOn") or raw.get("depends_on")) or []
-    labels = [label for label in (_strings(raw.get("labels") or raw.get("tags")) or []) if 0 < len(label) <= 100]
+    labels = [redact(label) for label in (_strings(raw.get("labels") or raw.get("tags")) or [])
+              if 0 < len(label) <= 100]
     task = make_task(
         task_id=task_id,
         title=str(title)[:500],
@@ -147,8 +153,6 @@ def import_task(raw: dict[str, Any], stamp: str, status: str = "pending") -> dic
     )
     for key in ("lastError", "last_error"):
         if isinstance(raw.get(key), str):
-            from loki.hooks.redact import redact
-
             # An error as a tool printed it: loki writes it from now on, so it is redacted like
             # every attempt's error (docs/storage.md, "Secrets").
             task["last_error"] = redact(raw[key])
@@ -171,7 +175,7 @@ def import_task(raw: dict[str, Any], stamp: str, status: str = "pending") -> dic
     _import_claim(raw, task, stamp, status)
     extra = {k: v for k, v in raw.items() if k != "id" and not _lossless(k, v, task, raw_payload)}
     if extra:
-        task["payload"]["loki_mode"] = extra
+        task["payload"]["loki_mode"] = redact_obj(extra)  # what did not map: as free as the rest
     return task
 
 
@@ -209,11 +213,15 @@ def _lossless(key: str, value: Any, task: dict[str, Any], raw_payload: Any) -> b
     mapped = task.get(counterpart)
     if counterpart == "status":
         return bool(value == mapped)
-    if counterpart == "last_error" and isinstance(value, str):
+    if counterpart in ("last_error", "title", "description") and isinstance(value, str):
         from loki.hooks.redact import redact
 
         # Mapped redacted: the secret it held is gone on purpose, not to be kept in clear beside it.
         return bool(redact(value) == mapped)
+    if counterpart == "labels" and isinstance(value, list):
+        from loki.hooks.redact import redact_obj
+
+        return bool(redact_obj(value) == mapped)
     if value is None:
         # A null Loki Mode field means "none" (claimedBy, lastError, completedAt...): so does loki's null.
         return mapped is None or mapped == [] or (counterpart == "claimed_by" and mapped == RUNTIME_HOLDER)

@@ -87,6 +87,7 @@ class DeadLetter:
         """Record a new approach for the next review to act on (the retry condition "new approach")."""
         if not approach.strip():
             raise InvalidArgument("--approach must describe the new approach", field="approach")
+        approach = _redacted(approach)  # it is stored, shown, and becomes the next attempt's approach
         with self.store.tasks().transaction() as unit:
             entry = _entry(unit, task_id)
             entry["new_approach"] = approach.strip()
@@ -99,6 +100,7 @@ class DeadLetter:
         """Human explicitly abandons: into abandoned.json with the reason (``by``: who)."""
         if not reason.strip():
             raise InvalidArgument("--reason is required: abandoned tasks keep why", field="reason")
+        reason = _redacted(reason)  # kept in abandoned.json and shown by `abandoned list`
         with self.store.tasks().transaction() as unit:
             now = self.store.now_ts()
             entry = _entry(unit, task_id)
@@ -396,3 +398,9 @@ class _TaskStates:
     def completed_at(self, task_id: str) -> str | None:
         self.state_of(task_id)
         return self._completed_at.get(task_id)
+
+
+def _redacted(text: str) -> str:
+    from loki.hooks.redact import redact
+
+    return redact(text)

@@ -65,6 +65,7 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
     complete, or closes a cycle; :class:`Conflict` (exit 4) for a task another agent holds (unless
     ``force``) or one that is finished.
     """
+    from loki.queue.tasks import redact_task_text
     from loki.storage.paths import check_id
     from loki.textsafe import check_name
 
@@ -104,6 +105,7 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
             new["title"] = title.strip()
         labels = [label for label in task.get("labels", []) if label not in remove_labels]
         new["labels"] = labels + [label for label in dict.fromkeys(add_labels) if label not in labels]
+        redact_task_text(new)  # the same free text as `add`'s, redacted the same way
         adding = [dep for dep in dict.fromkeys(add_dependencies) if dep not in task["dependencies"]]
         if adding:
             queue.check_new_dependencies(unit, task, adding, "--add-dependency")
@@ -140,8 +142,11 @@ def close(queue: Queue, task_id: str, *, reason: str, wont_do: bool = False, by:
         raise InvalidArgument("--reason must say why the task is closed", field="reason")
     if by is not None:
         check_name(by, "name")
+    from loki.hooks.redact import redact
+
     outcome = "won't do" if wont_do else "done"
-    text = f"closed as {outcome} by {by or 'someone'}: {' '.join(reason.split())}"
+    # redacted here: it is also a dead-letter entry's abandon reason and an escalation's resolution
+    text = redact(f"closed as {outcome} by {by or 'someone'}: {' '.join(reason.split())}")
     with queue.tasks.transaction() as unit:
         now = format_ts(queue.store.clock.now())  # inside the lock: timestamps follow the commit order
         state, task, entry = _locate(queue, unit, task_id, CLOSABLE, "closed", with_dead_letter=True)

@@ -42,6 +42,7 @@ from loki.queue.tasks import (
     make_task,
     new_claim_token,
     new_task_id,
+    redact_task_text,
     start_fresh_budget,
     summary,
 )
@@ -244,6 +245,7 @@ class Queue:
     def _checked(self, task: dict[str, Any], where: str) -> dict[str, Any]:
         from loki.textsafe import check_name
 
+        redact_task_text(task)
         # Names reach terminals: whichever shape the task came in, no control or bidi characters.
         check_name(task["type"], "task type")
         for label in task["labels"]:
@@ -659,7 +661,7 @@ class Queue:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
             task = self._held(unit, task_id, agent, token)
             clear_claim(task)
-            task["result"] = result
+            task["result"] = _redacted(result)  # an agent's result quotes what it ran and saw
             task["completed_at"] = now
             task["completed_by"] = agent  # the claim is cleared: who did it stays (loki agents counts it)
             task["updated_at"] = now
@@ -1180,3 +1182,9 @@ def parse_batch(path: str, data: bytes) -> list[Any]:
     if isinstance(doc, dict):
         return [doc]
     raise InvalidInput(f"{path}: expected a JSON array of tasks, an object with 'tasks', or JSON lines")
+
+
+def _redacted(value: Any) -> Any:
+    from loki.hooks.redact import redact_obj
+
+    return redact_obj(value)

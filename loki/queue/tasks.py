@@ -154,8 +154,9 @@ def make_attempt(task: dict[str, Any], *, now: str, agent_id: str, approach: str
                  error_message: str) -> dict[str, Any]:
     """The next attempt record of ``task`` (the dead-letter reference's fields exactly).
 
-    The error message is redacted here, the one place every attempt is made (``queue fail``, a lease
-    that expired, TESTS_FAILED): a task's ``last_error`` and a dead-letter entry's attempts copy it.
+    The error message and the approach are redacted here, the one place every attempt is made (``queue
+    fail``, a lease that expired, TESTS_FAILED, ``loki work``): a task's ``last_error`` and a dead-letter
+    entry's attempts copy them.
     """
     from loki.hooks.redact import redact
 
@@ -163,7 +164,7 @@ def make_attempt(task: dict[str, Any], *, now: str, agent_id: str, approach: str
         "attempt_number": len(task.get("attempts", [])) + 1,
         "timestamp": now,
         "agent_id": agent_id,
-        "approach": approach,
+        "approach": redact(approach),
         "error_type": error_type,
         "error_message": redact(error_message),
     }
@@ -184,3 +185,17 @@ def summary(task: dict[str, Any], state: str | None = None) -> dict[str, Any]:
         "lease_until": task.get("lease_until"),
         "available_at": task.get("available_at"),
     }
+
+
+def redact_task_text(task: dict[str, Any]) -> None:
+    """Redact a new task's free text in place: a title, description, label or payload can come from an
+    agent, an import (GitHub issues, PRDs) or a tool's output, and whatever it quotes is stored and shown."""
+    from loki.hooks.redact import redact, redact_obj
+
+    for key in ("title", "description"):
+        if isinstance(task.get(key), str):
+            task[key] = redact(task[key])
+    if isinstance(task.get("labels"), list):
+        task["labels"] = [redact(label) if isinstance(label, str) else label for label in task["labels"]]
+    if task.get("payload") is not None:
+        task["payload"] = redact_obj(task["payload"])

@@ -62,34 +62,32 @@ def is_database_url(text: str) -> bool:
 
 
 def without_password(url: str) -> str:
-    """``url`` with any password taken out (userinfo and ``password=`` query parameter)."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+    """``url`` as it may be saved or printed: no password, no query parameter that can hold a secret
+    (``password``, ``sslpassword``, ...), read the way libpq reads it; never raises (loki/storage/postgres/urls.py)."""
+    from loki.storage.postgres.urls import shown
 
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user = userinfo.split(":", 1)[0]
-        netloc = f"{user}@{hostport}" if user else hostport
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"])
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return shown(url)
 
 
 def check_url(url: str, where: str = URL_ENV) -> str:
     """Refuse what is not a PostgreSQL URL before any connection is tried (exit 1, naming it)."""
-    from urllib.parse import urlsplit
-
     if not is_database_url(url):
         raise DatabaseError(f"{where}: {without_password(url)!r} is not a PostgreSQL URL "
                             "(postgresql://[user@]host[:port]/database)", field=where)
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 -- raises on a port that is not a number
-    except ValueError as exc:
-        raise DatabaseError(f"{where}: {without_password(url)!r} is not a valid URL: {exc}", field=where) from None
-    if not parts.path.strip("/") and "dbname=" not in parts.query:
-        raise DatabaseError(f"{where}: {without_password(url)!r} names no database (…/DATABASE)", field=where)
+    _refuse_malformed(url, where)
     return url
+
+
+def _refuse_malformed(url: str, where: str) -> None:
+    """What libpq would misread, or answer by quoting the password back, is refused first (exit 1), in
+    words that quote none of the URL's secrets."""
+    from loki.storage.postgres.urls import names_database, problem
+
+    why = problem(url)
+    if why is not None:
+        raise DatabaseError(f"{where}: {without_password(url)!r} is not a valid URL: {why}", field=where)
+    if not names_database(url):
+        raise DatabaseError(f"{where}: {without_password(url)!r} names no database (…/DATABASE)", field=where)
 
 
 def retry_seconds() -> float:
@@ -153,10 +151,18 @@ def connect(url: str, *, autocommit: bool = False, application_name: str = "loki
             raise unreachable(url, exc, mid_run=mid_run) from None
 
 
+def _scrubbed(reason: str, url: str) -> str:
+    """The driver's reason without any part of the URL that can hold a secret: libpq and psycopg quote
+    the token they could not read (a password's tail after an unescaped '@' became a host name)."""
+    from loki.storage.postgres.urls import scrub
+
+    return scrub(reason, url)
+
+
 def unreachable(url: str, exc: BaseException, *, mid_run: bool = False) -> LokiError:
     """The error for a connection that could not be made (or kept), naming the database and the cause."""
     where = without_password(url)
-    reason = describe(exc)
+    reason = _scrubbed(describe(exc), url)
     if mid_run:
         return DatabaseUnavailable(f"lost the connection to {where} and could not reconnect within "
                                    f"{retry_seconds():g}s ({RETRY_ENV}): {reason}", database=where, reason=reason)
