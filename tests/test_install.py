@@ -62,7 +62,7 @@ def test_every_install_line_installs_this_project() -> None:
 
 
 def test_the_missing_psycopg_hint_names_the_distribution() -> None:
-    assert EXTRA == f"pip install '{DIST}[postgres]'"
+    assert f"pip install '{DIST}[postgres]'" == EXTRA
 
 
 def _fresh_env(venv: Path) -> dict[str, str]:
