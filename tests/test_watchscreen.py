@@ -253,3 +253,21 @@ def _breaker(name: str, state: str, cooldown: int | None) -> dict[str, Any]:
 def _signal(n: int) -> dict[str, Any]:
     return {"event": "signal", "timestamp": f"2026-01-25T10:00:{n:02d}Z", "name": "DOCS_NEEDED", "outcome": "logged",
             "detail": f"note {n}"}
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_escalation_panel_always_shows_the_id_loki_approve_takes(width: int) -> None:
+    """A long task id (a strike escalation's) and a long escalation id at 80 columns: the task column gives
+    way (the id ends with the task), never the escalation's id, which is what `loki approve` is typed with."""
+    snap = _snapshot()
+    items = [{"id": "20261127T003224Z-strike-53d723de6f4b91c2", "task_id": "strike-53d723de6f4b91c2",
+              "trigger": "strike 3 on a call that keeps failing", "created_at": "2026-11-27T00:32:24Z", "open": True},
+             {"id": "20261127T003333Z-inv-reserve", "task_id": "inv-reserve", "trigger": "drift detected twice",
+              "created_at": "2026-11-27T00:33:33Z", "open": True}]
+    snap["escalations"] = {"open": 2, "items": items}
+    lines = plain(compose(snap, Feed(), View(), width, 24)).split("\n")
+    head = next(n for n, line in enumerate(lines) if line.startswith("open escalations"))
+    assert lines[head + 1].split()[-1] == "escalation"
+    assert lines[head + 2].split()[-1] == "20261127T003224Z-strike-53d723de6f4b91c2"
+    assert lines[head + 3].split()[-1] == "20261127T003333Z-inv-reserve"
+    assert max(cells(line) for line in lines) <= width
