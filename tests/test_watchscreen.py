@@ -271,3 +271,20 @@ def test_the_escalation_panel_always_shows_the_id_loki_approve_takes(width: int)
     assert lines[head + 2].split()[-1] == "20261127T003224Z-strike-53d723de6f4b91c2"
     assert lines[head + 3].split()[-1] == "20261127T003333Z-inv-reserve"
     assert max(cells(line) for line in lines) <= width
+
+
+def test_the_feed_keeps_events_in_time_order() -> None:
+    """A signal applied at 35:59 and a breaker opened at 35:58 that activity reported a moment later: the
+    feed shows the breaker first; equal times keep the order they came in."""
+    feed = Feed(capacity=3)
+    feed.add(_signal(59), "2026-01-25T10:01:00Z")
+    feed.add({"event": "breaker", "timestamp": "2026-01-25T10:00:58Z", "change": "opened", "breaker": "api",
+              "detail": "api (3 failures within 60s)"}, "2026-01-25T10:01:00Z")
+    feed.add(_signal(58), "2026-01-25T10:01:00Z")
+    assert [(e.stamp, e.label) for e in feed.entries] == [("10:00:58", "breaker"), ("10:00:58", "signal"),
+                                                          ("10:00:59", "signal")]
+    feed.add(_signal(10), "2026-01-25T10:01:00Z")  # full: the oldest goes, whichever was added first
+    assert [e.stamp for e in feed.entries] == ["10:00:58", "10:00:58", "10:00:59"]
+    assert feed.total == 4
+    feed.add({"event": "started", "detail": "consuming"}, "2026-01-25T10:01:00Z")  # no timestamp: now
+    assert [e.stamp for e in feed.entries][-1] == "10:01:00"
