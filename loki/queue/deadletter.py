@@ -221,8 +221,13 @@ class DeadLetter:
             self._emit(escalation)
         counts = {action: sum(1 for d in decisions if d["action"] == action)
                   for action in ("retry", "abandon", "escalate", "leave")}
-        return {"skipped": False, "reviewed_at": now, "entries": len(decisions), "counts": counts,
-                "decisions": decisions, "metadata": metadata, "clock_skew": skew}
+        result = {"skipped": False, "reviewed_at": now, "entries": len(decisions), "counts": counts,
+                  "decisions": decisions, "metadata": metadata, "clock_skew": skew}
+        from loki.queue import tasklog
+
+        # For the live view's feed: every review, wherever it ran (a watcher started later reads them back).
+        tasklog.append(self.store, [tasklog.review_event(result, counts["leave"] + counts["escalate"])])
+        return result
 
     def _decide(self, entry: dict[str, Any], states: _TaskStates) -> dict[str, Any]:
         from loki.hooks.errorscan import normalise_error

@@ -699,6 +699,10 @@ class Queue:
                                    error_type=error_type, error_message=error)
             outcome = self.record_failure(unit, task, attempt, now_dt, final=final)
         self.report_dead_letters(unit.dead_lettered)
+        from loki.queue import tasklog
+
+        # After the commit, for the live view's feed: the failure and where it sent the task.
+        tasklog.append(self.store, [tasklog.failure_event(outcome, attempt, format_ts(now_dt))])
         return outcome
 
     def _add_discovered_dependencies(self, unit: TaskTxn, task: dict[str, Any], deps: list[str], now: str,

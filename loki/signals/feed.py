@@ -2,7 +2,7 @@
 
 An event is a dict from the watcher (``signal``, ``tick``, ``started``, ``stopped``, ``error``,
 ``warning``) or from :mod:`loki.signals.activity` (``breaker``, ``strike``, ``escalation``,
-``review``). :func:`entry` says it for the feed: a time, a one-word label (what kind of thing
+``review``, ``task``). :func:`entry` says it for the feed: a time, a one-word label (what kind of thing
 happened), the text, and a tone the terminal colours (``ok``, ``warn``, ``bad``, ``dim`` or plain).
 :func:`event_line` is the ``--no-tui`` line: the time, then the same words.
 
@@ -83,6 +83,8 @@ def entry(event: dict[str, Any], now: str) -> Entry:
         return Entry(stamp, "escalation", f"{change}: {detail}", "ok" if change == "resolved" else "bad")
     if kind == "review":
         return Entry(stamp, "review", detail)
+    if kind == "task":  # loki.queue.tasklog: an attempt failed, or the task left the queue for good
+        return Entry(stamp, "task", detail, "warn" if event.get("change") == "failed" else "bad")
     tone = {"error": "bad", "warning": "warn"}.get(kind, "dim")
     return Entry(stamp, "watch" if kind in ("started", "stopped") else kind, f"{kind}: {detail}", tone)
 
@@ -100,7 +102,7 @@ def event_line(event: dict[str, Any], now: str) -> str:
         return f"{stamp} {event.get('name')} {event.get('outcome')}: {event.get('detail')}{_seen(event)}"
     if kind == "tick":
         return f"{stamp} tick {event.get('action')}: {event.get('detail')}{_seen(event)}"
-    if kind in ("breaker", "strike", "escalation"):
+    if kind in ("breaker", "strike", "escalation", "task"):
         item = entry(event, now)
         return f"{stamp} {item.label} {item.text}"
     return f"{stamp} {kind}: {event.get('detail')}"
