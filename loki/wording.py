@@ -34,3 +34,12 @@ def duration(seconds: float | None) -> str:
     if hours:
         return f"{sign}{hours}h{minutes:02d}m"
     return f"{sign}{minutes}m{secs:02d}s" if minutes else f"{sign}{secs}s"
+
+
+def dead_letter_next(task_id: str) -> str:
+    """The commands that move a dead-letter entry on, for a person who meets it at a dead end (the review
+    left it, a task waits on it): nothing else ever takes it out of the dead-letter queue but the review."""
+    return (f"loki deadletter retry {task_id} (back to pending now), "
+            f"loki deadletter propose {task_id} --approach TEXT (the next review retries it so), "
+            f"loki deadletter split {task_id} --title T (simpler tasks), "
+            f"or loki queue close {task_id} --wont-do --reason TEXT (give it up)")

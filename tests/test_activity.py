@@ -217,6 +217,6 @@ def test_the_history_is_every_kind_in_time_order_each_once(store: Store, clock: 
     assert [(e["event"], e.get("change") or e.get("action") or e.get("name")) for e in events] == [
         ("strike", "strike"), ("escalation", "opened"),
         ("signal", "HUMAN_REVIEW_NEEDED"), ("signal", "DOCS_NEEDED"), ("breaker", "tripped manually"),
-        ("breaker", "half-open"), ("tick", "deadletter_review")]
+        ("task", "dead-letter"), ("breaker", "half-open"), ("tick", "deadletter_review")]
     assert [e["timestamp"] for e in events] == sorted(e["timestamp"] for e in events)
     assert history(store, limit=2) == events[-2:]

@@ -211,7 +211,7 @@ def test_without_psycopg_the_error_names_the_extra(tmp_path: Path, empty_url: st
     result = loki_proc(["status"], root=tmp_path / ".loki",
                        env={"PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])})
     assert result.code == 1
-    assert "pip install 'loki[postgres]'" in result.stderr
+    assert "pip install 'loki-state[postgres]'" in result.stderr
 
 
 def test_status_validate_and_doctor_say_which_backend(tmp_path: Path, empty_url: str) -> None:

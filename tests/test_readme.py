@@ -117,3 +117,48 @@ def test_design_links_the_style_note() -> None:
     for topic in ("One concept per module", "The library decides", "Errors carry their exit code", "Time is injected",
                   "Lazy imports on the hot paths", "Docstrings and comments give reasons", "Short functions", "Tests"):
         assert f"## {topic}" in style, topic
+
+
+def _click_command(path: list[str]) -> object:
+    import typer.main
+
+    command: object = typer.main.get_command(build_app())
+    for word in path:
+        if not hasattr(command, "commands"):
+            break  # a lower-case argument after the command (`loki completion bash`)
+        command = command.commands[word]
+    return command
+
+
+def _repeatable_options(path: list[str]) -> set[str]:
+    return {name for param in _click_command(path).params  # type: ignore[attr-defined]
+            if getattr(param, "multiple", False) for name in param.opts if name.startswith("--")}
+
+
+def test_repeatable_options_are_shown_repeated() -> None:
+    """`[--depends-on ID ...]` reads as several values after one flag, which the parser refuses (exit 2): a
+    repeatable option is shown with the flag repeated, `[--depends-on ID [--depends-on ID ...]]`."""
+    wrong = []
+    checked = 0
+    for command in COMMANDS:
+        path, _ = _path_and_options(command)
+        for option in _repeatable_options(path):
+            for shown in re.finditer(rf"\[{option} (\S+)(?P<rest>( \[{option} \1 (\.\.\.|…)\])| (\.\.\.|…))?\]",
+                                     command):
+                checked += 1
+                # `--title T [--title T ...]`: a required first one, then more
+                after_the_flag = command[:shown.start()].endswith(f"{option} {shown.group(1)} ")
+                if not (shown.group("rest") or "").startswith(" [") and not after_the_flag:
+                    wrong.append(f"loki {' '.join(path)}: {shown.group(0)}")
+    assert checked >= 10
+    assert wrong == []
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = re.sub(r"\[?(--[a-z-]+) (\S+) \[\1 \2 (\.\.\.|…)\]", "", doc.read_text())
+        assert not re.findall(r"\[--[a-z-]+ [A-Z]+ (?:\.\.\.|…)\]", text), doc.name
+
+
+def test_the_readme_gives_no_unmeasured_suite_times_and_names_the_agent_download() -> None:
+    """The suite times it once gave (~40 s, ~100-120 s) were 6-9 times too low, and the first `make test`
+    installs three agent CLIs, not one: no time without a date, and the download named with its size."""
+    assert not re.search(r"~\s?\d+(-\d+)? ?(s|min)\b", README)
+    assert re.search(r"Claude Code,\s+Gemini CLI and Codex CLI", README) and "867 MB" in README

@@ -238,3 +238,25 @@ def test_every_line_of_a_screen_fits_its_width(scene: Path, panes: Callable[...,
     assert wide and all(len(line) + sum(1 for c in line if "\u4e00" <= c <= "\u9fff") <= 80 for line in wide)
     pane.keys("q")
     assert pane.exit_code() == 0
+
+
+@pytest.mark.parametrize(("start", "end"), [((80, 24), (200, 60)), ((120, 30), (80, 24)), ((80, 24), (160, 40))])
+def test_the_view_follows_a_resize_both_ways(scene: Path, panes: Callable[..., Pane], start: tuple[int, int],
+                                             end: tuple[int, int]) -> None:
+    """Grown or shrunk, the next frame is composed for the new size: as wide as it is (the event lines no
+    longer cut at the old width, none wrapped) and no taller (the header stays on the first line)."""
+    pane = panes(scene, *start)
+    pane.stable_screen(LAST_EVENT)
+    subprocess.run([*pane.tmux, "resize-window", "-t", pane.session, "-x", str(end[0]), "-y", str(end[1])],
+                   check=True)
+    wait_until(lambda: pane.screen().split("\n")[0].startswith("loki watch") and
+               max(len(line) for line in pane.screen().split("\n")) > start[0] if end[0] > start[0] else
+               max(len(line) for line in pane.screen().split("\n")) <= end[0], "a frame for the new width")
+    screen = pane.stable_screen(LAST_EVENT)
+    lines = screen.rstrip("\n").split("\n")
+    assert lines[0].startswith("loki watch · consuming") and len(lines) <= end[1]
+    assert max(len(line) for line in lines) <= end[0]
+    if end[0] == 200:
+        assert normalised(screen, scene) == (watchgolden.GOLDEN / "tmux-200x60.txt").read_text().rstrip("\n")
+    pane.keys("q")
+    assert pane.exit_code() == 0

@@ -253,3 +253,38 @@ def _breaker(name: str, state: str, cooldown: int | None) -> dict[str, Any]:
 def _signal(n: int) -> dict[str, Any]:
     return {"event": "signal", "timestamp": f"2026-01-25T10:00:{n:02d}Z", "name": "DOCS_NEEDED", "outcome": "logged",
             "detail": f"note {n}"}
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_escalation_panel_always_shows_the_id_loki_approve_takes(width: int) -> None:
+    """A long task id (a strike escalation's) and a long escalation id at 80 columns: the task column gives
+    way (the id ends with the task), never the escalation's id, which is what `loki approve` is typed with."""
+    snap = _snapshot()
+    items = [{"id": "20261127T003224Z-strike-53d723de6f4b91c2", "task_id": "strike-53d723de6f4b91c2",
+              "trigger": "strike 3 on a call that keeps failing", "created_at": "2026-11-27T00:32:24Z", "open": True},
+             {"id": "20261127T003333Z-inv-reserve", "task_id": "inv-reserve", "trigger": "drift detected twice",
+              "created_at": "2026-11-27T00:33:33Z", "open": True}]
+    snap["escalations"] = {"open": 2, "items": items}
+    lines = plain(compose(snap, Feed(), View(), width, 24)).split("\n")
+    head = next(n for n, line in enumerate(lines) if line.startswith("open escalations"))
+    assert lines[head + 1].split()[-1] == "escalation"
+    assert lines[head + 2].split()[-1] == "20261127T003224Z-strike-53d723de6f4b91c2"
+    assert lines[head + 3].split()[-1] == "20261127T003333Z-inv-reserve"
+    assert max(cells(line) for line in lines) <= width
+
+
+def test_the_feed_keeps_events_in_time_order() -> None:
+    """A signal applied at 35:59 and a breaker opened at 35:58 that activity reported a moment later: the
+    feed shows the breaker first; equal times keep the order they came in."""
+    feed = Feed(capacity=3)
+    feed.add(_signal(59), "2026-01-25T10:01:00Z")
+    feed.add({"event": "breaker", "timestamp": "2026-01-25T10:00:58Z", "change": "opened", "breaker": "api",
+              "detail": "api (3 failures within 60s)"}, "2026-01-25T10:01:00Z")
+    feed.add(_signal(58), "2026-01-25T10:01:00Z")
+    assert [(e.stamp, e.label) for e in feed.entries] == [("10:00:58", "breaker"), ("10:00:58", "signal"),
+                                                          ("10:00:59", "signal")]
+    feed.add(_signal(10), "2026-01-25T10:01:00Z")  # full: the oldest goes, whichever was added first
+    assert [e.stamp for e in feed.entries] == ["10:00:58", "10:00:58", "10:00:59"]
+    assert feed.total == 4
+    feed.add({"event": "started", "detail": "consuming"}, "2026-01-25T10:01:00Z")  # no timestamp: now
+    assert [e.stamp for e in feed.entries][-1] == "10:01:00"

@@ -95,6 +95,8 @@ def review(
     if result["decisions"]:
         table(f"dead-letter review at {result['reviewed_at']}", ["task", "action", "why"],
               [[d["task_id"], d["action"], d["reason"]] for d in result["decisions"]])
+    for left in (d for d in result["decisions"] if d.get("next")):
+        say(f"next: {left['task_id']}: {left['next']}")
     counts = result["counts"]
     say(f"reviewed {plural(result['entries'], 'entry', 'entries')}: "
         f"{counts['retry']} retried, {counts['abandon']} abandoned, "
@@ -144,7 +146,8 @@ def propose(
     if json_output:
         print_json(entry)
     else:
-        say(f"{task_id}: the next review will retry it with: {entry['new_approach']}")
+        say(f"{task_id}: the next review retries it with: {entry['new_approach']}")
+        say(f"next: {entry['next']}")
 
 
 @app.command("abandon")

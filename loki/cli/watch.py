@@ -102,7 +102,10 @@ def _live(watcher: Any, refresh: float) -> None:
     def frame() -> Any:
         if state["snap"] is None or not view.paused:
             state["snap"] = dashboard.snapshot(consuming=watcher.consuming, holder=watcher.holder)
-        width, height = screen.size
+        # The terminal's size now, not the console's: the console was made as wide as the terminal was
+        # at start and keeps that width, so a grown window kept 80 columns and a shrunk one got wrapped lines.
+        width, height = _terminal_size(screen.size)
+        screen.size = (width, height)
         return to_text(compose(state["snap"], feed, view, width, height))
 
     def on_resize(signum: int, frame_: Any) -> None:
@@ -132,6 +135,17 @@ def _live(watcher: Any, refresh: float) -> None:
                 state["drawn"] = time.monotonic()
 
         watcher.run(on_cycle=draw)
+
+
+def _terminal_size(fallback: Any) -> tuple[int, int]:
+    """The size of the terminal stdout is, asked each frame (SIGWINCH only says it changed)."""
+    import os
+
+    try:
+        size = os.get_terminal_size(sys.stdout.fileno())
+    except (OSError, ValueError):  # not a terminal after all (LOKI_FORCE_TTY): what the console says
+        return int(fallback[0]), int(fallback[1])
+    return size.columns, size.lines
 
 
 class _NoKeys:

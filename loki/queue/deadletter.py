@@ -15,7 +15,7 @@ from loki.errors import InvalidArgument, NotFound
 from loki.queue import history
 from loki.queue.tasks import add_note, clear_claim, start_fresh_budget
 from loki.storage.paths import check_id
-from loki.wording import plural
+from loki.wording import dead_letter_next, duration, plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -91,10 +91,23 @@ class DeadLetter:
         with self.store.tasks().transaction() as unit:
             entry = _entry(unit, task_id)
             entry["new_approach"] = approach.strip()
-            history.record(entry["task_data"], "proposed", self.store.now_ts(), by=by,
+            now = self.store.now_ts()
+            history.record(entry["task_data"], "proposed", now, by=by,
                            detail=f"next review retries it with: {approach.strip()}")
             unit.update_dead_letter(entry)
-        return entry
+            due = self._next_review_after(unit.dead_letter_metadata().get("last_reviewed"), now)
+        # The review may be a day away: say when, and the command that does not wait for it.
+        wait = f" (in {duration((parse_ts(due) - parse_ts(now)).total_seconds())})" if due else ""
+        later = f"the next review, after {due}{wait}," if due else "the next review (due now: the next session start)"
+        return entry | {"next_review_after": due,
+                        "next": f"{later} retries it; `loki deadletter review --force` retries it now"}
+
+    def _next_review_after(self, last: str | None, now: str) -> str | None:
+        """When the review is next due (None: it is due now, never run or its interval over)."""
+        if last is None:
+            return None
+        due = format_ts(add_seconds(parse_ts(last), float(self._setting("review_interval_hours")) * 3600))
+        return due if parse_ts(now) < parse_ts(due) else None
 
     def abandon(self, task_id: str, reason: str, *, by: str | None = None) -> dict[str, Any]:
         """Human explicitly abandons: into abandoned.json with the reason (``by``: who)."""
@@ -210,8 +223,13 @@ class DeadLetter:
             self._emit(escalation)
         counts = {action: sum(1 for d in decisions if d["action"] == action)
                   for action in ("retry", "abandon", "escalate", "leave")}
-        return {"skipped": False, "reviewed_at": now, "entries": len(decisions), "counts": counts,
-                "decisions": decisions, "metadata": metadata, "clock_skew": skew}
+        result = {"skipped": False, "reviewed_at": now, "entries": len(decisions), "counts": counts,
+                  "decisions": decisions, "metadata": metadata, "clock_skew": skew}
+        from loki.queue import tasklog
+
+        # For the live view's feed: every review, wherever it ran (a watcher started later reads them back).
+        tasklog.append(self.store, [tasklog.review_event(result, counts["leave"] + counts["escalate"])])
+        return result
 
     def _decide(self, entry: dict[str, Any], states: _TaskStates) -> dict[str, Any]:
         from loki.hooks.errorscan import normalise_error
@@ -259,13 +277,16 @@ class DeadLetter:
             if dep_state in ("cancelled", "abandoned"):
                 return decision("abandon", f"dependency {dep} will never complete (was {dep_state})")
         if entry.get("escalated_at"):
-            return decision("leave", f"escalated at {entry['escalated_at']}; awaiting a human decision")
+            return decision("leave", f"escalated at {entry['escalated_at']}; awaiting a human decision",
+                            next=f"loki approve {task_id} --decision approve|cancel|clarify (or "
+                                 f"{dead_letter_next(task_id)})")
         labels = sorted(set(task.get("labels", [])) & set(self._setting("escalation_labels")))
         if labels:
             return decision("escalate", f"security-critical task ({', '.join(labels)}) failed")
         if human:
             return decision("escalate", "recovery strategy requires_human_review")
-        return decision("leave", "no retry condition, abandon criterion or escalation trigger applies yet")
+        return decision("leave", "no retry condition, abandon criterion or escalation trigger applies yet",
+                        next=dead_letter_next(task_id))
 
     def _systemic_groups(self, entries: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         needed = int(self._setting("systemic_root_cause_count"))

@@ -10,7 +10,7 @@ the queue calls it.
 from __future__ import annotations
 
 from loki.clock import ts_before
-from loki.queue.readiness import DependencyIndex, explain, never_ready
+from loki.queue.readiness import DependencyIndex, behind_dead_letter, explain, never_ready
 from loki.storage import layout
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -103,7 +103,10 @@ def ready_rows(tasks: TaskStore, store: StateStore, *, now: str, not_after: str,
     pending = view.tasks("pending")
     chosen = [t for t in pending if fits(t)]
     waiting = [t for t in chosen if t.get("dependencies")]
-    stuck = never_ready([*pending, *view.tasks("blocked")], deps.state_of) if waiting else {}
-    rows = explain(chosen, now=now, not_after=not_after, deps=deps, stuck=stuck, refusal=BreakerView(store).refusal)
+    on_hold = [*pending, *view.tasks("blocked")] if waiting else []
+    stuck = never_ready(on_hold, deps.state_of) if waiting else {}
+    behind = behind_dead_letter(on_hold, deps.state_of) if waiting else {}
+    rows = explain(chosen, now=now, not_after=not_after, deps=deps, stuck=stuck, refusal=BreakerView(store).refusal,
+                   behind=behind)
     expired = [t["id"] for t in view.tasks("in-progress") if t.get("lease_until") and ts_before(t["lease_until"], now)]
     return {"pending": len(pending), "rows": rows, "expired": expired}

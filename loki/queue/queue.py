@@ -25,7 +25,7 @@ from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, Nothi
 from loki.queue import history
 from loki.queue.compat import RUNTIME_HOLDER
 from loki.queue.deadentry import make_entry
-from loki.queue.readiness import DEAD_STATES, DependencyIndex, never_ready, select_ready
+from loki.queue.readiness import DEAD_STATES, DependencyIndex, behind_dead_letter, never_ready, select_ready
 from loki.queue.tasks import (
     DEFAULT_TYPE,
     ERROR_TYPES,
@@ -538,14 +538,17 @@ class Queue:
 
         deps = DependencyIndex(unit)
         stuck: dict[str, dict[str, str]] = {}
+        behind: dict[str, dict[str, str]] = {}
         if task["dependencies"] and not deps.all_completed(task["dependencies"]):
             # Only the chain it waits on decides whether it can ever be ready: read that, not every task.
-            stuck = never_ready(unit.waiting_chain([task["id"]]), deps.state_of)
+            chain = unit.waiting_chain([task["id"]])
+            stuck = never_ready(chain, deps.state_of)
+            behind = behind_dead_letter(chain, deps.state_of)
         gate = _TypeBreakers(self.store)
         # The breaker is asked last, and only for a task otherwise ready: in HALF_OPEN the check
         # takes the single probe slot, which belongs to the claim that takes the task.
         rows = explain([task], now=now, not_after=self._skew_bound(now), deps=deps, stuck=stuck,
-                       refusal=lambda type_, first: gate.refusal(type_) if first else None)
+                       refusal=lambda type_, first: gate.refusal(type_) if first else None, behind=behind)
         return [reason["text"] for reason in rows[0]["reasons"]]
 
     def _take(self, unit: TaskTxn, best: dict[str, Any], agent: str, now_dt: datetime, lease: float) -> None:
@@ -698,6 +701,10 @@ class Queue:
                                    error_type=error_type, error_message=error)
             outcome = self.record_failure(unit, task, attempt, now_dt, final=final)
         self.report_dead_letters(unit.dead_lettered)
+        from loki.queue import tasklog
+
+        # After the commit, for the live view's feed: the failure and where it sent the task.
+        tasklog.append(self.store, [tasklog.failure_event(outcome, attempt, format_ts(now_dt))])
         return outcome
 
     def _add_discovered_dependencies(self, unit: TaskTxn, task: dict[str, Any], deps: list[str], now: str,

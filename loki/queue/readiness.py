@@ -159,6 +159,19 @@ def never_ready(waiting: Iterable[dict[str, Any]], state_of: Callable[[str], str
     Linear in the tasks and their dependencies (a breadth-first walk back from the dead tasks),
     so ``ready --explain`` and ``validate`` stay cheap with long chains at 10,000 pending.
     """
+    return _chains_to(waiting, state_of, DEAD_STATES)
+
+
+def behind_dead_letter(waiting: Iterable[dict[str, Any]],
+                       state_of: Callable[[str], str | None]) -> dict[str, dict[str, str]]:
+    """Tasks among ``waiting`` that wait, through other waiting tasks, on a dead-letter task: shaped as
+    :func:`never_ready` says. Nothing moves a dead-letter task on but a person or the daily review, so
+    ``ready --explain`` names the command at the end of the chain, not only the pending task in front."""
+    return _chains_to(waiting, state_of, ("dead-letter",))
+
+
+def _chains_to(waiting: Iterable[dict[str, Any]], state_of: Callable[[str], str | None],
+               root_states: Collection[str]) -> dict[str, dict[str, str]]:
     by_id = {t["id"]: t for t in waiting}
     dependents: dict[str, list[str]] = {}
     level: dict[str, int] = {}
@@ -166,7 +179,7 @@ def never_ready(waiting: Iterable[dict[str, Any]], state_of: Callable[[str], str
     for task in by_id.values():
         for dep in task.get("dependencies", []):
             dependents.setdefault(dep, []).append(task["id"])
-            if dep not in by_id and dep not in level and state_of(dep) in DEAD_STATES:
+            if dep not in by_id and dep not in level and state_of(dep) in root_states:
                 level[dep] = 0
                 frontier.append(dep)
     order: list[str] = []
@@ -194,14 +207,18 @@ def never_ready(waiting: Iterable[dict[str, Any]], state_of: Callable[[str], str
 
 
 def explain(pending: list[dict[str, Any]], *, now: str, not_after: str, deps: DependencyIndex,
-            stuck: dict[str, dict[str, str]], refusal: Callable[[Any, bool], str | None]) -> list[dict[str, Any]]:
+            stuck: dict[str, dict[str, str]], refusal: Callable[[Any, bool], str | None],
+            behind: dict[str, dict[str, str]] | None = None) -> list[dict[str, Any]]:
     """Every task of ``pending`` in claim order, each ``{"task", "ready", "reasons"}``.
 
     ``reasons`` is every reason the task is not ready (empty when it is), each ``{"reason"`` (one of
     :data:`REASONS`), ``"text"``, and the facts: ``"until"``, ``"dependency"``, ``"state"``, ``"root"``
     ``}``. ``stuck`` is :func:`never_ready` of the waiting tasks; ``refusal(type, first)`` is why the
     type's breaker refuses a claim now (None: it lets one through), ``first`` true for the first
-    otherwise-ready task of that type (a HALF_OPEN breaker lets exactly one through).
+    otherwise-ready task of that type (a HALF_OPEN breaker lets exactly one through). ``behind`` is
+    :func:`behind_dead_letter` of the waiting tasks: a dependency on a dead-letter task, or on a waiting
+    task behind one, names the task at the end of the chain (``root``) and the command that moves it
+    on (``next``).
     """
     rows: list[dict[str, Any]] = []
     seen_types: set[Any] = set()
@@ -218,8 +235,7 @@ def explain(pending: list[dict[str, Any]], *, now: str, not_after: str, deps: De
             for dep in task.get("dependencies", []):
                 state = deps.state_of(dep)
                 if state != "completed":
-                    reasons.append({"reason": DEPENDENCY, "dependency": dep, "state": state,
-                                    "text": f"waits on {dep!r} ({state or 'no such task'})"})
+                    reasons.append(_dependency_reason(dep, state, (behind or {}).get(str(dep))))
         refused = refusal(task.get("type"), not reasons and task.get("type") not in seen_types)
         if refused is not None:
             reasons.append({"reason": BREAKER, "text": refused})
@@ -227,6 +243,22 @@ def explain(pending: list[dict[str, Any]], *, now: str, not_after: str, deps: De
             seen_types.add(task.get("type"))
         rows.append({"task": task, "ready": not reasons, "reasons": reasons})
     return rows
+
+
+def _dependency_reason(dep: str, state: str | None, chain: dict[str, str] | None) -> dict[str, Any]:
+    reason: dict[str, Any] = {"reason": DEPENDENCY, "dependency": dep, "state": state,
+                              "text": f"waits on {dep!r} ({state or 'no such task'})"}
+    root = dep if state == "dead-letter" else chain["root"] if chain is not None else None
+    if root is not None:
+        from loki.wording import dead_letter_next
+
+        if root != dep:
+            reason["root"] = root
+            reason["text"] += f", which waits on {root!r} (dead-letter)"
+        reason["next"] = dead_letter_next(root)
+        reason["text"] += (f": loki deadletter retry {root} moves it on (or deadletter propose or split, "
+                           "or queue close --wont-do)")
+    return reason
 
 
 def _gate_reason(task: dict[str, Any], gate: str, until: str) -> dict[str, Any]:

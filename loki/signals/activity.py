@@ -12,7 +12,9 @@ is new:
 * **escalations**: files appearing in ``escalations/`` (opened) and files gaining a Resolution
   section (resolved), each re-read only when it changed;
 * **dead-letter reviews run elsewhere** (the session-start hook, ``loki deadletter review``): the
-  dead-letter file's ``metadata.last_reviewed`` moving.
+  dead-letter file's ``metadata.last_reviewed`` moving;
+* **task failures, moves to the dead-letter queue and every review**: ``logs/tasks.jsonl``
+  (:mod:`loki.queue.tasklog`), followed by log position like the breakers' log.
 
 Every event is a dict with ``event`` (its kind), ``timestamp`` and ``detail`` (one line for people),
 like the watcher's own, so ``--no-tui`` prints them and ``--json`` writes them as they are. A
@@ -30,6 +32,7 @@ from __future__ import annotations
 import re
 
 from loki.breakers.breakers import RECOVERY_LOG
+from loki.queue import tasklog
 from loki.signals import outcomes
 from loki.signals.ticks import EVENTS_LOG
 from loki.storage import layout
@@ -177,6 +180,7 @@ class Activity:
         self.store = store
         self.escalations = EscalationFiles(store)
         self._breaker_position: Any = None
+        self._tasks_position: Any = None
         self._strikes: dict[str, tuple[Hashable | None, set[tuple[Any, ...]], dict[str, dict[str, Any]]]] = {}
         self._open: dict[str, bool] = {}
         self._deadletter: tuple[Hashable | None, dict[str, Any] | None] = (None, None)
@@ -186,6 +190,7 @@ class Activity:
     def start(self) -> None:
         """Remember where everything is now: only what happens after this is reported."""
         self._breaker_position = self.store.log_end(RECOVERY_LOG)
+        self._tasks_position = self.store.log_end(tasklog.LOG)
         for source in (self._strike_events, self._escalation_events, self._review_events):
             self._guarded(source)
         self.started = True
@@ -196,9 +201,10 @@ class Activity:
             self.start()
             return []
         events: list[dict[str, Any]] = []
-        for source in (self._breaker_events, self._strike_events, self._escalation_events, self._review_events):
+        for source in (self._breaker_events, self._strike_events, self._escalation_events, self._task_events,
+                       self._review_events):
             events.extend(self._guarded(source))
-        return events
+        return once(events)  # a review is in the tasks' log and in the dead-letter file's metadata
 
     def _guarded(self, source: Any) -> list[dict[str, Any]]:
         from loki.errors import LokiError
@@ -224,6 +230,12 @@ class Activity:
         lines, self._breaker_position = self.store.read_after(RECOVERY_LOG, self._breaker_position)
         events = (breaker_event(line.data.decode("utf-8", "replace")) for line in lines if line.data is not None)
         return [event for event in events if event is not None]
+
+    def _task_events(self) -> list[dict[str, Any]]:
+        if not self.store.log_valid(tasklog.LOG, self._tasks_position):
+            self._tasks_position = None
+        lines, self._tasks_position = self.store.read_after(tasklog.LOG, self._tasks_position)
+        return outcomes.parse_lines(b"\n".join(line.data for line in lines if line.data is not None))
 
     def _strike_events(self) -> list[dict[str, Any]]:
         from loki.strikes.tiers import Tiers
@@ -315,6 +327,7 @@ def history(store: Store, limit: int = 100) -> list[dict[str, Any]]:
     events += _recorded_strikes(store)
     events += [escalation_event(row, "opened", store.now_ts()) for row in EscalationFiles(store).rows()
                if row.get("created_at")]
+    events += tasklog.tail(store, HISTORY_BYTES)  # before the file's last review: its words win a tie
     deadletter = store.tasks().dead_letter_doc()
     if deadletter["metadata"].get("last_reviewed"):
         events.append(review_event(deadletter["metadata"], None, len(deadletter["tasks"])))

@@ -2,7 +2,7 @@
 
 An event is a dict from the watcher (``signal``, ``tick``, ``started``, ``stopped``, ``error``,
 ``warning``) or from :mod:`loki.signals.activity` (``breaker``, ``strike``, ``escalation``,
-``review``). :func:`entry` says it for the feed: a time, a one-word label (what kind of thing
+``review``, ``task``). :func:`entry` says it for the feed: a time, a one-word label (what kind of thing
 happened), the text, and a tone the terminal colours (``ok``, ``warn``, ``bad``, ``dim`` or plain).
 :func:`event_line` is the ``--no-tui`` line: the time, then the same words.
 
@@ -33,14 +33,16 @@ STRIKE_TONE = {"record": "", "warn": "warn", "stop": "bad"}
 class Entry:
     """One line of the feed."""
 
-    __slots__ = ("label", "stamp", "text", "tone")
+    __slots__ = ("at", "label", "stamp", "text", "tone")
 
-    def __init__(self, stamp: str, label: str, text: str, tone: str = "") -> None:
+    def __init__(self, stamp: str, label: str, text: str, tone: str = "", at: str = "") -> None:
         self.stamp = stamp
         """``HH:MM:SS`` (UTC, like every timestamp loki writes)."""
         self.label = label
         self.text = text
         self.tone = tone
+        self.at = at
+        """The whole timestamp, which orders the feed."""
 
     def __repr__(self) -> str:
         return f"Entry({self.stamp!r}, {self.label!r}, {self.text!r}, {self.tone!r})"
@@ -81,6 +83,8 @@ def entry(event: dict[str, Any], now: str) -> Entry:
         return Entry(stamp, "escalation", f"{change}: {detail}", "ok" if change == "resolved" else "bad")
     if kind == "review":
         return Entry(stamp, "review", detail)
+    if kind == "task":  # loki.queue.tasklog: an attempt failed, or the task left the queue for good
+        return Entry(stamp, "task", detail, "warn" if event.get("change") == "failed" else "bad")
     tone = {"error": "bad", "warning": "warn"}.get(kind, "dim")
     return Entry(stamp, "watch" if kind in ("started", "stopped") else kind, f"{kind}: {detail}", tone)
 
@@ -98,7 +102,7 @@ def event_line(event: dict[str, Any], now: str) -> str:
         return f"{stamp} {event.get('name')} {event.get('outcome')}: {event.get('detail')}{_seen(event)}"
     if kind == "tick":
         return f"{stamp} tick {event.get('action')}: {event.get('detail')}{_seen(event)}"
-    if kind in ("breaker", "strike", "escalation"):
+    if kind in ("breaker", "strike", "escalation", "task"):
         item = entry(event, now)
         return f"{stamp} {item.label} {item.text}"
     return f"{stamp} {kind}: {event.get('detail')}"
@@ -113,8 +117,21 @@ class Feed:
         """Entries ever added: a position in the feed that survives the buffer dropping old ones."""
 
     def add(self, event: dict[str, Any], now: str) -> None:
-        self.entries.append(entry(event, now))
+        """Add ``event`` where its time puts it: the sources are read one after the other (signals, then
+        what other processes did), so a breaker opened a second before a signal may arrive after it.
+        Equal times keep the order they came in; a full feed drops its oldest entry."""
+        item = entry(event, now)
+        item.at = str(event.get("timestamp") or now)
         self.total += 1
+        index = len(self.entries)
+        while index > 0 and self.entries[index - 1].at > item.at:
+            index -= 1
+        if len(self.entries) == self.entries.maxlen:
+            if index == 0:
+                return  # older than everything kept: it would be the one dropped
+            self.entries.popleft()
+            index -= 1
+        self.entries.insert(index, item)
 
     def extend(self, events: list[dict[str, Any]], now: str) -> None:
         for event in events:

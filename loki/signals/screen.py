@@ -9,8 +9,8 @@ tested without a terminal, and an 80x24 terminal gets a screen made for it:
 * **columns shrink by short forms first** (``lease left`` -> ``lease``, ``EXPIRED 40s ago`` ->
   ``-40s``, a full timestamp -> ``10:00:02``, the tree's path -> its project's name); only free
   text (a title, a trigger, an event's detail) and, as a last resort, a name too long for any
-  column is cut, with ``…``. A column that does not fit at all is left out (the escalation's id:
-  ``loki escalations list`` has it), never squeezed into ``p… i… b…``;
+  column is cut, with ``…``. A column that does not fit at all is left out (an escalation's task:
+  the escalation's id, which ``loki approve`` takes, ends with it), never squeezed into ``p… i… b…``;
 * **panels fit or scroll**: the header, the queue counts and the key line always show; the rows
   left are shared between the in-progress tasks (soonest lease first), the open escalations and
   the feed of events, each saying how many it does not show; breakers take one line (the unusual
@@ -55,7 +55,7 @@ HELP = (
     ("  queue", "tasks per state (held: in progress, dead: dead-letter)"),
     ("  breakers", "circuit breakers that are not CLOSED, and how many are"),
     ("  in progress", "held tasks, the soonest lease first; the tick requeues EXPIRED"),
-    ("  escalations", "waiting for a human: loki escalations show ID, loki approve TASK"),
+    ("  escalations", "waiting for a human: loki approve ID (the id shown), loki escalations show ID"),
     ("  events", "signals applied, leases expired, reviews, breaker changes,"),
     ("", "strikes and escalations; --no-tui prints the same as lines"),
 )
@@ -508,9 +508,11 @@ def escalations_panel(escalations: dict[str, Any], width: int, rows: int) -> lis
     title = squeeze([["open escalations"], [f"({total}{more})", f"({total}, {len(items)} shown)"]], width, " ", [1])
     columns = [
         Column(["opened"], [time_forms(e.get("created_at"))[1:] or ["-"] for e in items]),
-        Column(["task"], [[clean(e.get("task_id") or "-")] for e in items], cap=max(12, width // 4)),
+        # The escalation's id is what `loki approve` is typed with, and it ends with the task's id: when
+        # the line is short, the task column gives way, never the id.
+        Column(["task"], [[clean(e.get("task_id") or "-")] for e in items], optional=1, cap=max(12, width // 4)),
         Column(["trigger"], [[clean(e.get("trigger") or "")] for e in items], flex=True, minimum=16),
-        Column(["escalation"], [[clean(e.get("id"))] for e in items], optional=1, cap=60),
+        Column(["escalation"], [[clean(e.get("id"))] for e in items], cap=60),
     ]
     return [[(" ".join(title), "head")], *table(columns, width)]
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     import psycopg
 
-EXTRA = "pip install 'loki[postgres]'"
+EXTRA = "pip install 'loki-state[postgres]'"  # the distribution's name: `loki` on the index is another project
 URL_ENV = "LOKI_DATABASE_URL"
 RETRY_ENV = "LOKI_DB_RETRY_SECONDS"
 DEFAULT_RETRY_SECONDS = 10.0
