@@ -162,7 +162,11 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]], *, dropp
     # Even so too wide: timestamps and words fold; the first column (the id) last, when it alone is too wide.
     squeezed = layout.needed(columns, cells, keep) > width
     id_fits = not squeezed or layout.squeezed_fit(columns, cells, keep, width)
-    grid = Table(title=None if title is None else for_terminal(title), show_header=True, header_style="bold",
+    from rich.text import Text
+
+    # Cells and the title are Text, never markup: a title "[red]x" or "[link=URL]" stored by an agent is shown
+    # as written, not styled or turned into a hyperlink (issue 23); the headers are loki's own words.
+    grid = Table(title=None if title is None else Text(for_terminal(title)), show_header=True, header_style="bold",
                  title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     shared = None if squeezed else layout.shared_widths(columns, cells, keep, width)
     for position, index in enumerate(keep):
@@ -172,7 +176,7 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]], *, dropp
         grid.add_column(columns[index], no_wrap=fixed, min_width=least, overflow="fold",
                         width=None if shared is None else shared[position])
     for row in cells:
-        grid.add_row(*[row[index] for index in keep])
+        grid.add_row(*[Text(row[index]) for index in keep])
     console().print(grid)
 
 

@@ -135,7 +135,8 @@ def show(
 
         from loki.textsafe import for_terminal
 
-        console().print(Markdown(for_terminal(body)))
+        # no hyperlinks: a Markdown link an agent wrote would be an OSC 8 link to any URL (shown as text instead)
+        console().print(Markdown(for_terminal(body), hyperlinks=False))
     if result["open"] and result["tasks"]:
         say(f"decide with `loki approve {result['id']} --decision approve|cancel|clarify`, or close it with "
             f"`loki escalations close {result['id']} --note ...`")
