@@ -199,7 +199,7 @@ def test_status_of_every_breaker(root: Path) -> None:
     assert rows[0][:6] == ["api/claude", "OPEN", "3/3", "0/3", "300s", "2026-01-25T10:05:00Z"]
     assert rows[1][:6] == ["api/codex", "HALF_OPEN", "0/3", "1/3", "", "2026-01-25T10:00:07Z"]
     assert rows[2][0] == long_name  # never truncated
-    drawn = cli(["breaker", "status"], root=root, env={"LOKI_FORCE_TTY": "120"}).stdout.splitlines()
+    drawn = cli(["breaker", "status"], root=root, env={"LOKI_NOW": NOW, "LOKI_FORCE_TTY": "120"}).stdout.splitlines()
     assert drawn[0].split() == ["name", "state", "failures", "cooldown", "left"]
     assert long_name in drawn[-1] and max(map(len, drawn)) <= 120  # names whole; 3 columns gave way
     data = run(["breaker", "status", "--json"], root).json()

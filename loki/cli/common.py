@@ -138,8 +138,9 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]], *, dropp
     rows without a header, nothing cut (gh's rule; a titled table's title goes first, on its own line).
 
     On a terminal the first column (what you copy into the next command: an id, a file), every column of
-    timestamps and every header are never cut or wrapped: the other columns wrap between words. When even
-    that does not fit, the ``droppable`` columns are left out, in the order given (``loki/cli/layout.py``).
+    timestamps and every header are never cut or wrapped: the other columns wrap between words. A column empty
+    in every row is left out, and when even that does not fit, the ``droppable`` columns are left out, in the
+    order given (``loki/cli/layout.py``).
     """
     from loki.cli.output import terminal_width, write_plain_rows
     from loki.textsafe import for_terminal
@@ -158,6 +159,12 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]], *, dropp
     from loki.cli import layout
 
     cells = [["" if cell is None else for_terminal(str(cell)) for cell in row] for row in rows]
+    # A column empty in every row (no holder, no lease, while nothing is claimed) says nothing on a terminal and
+    # takes the width from the text; a pipe keeps every field, so that `cut -f` finds each where it always is.
+    drawn = [index for index in range(len(columns)) if index == 0 or any(row[index] for row in cells)]
+    if len(drawn) < len(columns):
+        columns = [columns[index] for index in drawn]
+        cells = [[row[index] for index in drawn] for row in cells]
     keep = layout.columns_that_fit(columns, cells, width, droppable)
     # Even so too wide: timestamps and words fold; the first column (the id) last, when it alone is too wide.
     squeezed = layout.needed(columns, cells, keep) > width

@@ -119,5 +119,6 @@ def print_compact(report: dict[str, Any]) -> None:
 
 
 def _short(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    from loki.wording import shorten
+
+    return shorten(text, limit)

@@ -36,6 +36,7 @@ from loki.signals import emit as signals
 from loki.signals import types as signaltypes
 from loki.storage import jsonio, layout
 from loki.storage.paths import check_id, resource_dir
+from loki.wording import shorten
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -109,9 +110,7 @@ def attempts_table(attempts: list[dict[str, Any]]) -> str:
         return "(no failed attempts recorded)"
     rows = ["| # | When | Agent | Approach | Error type | Error |", "|---|---|---|---|---|---|"]
     for a in attempts:
-        message = " ".join(str(a.get("error_message", "")).split())
-        if len(message) > 300:
-            message = message[:297] + "..."
+        message = shorten(str(a.get("error_message", "")), 300)  # on a word boundary
         cells = [str(a.get("attempt_number")), a.get("timestamp", ""), a.get("agent_id", ""), a.get("approach", ""),
                  a.get("error_type", ""), message]
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
