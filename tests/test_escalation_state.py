@@ -34,7 +34,7 @@ VECTORS = {
 
 
 @pytest.mark.parametrize("vector", sorted(VECTORS))
-def test_free_text_carrying_the_resolution_heading_never_closes_an_escalation(backend_store: Any,
+def test_free_text_carrying_the_resolution_heading_never_closes_an_escalation(backend_store: Any, backend: str,
                                                                               vector: str) -> None:
     title, analysis, options = VECTORS[vector]
     Queue(backend_store).add(title, task_id="t1")
@@ -47,7 +47,8 @@ def test_free_text_carrying_the_resolution_heading_never_closes_an_escalation(ba
     assert "### Resolution" not in text.splitlines()
     assert "\\### Resolution" in text or "\\----------" in text
     briefing = handlers._escalations_section(backend_store, {})  # the session briefing's section on them
-    assert briefing is not None and f"escalations/{row['file']}" in briefing
+    named = f"escalations/{row['file']}" if backend == "file" else f"`loki escalations show {row['id']}`"
+    assert briefing is not None and named in briefing  # a database tree has no file to name (issue 23)
     # the human's decision is written, and then (only then) the escalation is resolved
     approve(backend_store, "t1", "approve", note="go", approver="alice")
     [after] = list_escalations(backend_store)
