@@ -115,9 +115,10 @@ def test_check_without_a_state_directory_says_so(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["breaker", "check", "api/claude"], (None, "api/claude", False)),
-    (["--root", "R", "breaker", "check", "x", "--json"], ("R", "x", True)),
-    (["breaker", "check", "x", "--root=R"], ("R", "x", False)),
+    (["breaker", "check", "api/claude"], (None, "api/claude", False, False)),
+    (["--root", "R", "breaker", "check", "x", "--json"], ("R", "x", True, False)),
+    (["breaker", "check", "x", "--root=R"], ("R", "x", False, False)),
+    (["breaker", "check", "--new", "x"], (None, "x", False, True)),
     (["breaker", "check", "--help"], None),
     (["breaker", "check", "-h"], None),
     (["breaker", "check"], None),
@@ -334,6 +335,11 @@ def test_a_misspelt_breaker_gets_a_did_you_mean(root: Path) -> None:
     status = cli(["breaker", "status", "api/cluade"], root=root)
     assert status.stdout.startswith("api/cluade: CLOSED (never recorded; did you mean api/claude?)\n")
     assert cli(["breaker", "status", "api/cluade", "--json"], root=root).json()["did_you_mean"] == "api/claude"
+    # api/claude is not CLOSED: a typo of it is refused, never a go-ahead past it (issue 23; tests/test_breaker_names.py)
+    for check in (loki_proc(["breaker", "check", "api/cluade"], root=root),  # the fast lane
+                  cli(["breaker", "check", "api/cluade"], root=root)):  # typer
+        assert check.code == 2 and check.stdout == "" and "did you mean api/claude?" in check.stderr
+    put(root, {"api/claude": {**OPEN, "state": "CLOSED", "cooldown_until": None}})
     for check in (loki_proc(["breaker", "check", "api/cluade"], root=root),  # the fast lane
                   cli(["breaker", "check", "api/cluade"], root=root)):  # typer
         assert check.code == 0 and check.stdout == "go: api/cluade is CLOSED\n"
