@@ -384,7 +384,7 @@ TABLE = {'': {'args': [],
                  'subcommands': {'close': 'Mark one escalation resolved (superseded, answered elsewhere); its...',
                                  'list': 'Escalation files, oldest first, and whether each is still open',
                                  'show': 'Render one escalation file: what failed, the attempts, the options,...'}},
- 'escalations close': {'args': ['escalation'],
+ 'escalations close': {'args': ['escalation:open'],
                        'option_help': {'--by': 'Who closes it (default: $USER)',
                                        '--help': 'Show the help',
                                        '--json': 'Print one JSON document on stdout (stable keys, for agents and '
