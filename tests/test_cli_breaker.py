@@ -335,7 +335,7 @@ def test_a_misspelt_breaker_gets_a_did_you_mean(root: Path) -> None:
     status = cli(["breaker", "status", "api/cluade"], root=root)
     assert status.stdout.startswith("api/cluade: CLOSED (never recorded; did you mean api/claude?)\n")
     assert cli(["breaker", "status", "api/cluade", "--json"], root=root).json()["did_you_mean"] == "api/claude"
-    # api/claude is not CLOSED: a typo of it is refused, never a go-ahead past it (issue 23; tests/test_breaker_names.py)
+    # api/claude is not CLOSED: a typo of it is refused, never a go-ahead past it (tests/test_breaker_names.py)
     for check in (loki_proc(["breaker", "check", "api/cluade"], root=root),  # the fast lane
                   cli(["breaker", "check", "api/cluade"], root=root)):  # typer
         assert check.code == 2 and check.stdout == "" and "did you mean api/claude?" in check.stderr

@@ -113,7 +113,7 @@ def test_hostile_text_through_every_human_facing_printer(root: Path, width: str)
     """On a terminal (rich draws, colours forced) and in a pipe (tab-separated rows)."""
     _hostile_tree(root)
     env = {**ENV, "FORCE_COLOR": "1", **({"LOKI_FORCE_TTY": width} if width else {})}
-    for command, runs in PRINTERS.items():
+    for runs in PRINTERS.values():
         for args in runs:
             done = cli(args, root=root, env=env)
             assert done.code == 0, (args, done.stderr)

@@ -69,7 +69,8 @@ def print_hits(query: str, hits: list[dict[str, Any]]) -> None:
         # visible (a stored error is hostile text: loki/textsafe.py).
         head = Text(f"{hit['rank']}. ", style="bold")
         head.append(for_terminal(f"{hit['tool']} `{_short(hit['command'], 100)}`"), style="bold")
-        head.append(for_terminal(f"  [{hit.get('error_class') or 'unknown'}] {seen}; branch {hit.get('branch') or '-'}"))
+        where = f"  [{hit.get('error_class') or 'unknown'}] {seen}; branch {hit.get('branch') or '-'}"
+        head.append(for_terminal(where))
         out.print(head, soft_wrap=True)
         out.print(Text("   ") + Text(for_terminal(_short(hit["error_message"], 200))), soft_wrap=True)
         snippet = highlighted(hit.get("snippet") or "")
@@ -78,7 +79,8 @@ def print_hits(query: str, hits: list[dict[str, Any]]) -> None:
         if hit["file_references"]:
             say(f"   at: {refs_text(hit['file_references'])}")
         if hit.get("resolution"):
-            out.print(Text("   ") + Text(for_terminal(resolution_line(hit["resolution"])), style="green"), soft_wrap=True)
+            fixed = for_terminal(resolution_line(hit["resolution"]))
+            out.print(Text("   ") + Text(fixed, style="green"), soft_wrap=True)
     say(f"{len(hits)} result(s) for {query!r}")
 
 

@@ -33,10 +33,10 @@ import os
 
 from loki.hooks.payload import HookError, work_dir
 from loki.memory import hints as memoryhints
+from loki.storage import layout
 from loki.strikes import callcount, gitbranch
 from loki.strikes import key as strikekey
 from loki.strikes import view as strikeview
-from loki.storage import layout
 from loki.strikes.tiers import STOP, WARN, Tiers, deny_reason, hash_chars, stop_text, warn_text
 from loki.wording import plural
 
