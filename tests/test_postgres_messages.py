@@ -93,3 +93,19 @@ def test_on_a_file_tree_signal_emit_names_its_file(root: Path) -> None:
     assert (root / "signals" / "DOCS_NEEDED").is_file()
     as_json = cli(["signal", "emit", "DOCS_NEEDED", "message=again", "--json"], root=root, env=ENV).json()
     assert as_json["path"] == "signals/DOCS_NEEDED.2"
+
+
+def test_on_a_database_tree_escalate_names_the_command_not_a_file(database_tree: Path, tmp_path: Path) -> None:
+    from loki.storage.tree import init_tree
+
+    files = tmp_path / "files" / ".loki"
+    init_tree(str(files))
+    for tree in (database_tree, files):
+        assert cli(["queue", "add", "x", "--id", "t1"], root=tree, env=ENV).code == 0
+        done = cli(["escalate", "t1", "--trigger", "security_decision"], root=tree, env=ENV)
+        assert done.code == 0, done.stderr
+        first = done.stdout.splitlines()[0]
+        if tree == files:
+            assert first == "escalated t1: escalations/20260125T100000Z-t1.md"
+        else:
+            assert first == "escalated t1: 20260125T100000Z-t1 (`loki escalations show 20260125T100000Z-t1`)"
