@@ -71,7 +71,7 @@ _HEADER = re.compile(r"^<!-- loki-escalation (\{.*\}) -->$")
 RESOLUTION_HEADING = "### Resolution"
 STATES = ("open", "resolved")
 """An escalation's ``state`` as its header records it."""
-_HEADING_LIKE = re.compile(r"^(\s{0,3})(#|```|~~~|[-=]+\s*$)", re.MULTILINE)
+_HEADING_LIKE = re.compile(r"^([ \t]{0,3})(#|```|~~~|[-=]+[ \t]*$)", re.MULTILINE)
 
 
 def template(store: Store) -> tuple[str, str]:
