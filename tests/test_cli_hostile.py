@@ -107,6 +107,7 @@ def _hostile_tree(root: Path) -> None:
     ErrorMemory(store).capture("Bash", {"command": f"make {HOSTILE}"}, f"error: {HOSTILE}", branch="main")
 
 
+@pytest.mark.slow  # ~30 commands, 2-4 s
 @pytest.mark.files
 @pytest.mark.parametrize("width", ["250", ""])
 def test_hostile_text_through_every_human_facing_printer(root: Path, width: str) -> None:

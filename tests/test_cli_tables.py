@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from loki.clock import ManualClock
+from loki.queue.queue import Queue
+from loki.storage.store import Store
 from loki.wording import shorten
 from tests.helpers import NOW, cli
 
@@ -37,11 +40,11 @@ def check_golden(name: str, actual: str) -> None:
                              f"{diff}")
 
 
-def _fifteen(root: Path) -> None:
+def _fifteen(root: Path) -> Queue:
+    queue = Queue(Store(root, clock=ManualClock(NOW)))
     for n in range(1, 16):
-        done = cli(["queue", "add", f"Implement step {n} of the onboarding flow, with its tests and docs",
-                    "--id", f"task-{n}"], root=root, env={"LOKI_NOW": NOW})
-        assert done.code == 0, done.stderr
+        queue.add(f"Implement step {n} of the onboarding flow, with its tests and docs", task_id=f"task-{n}")
+    return queue
 
 
 @pytest.mark.files
@@ -65,11 +68,11 @@ def test_fifteen_pending_tasks_give_the_width_to_the_titles(root: Path, width: s
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_state_listed_keeps_the_state_column(root: Path, width: str) -> None:
     env = {"LOKI_NOW": NOW}
-    _fifteen(root)
-    cli(["queue", "claim", "--agent", "eng-1", "--id", "task-2"], root=root, env=env)
-    cli(["queue", "complete", "task-2", "--agent", "eng-1"], root=root, env=env)
-    cli(["queue", "claim", "--agent", "eng-2", "--id", "task-3"], root=root, env=env)
-    cli(["queue", "cancel", "task-4", "--reason", "not needed"], root=root, env=env)
+    queue = _fifteen(root)
+    queue.claim("eng-1", task_id="task-2")
+    queue.complete("task-2", "eng-1")
+    queue.claim("eng-2", task_id="task-3")
+    assert cli(["queue", "cancel", "task-4", "--reason", "not needed"], root=root, env=env).code == 0
     drawn = cli(["queue", "list", "--state", "all"], root=root, env={**env, "LOKI_FORCE_TTY": width})
     assert drawn.code == 0, drawn.stderr
     assert drawn.stdout.splitlines()[0].split()[:2] == ["id", "state"]
