@@ -23,6 +23,22 @@ def attempt_failed(task: dict[str, Any]) -> str:
                                                                    if earlier else "")
 
 
+def shorten(text: str, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters: cut at a word boundary, ending in ``…`` when cut.
+
+    An error cut mid-word (``ConnectionRefusedError: [Errno 111] Connection ref``) reads as a different error;
+    a single word longer than the limit is the one thing cut inside (there is no boundary to cut at).
+    """
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return flat
+    head = flat[: limit - 1]
+    cut = head.rfind(" ")
+    if cut > 0 and flat[limit - 1] != " ":
+        head = head[:cut]
+    return head.rstrip(" ,;:") + "…"
+
+
 def duration(seconds: float | None) -> str:
     """``3725`` -> ``1h02m``, ``45`` -> ``45s``, ``-90`` -> ``-1m30s``; None -> ``""``."""
     if seconds is None:

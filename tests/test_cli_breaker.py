@@ -115,9 +115,10 @@ def test_check_without_a_state_directory_says_so(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["breaker", "check", "api/claude"], (None, "api/claude", False)),
-    (["--root", "R", "breaker", "check", "x", "--json"], ("R", "x", True)),
-    (["breaker", "check", "x", "--root=R"], ("R", "x", False)),
+    (["breaker", "check", "api/claude"], (None, "api/claude", False, False)),
+    (["--root", "R", "breaker", "check", "x", "--json"], ("R", "x", True, False)),
+    (["breaker", "check", "x", "--root=R"], ("R", "x", False, False)),
+    (["breaker", "check", "--new", "x"], (None, "x", False, True)),
     (["breaker", "check", "--help"], None),
     (["breaker", "check", "-h"], None),
     (["breaker", "check"], None),
@@ -199,7 +200,7 @@ def test_status_of_every_breaker(root: Path) -> None:
     assert rows[0][:6] == ["api/claude", "OPEN", "3/3", "0/3", "300s", "2026-01-25T10:05:00Z"]
     assert rows[1][:6] == ["api/codex", "HALF_OPEN", "0/3", "1/3", "", "2026-01-25T10:00:07Z"]
     assert rows[2][0] == long_name  # never truncated
-    drawn = cli(["breaker", "status"], root=root, env={"LOKI_FORCE_TTY": "120"}).stdout.splitlines()
+    drawn = cli(["breaker", "status"], root=root, env={"LOKI_NOW": NOW, "LOKI_FORCE_TTY": "120"}).stdout.splitlines()
     assert drawn[0].split() == ["name", "state", "failures", "cooldown", "left"]
     assert long_name in drawn[-1] and max(map(len, drawn)) <= 120  # names whole; 3 columns gave way
     data = run(["breaker", "status", "--json"], root).json()
@@ -334,6 +335,11 @@ def test_a_misspelt_breaker_gets_a_did_you_mean(root: Path) -> None:
     status = cli(["breaker", "status", "api/cluade"], root=root)
     assert status.stdout.startswith("api/cluade: CLOSED (never recorded; did you mean api/claude?)\n")
     assert cli(["breaker", "status", "api/cluade", "--json"], root=root).json()["did_you_mean"] == "api/claude"
+    # api/claude is not CLOSED: a typo of it is refused, never a go-ahead past it (tests/test_breaker_names.py)
+    for check in (loki_proc(["breaker", "check", "api/cluade"], root=root),  # the fast lane
+                  cli(["breaker", "check", "api/cluade"], root=root)):  # typer
+        assert check.code == 2 and check.stdout == "" and "did you mean api/claude?" in check.stderr
+    put(root, {"api/claude": {**OPEN, "state": "CLOSED", "cooldown_until": None}})
     for check in (loki_proc(["breaker", "check", "api/cluade"], root=root),  # the fast lane
                   cli(["breaker", "check", "api/cluade"], root=root)):  # typer
         assert check.code == 0 and check.stdout == "go: api/cluade is CLOSED\n"

@@ -69,6 +69,8 @@ if TYPE_CHECKING:
 RECOVERY_LOG = "logs/circuit-recovery.log"
 MAX_NAME_LENGTH = 200
 MAX_ERROR_LENGTH = 500
+SIMILAR_CUTOFF = 0.75
+"""How close (difflib's ratio) a never-recorded name must be to a recorded one to be taken for a typo of it."""
 MAX_TRIP_SECONDS = 10**9  # ~31 years: beyond this a datetime overflows long before anyone cares
 # Names may not hold control characters (C0, DEL, C1: they would break the one-line log format and
 # reach terminals), bidi overrides or lone surrogates (loki.textsafe.check_name). The schema's
@@ -558,7 +560,7 @@ class Breakers:
             return None
         import difflib
 
-        close = difflib.get_close_matches(name, sorted(doc), n=1, cutoff=0.75)
+        close = difflib.get_close_matches(name, sorted(doc), n=1, cutoff=SIMILAR_CUTOFF)
         return close[0] if close else None
 
     def _status_of(self, name: str, entry: dict[str, Any] | None, now: datetime) -> BreakerStatus:
@@ -616,7 +618,7 @@ class Breakers:
 
     # the gate ------------------------------------------------------------------------------------
 
-    def check(self, name: str) -> Decision:
+    def check(self, name: str, *, new: bool = False) -> Decision:
         """May a call through ``name`` go ahead now?
 
         CLOSED (or never used): yes. OPEN before ``cooldown_until``: no, with the seconds to wait.
@@ -624,10 +626,17 @@ class Breakers:
         decision has ``probe`` true and it must report the result -- no for everyone else.
         The common answers come from a lock-free read; the lock is taken only to write a
         transition or claim the probe slot, and the decision is then made again inside it.
+
+        A name never recorded that is close to a recorded breaker which is not CLOSED (``api/cluade``
+        while ``api/claude`` is OPEN) is most likely a typo that would go past the open breaker:
+        :class:`~loki.errors.InvalidArgument` (exit 2) naming it, unless ``new`` says the name is meant.
         """
         check_name(name)
-        entry = self.store.read(layout.BREAKERS).get(name)
+        doc = self.store.read(layout.BREAKERS)
+        entry = doc.get(name)
         now = self.store.clock.now()
+        if entry is None and doc and not new:
+            self._refuse_a_typo(name, doc, now)
         quick = self._decide_without_lock(name, entry, now)
         if quick is not None:
             return quick
@@ -643,6 +652,22 @@ class Breakers:
                 self._commit(txn, doc, machine)
         probe = allowed and machine.state is State.HALF_OPEN
         return self._decision(machine, now, allowed, retry_at, probe)
+
+    def _refuse_a_typo(self, name: str, doc: dict[str, Any], now: datetime) -> None:
+        import difflib
+
+        close = difflib.get_close_matches(name, sorted(doc), n=1, cutoff=SIMILAR_CUTOFF)
+        if not close:
+            return
+        similar = close[0]
+        state = effective(similar, doc[similar], self.settings(similar), now).state
+        if state is State.CLOSED:
+            return  # nothing to go past: the note after the go-ahead is enough
+        raise InvalidArgument(
+            f"no breaker {name!r} was ever recorded, and {similar} (did you mean {similar}?) is {state.value}: a typo "
+            f"must not go past it; check {similar}, or, if {name!r} is a new dependency, pass --new to `loki breaker "
+            f"check` (or record it once: `loki breaker success {name}`)",
+            field="name", name=name, did_you_mean=similar, similar_state=state.value)
 
     def _decide_without_lock(self, name: str, entry: dict[str, Any] | None, now: datetime) -> Decision | None:
         if entry is None or entry["state"] == State.CLOSED:

@@ -125,17 +125,20 @@ def status(
 def check(
     ctx: typer.Context,
     name: str = typer.Argument(..., help=NAME_HELP),
+    new: bool = typer.Option(False, "--new", help="NAME is a new dependency: go ahead even though a recorded breaker "
+                                                  "with a close name is open (else that is refused as a typo)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Exit 0 if a call may go ahead now; exit 75 with the seconds to wait if not.
 
     In HALF_OPEN a go-ahead claims the single probe slot for the probe interval: report the
-    result with `loki breaker success|failure NAME`.
+    result with `loki breaker success|failure NAME`. A name never recorded that is close to an
+    open breaker's is refused as a typo (exit 2) unless --new.
     """
     from loki.cli.output import emit_check, note_similar_breaker
 
     breakers = _breakers(ctx)
-    decision = breakers.check(name)
+    decision = breakers.check(name, new=new)
     emit_check(decision, json_output)
     if not decision.allowed:
         raise decision.error()

@@ -138,8 +138,9 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]], *, dropp
     rows without a header, nothing cut (gh's rule; a titled table's title goes first, on its own line).
 
     On a terminal the first column (what you copy into the next command: an id, a file), every column of
-    timestamps and every header are never cut or wrapped: the other columns wrap between words. When even
-    that does not fit, the ``droppable`` columns are left out, in the order given (``loki/cli/layout.py``).
+    timestamps and every header are never cut or wrapped: the other columns wrap between words. A column empty
+    in every row is left out, and when even that does not fit, the ``droppable`` columns are left out, in the
+    order given (``loki/cli/layout.py``).
     """
     from loki.cli.output import terminal_width, write_plain_rows
     from loki.textsafe import for_terminal
@@ -158,11 +159,21 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]], *, dropp
     from loki.cli import layout
 
     cells = [["" if cell is None else for_terminal(str(cell)) for cell in row] for row in rows]
+    # A column empty in every row (no holder, no lease, while nothing is claimed) says nothing on a terminal and
+    # takes the width from the text; a pipe keeps every field, so that `cut -f` finds each where it always is.
+    drawn = [index for index in range(len(columns)) if index == 0 or any(row[index] for row in cells)]
+    if len(drawn) < len(columns):
+        columns = [columns[index] for index in drawn]
+        cells = [[row[index] for index in drawn] for row in cells]
     keep = layout.columns_that_fit(columns, cells, width, droppable)
     # Even so too wide: timestamps and words fold; the first column (the id) last, when it alone is too wide.
     squeezed = layout.needed(columns, cells, keep) > width
     id_fits = not squeezed or layout.squeezed_fit(columns, cells, keep, width)
-    grid = Table(title=None if title is None else for_terminal(title), show_header=True, header_style="bold",
+    from rich.text import Text
+
+    # Cells and the title are Text, never markup: a title "[red]x" or "[link=URL]" stored by an agent is shown
+    # as written, not styled or turned into a hyperlink (issue 23); the headers are loki's own words.
+    grid = Table(title=None if title is None else Text(for_terminal(title)), show_header=True, header_style="bold",
                  title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     shared = None if squeezed else layout.shared_widths(columns, cells, keep, width)
     for position, index in enumerate(keep):
@@ -172,7 +183,7 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]], *, dropp
         grid.add_column(columns[index], no_wrap=fixed, min_width=least, overflow="fold",
                         width=None if shared is None else shared[position])
     for row in cells:
-        grid.add_row(*[row[index] for index in keep])
+        grid.add_row(*[Text(row[index]) for index in keep])
     console().print(grid)
 
 

@@ -157,9 +157,8 @@ def _from_tree(store: Store, kind: str) -> dict[str, str]:
     if kind.startswith("task:") or kind == "waiting":
         wanted = ("blocked,dead-letter" if kind == "waiting" else kind[len("task:"):]).split(",")
         found = _tasks(store, wanted)
-        if kind == "waiting":
-            found.update({n.removesuffix(".md"): "escalation" for n in store.list(layout.ESCALATIONS_DIR)
-                          if n.endswith(".md")})
+        if kind == "waiting":  # an approval answers an open escalation: a resolved one is not offered
+            found.update(_open_escalations(store))
         return found
     if kind == "agent":
         from loki.queue.agents import names
@@ -167,6 +166,8 @@ def _from_tree(store: Store, kind: str) -> dict[str, str]:
         return {name: "" for name in names(store)}
     if kind == "breaker":
         return {name: entry.get("state", "") for name, entry in store.read(layout.BREAKERS).items()}
+    if kind == "escalation:open":
+        return _open_escalations(store)
     if kind == "escalation":
         return {n.removesuffix(".md"): "" for n in store.list(layout.ESCALATIONS_DIR) if n.endswith(".md")}
     if kind == "signal":
@@ -190,6 +191,14 @@ def _from_tree(store: Store, kind: str) -> dict[str, str]:
                     seen.update({key: entry.get("call", "") for key, entry in doc.get("keys", {}).items()})
         return seen
     return {}
+
+
+def _open_escalations(store: Store) -> dict[str, str]:
+    """The open escalations (their recorded state, loki/queue/escalations.py), each described by its title."""
+    from loki.queue.escalations import list_escalations
+
+    return {row["id"]: f"escalation: {row['title'] or row['trigger'] or ''}"
+            for row in list_escalations(store, open_only=True)}
 
 
 def _tasks(store: Store, states: list[str]) -> dict[str, str]:
@@ -231,8 +240,10 @@ def render(shell: str, candidates: list[tuple[str, str]], files: bool, current: 
     if files and not candidates:
         return FILES + "\n"
 
-    def clean(text: str) -> str:
-        return " ".join(text.replace("\t", " ").split())
+    def clean(text: str) -> str:  # a description is a stored title: the shell shows it to a person
+        from loki.textsafe import for_terminal
+
+        return for_terminal(" ".join(text.replace("\t", " ").split()))
 
     if shell == "zsh":
         return "".join(value.replace("\\", "\\\\").replace(":", "\\:") + (f":{clean(text)}" if text else "") + "\n"

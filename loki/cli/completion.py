@@ -129,6 +129,8 @@ def value_kind(path: str, name: str) -> str | None:
         return "choice:" + _CHOICES[name]
     if name in _FILES:
         return "files"
+    if path == "escalations close" and name == "escalation_id":
+        return "escalation:open"  # a resolved one cannot be closed again
     by_name = {"agent": "agent", "escalation_id": "escalation", "type_": "task_type", "label": "label",
                "signal_type": "signal_type", "type_prefix": "signal_type", "fields": "signal_field",
                "add_label": "label", "remove_label": "label",

@@ -42,11 +42,15 @@ def escalate(
     """Write an escalation file, move the task to blocked and emit HUMAN_REVIEW_NEEDED."""
     from loki.queue.escalations import escalate as run_escalate
 
-    result = run_escalate(store_from(ctx), task_id, trigger, analysis=analysis, options=option or [], agent=agent)
+    store = store_from(ctx)
+    result = run_escalate(store, task_id, trigger, analysis=analysis, options=option or [], agent=agent)
     if json_output:
         print_json(result)
         return
-    say(f"escalated {task_id}: {result['file']}")
+    stem = result["file"].rsplit("/", 1)[-1].removesuffix(".md")
+    # a database tree has no escalations/ file on this machine: name the command that shows it
+    say(f"escalated {task_id}: " + (result["file"] if store.backend == "files"
+                                    else f"{stem} (`loki escalations show {stem}`)"))
     if result["state"] == "blocked":
         say(f"{task_id} is blocked until a human decides (deadline {result['deadline']}); "
             f"signal {result['signal']} emitted")
@@ -135,7 +139,8 @@ def show(
 
         from loki.textsafe import for_terminal
 
-        console().print(Markdown(for_terminal(body)))
+        # no hyperlinks: a Markdown link an agent wrote would be an OSC 8 link to any URL (shown as text instead)
+        console().print(Markdown(for_terminal(body), hyperlinks=False))
     if result["open"] and result["tasks"]:
         say(f"decide with `loki approve {result['id']} --decision approve|cancel|clarify`, or close it with "
             f"`loki escalations close {result['id']} --note ...`")

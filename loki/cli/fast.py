@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def parse_breaker_check(args: list[str]) -> tuple[str | None, str, bool] | None:
-    """``(root, name, json_output)`` if ``args`` is a plain breaker check, else None."""
+def parse_breaker_check(args: list[str]) -> tuple[str | None, str, bool, bool] | None:
+    """``(root, name, json_output, new)`` if ``args`` is a plain breaker check, else None."""
     split = split_root(args)
     if split is None:
         return None
@@ -40,10 +40,10 @@ def parse_breaker_check(args: list[str]) -> tuple[str | None, str, bool] | None:
     if rest[:2] != ["breaker", "check"]:
         return None
     tail = rest[2:]
-    names = [arg for arg in tail if arg != "--json"]
+    names = [arg for arg in tail if arg not in ("--json", "--new")]
     if len(names) != 1 or names[0].startswith("-"):
         return None
-    return root, names[0], "--json" in tail
+    return root, names[0], "--json" in tail, "--new" in tail
 
 
 def breaker_check(args: list[str]) -> int | None:
@@ -51,14 +51,14 @@ def breaker_check(args: list[str]) -> int | None:
     parsed = parse_breaker_check(args)
     if parsed is None:
         return None
-    root, name, json_output = parsed
+    root, name, json_output, new = parsed
 
     def check() -> int:
         from loki.breakers.breakers import Breakers
         from loki.storage.opening import open_store
 
         breakers = Breakers(open_store(root))
-        decision = breakers.check(name)
+        decision = breakers.check(name, new=new)
         code = emit_check(decision, json_output)
         if not decision.allowed:
             write_error(decision.error(), json_output)

@@ -1,5 +1,8 @@
 """Which columns of a table fit a terminal's width, and which columns must never be cut.
 
+The command's ``droppable`` columns give way (in its order) so that every cell shows on one line when
+that is enough; when it is not, so that no wrapped cell (a title, an error) takes more than two lines.
+
 Rendering decisions only (the CLI's): rich draws the table, this says which columns it gets. A
 timestamp cut to ``2026-01-25T1…`` or a header squeezed to ``p…`` is worse than a column left
 out, so the columns whose cells cannot wrap (the first, an id or file to copy; timestamps) and every
@@ -18,6 +21,8 @@ if TYPE_CHECKING:
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 GAP = 2
 """Columns are two spaces apart (rich's padding with a borderless box, as gh and kubectl print)."""
+TEXT_LINES = 2
+"""A droppable column gives way while a wrapped cell would take more lines than this."""
 WRAPPED_MIN = 12
 """A column that wraps (a title, an error) is given at least this many characters, or its header's length."""
 
@@ -53,6 +58,11 @@ def needed(columns: Sequence[str], rows: Sequence[Sequence[str]], keep: Sequence
     return total + GAP * (len(keep) - 1)
 
 
+def natural_width(columns: Sequence[str], rows: Sequence[Sequence[str]], keep: Sequence[int]) -> int:
+    """How wide the kept columns are with every cell on one line."""
+    return sum(max([len(columns[i]), *(len(row[i]) for row in rows)]) for i in keep) + GAP * (len(keep) - 1)
+
+
 def squeezed_fit(columns: Sequence[str], rows: Sequence[Sequence[str]], keep: Sequence[int], width: int) -> bool:
     """Whether the first column fits whole when every other kept column is squeezed to its header."""
     first = max([len(columns[keep[0]]), *(len(row[keep[0]]) for row in rows)])
@@ -61,15 +71,51 @@ def squeezed_fit(columns: Sequence[str], rows: Sequence[Sequence[str]], keep: Se
 
 def columns_that_fit(columns: Sequence[str], rows: Sequence[Sequence[str]], width: int,
                      droppable: Sequence[str] = ()) -> list[int]:
-    """The indexes of the columns to draw: all of them if they fit ``width``, else without the
-    ``droppable`` ones (by header, in order) until they do, or until none is left to drop."""
-    keep = list(range(len(columns)))
-    for name in droppable:
-        if needed(columns, rows, keep) <= width:
-            break
-        if name in columns:
-            keep.remove(columns.index(name))
-    return keep
+    """The indexes of the columns to draw: all of them when every cell fits ``width`` on one line, else without
+    the fewest ``droppable`` ones (by header, in the order given) that make it so; when no choice does, the
+    fewest that fit without cutting a word and wrap no cell to more than two lines (:func:`text_has_room`);
+    else without all of them."""
+    order = [columns.index(name) for name in droppable if name in columns]
+    choices = [[i for i in range(len(columns)) if i not in order[:count]] for count in range(len(order) + 1)]
+    # The fewest droppable columns whose leaving lets every cell show on one line; else, the fewest that give
+    # the text half the terminal; else all of them.
+    for keep in choices:
+        if natural_width(columns, rows, keep) <= width:
+            return keep
+    for keep in choices:
+        if needed(columns, rows, keep) <= width and text_has_room(columns, rows, keep, width):
+            return keep
+    return choices[-1]
+
+
+def text_has_room(columns: Sequence[str], rows: Sequence[Sequence[str]], keep: Sequence[int], width: int) -> bool:
+    """Whether every cell that wraps takes at most :data:`TEXT_LINES` lines at the width it gets.
+
+    A table is read for its text: 15 titles wrapped to 20 characters beside a ``type`` column that says
+    ``general`` 15 times took three lines each at 80 columns. Until the text has that room, the droppable
+    columns give way (issue 23, "tables give the width to the text")."""
+    if natural_width(columns, rows, keep) <= width:
+        return True
+    given = shared_widths(columns, rows, keep, width)
+    if given is None:
+        return False  # squeezed: nothing gets its share
+    return all(wrapped_lines(row[index], room) <= TEXT_LINES
+               for index, room in zip(keep, given, strict=True) for row in rows)
+
+
+def wrapped_lines(text: str, width: int) -> int:
+    """How many lines ``text`` takes wrapped between words at ``width`` (a longer word is folded)."""
+    lines, used = 1, 0
+    for word in text.split():
+        size = len(word)
+        if used and used + 1 + size <= width:
+            used += 1 + size
+            continue
+        if used:
+            lines += 1
+        lines += (size - 1) // max(width, 1)
+        used = size - ((size - 1) // max(width, 1)) * width
+    return lines
 
 
 def shared_widths(columns: Sequence[str], rows: Sequence[Sequence[str]], keep: Sequence[int],

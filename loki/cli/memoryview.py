@@ -14,21 +14,24 @@ MARK_OPEN, MARK_CLOSE = "\x02", "\x03"
 
 
 def highlighted(snippet: str) -> Any:
-    """The snippet as rich Text, the matched words in bold yellow."""
+    """The snippet as rich Text, the matched words in bold yellow (the marks are \x02 and \x03; any other control
+    character in the stored text is made visible)."""
     from rich.text import Text
+
+    from loki.textsafe import for_terminal
 
     text = Text()
     rest = " ".join(snippet.replace("\n", " ").split())
     while rest:
         start = rest.find(MARK_OPEN)
         if start < 0:
-            text.append(rest)
+            text.append(for_terminal(rest))
             break
         end = rest.find(MARK_CLOSE, start)
         if end < 0:
             end = len(rest)
-        text.append(rest[:start])
-        text.append(rest[start + 1 : end], style="bold yellow")
+        text.append(for_terminal(rest[:start]))
+        text.append(for_terminal(rest[start + 1 : end]), style="bold yellow")
         rest = rest[end + 1 :]
     return text
 
@@ -55,23 +58,29 @@ def refs_text(refs: list[dict[str, Any]], shown: int = 5) -> str:
 def print_hits(query: str, hits: list[dict[str, Any]]) -> None:
     from rich.text import Text
 
+    from loki.textsafe import for_terminal
+
     out = console()
     for hit in hits:
         seen = f"{hit['occurrences']}x, last {hit['last_seen']}"
         if hit["occurrences"] > 1:
             seen += f" (first {hit['first_seen']})"
+        # Text is never parsed as markup; for_terminal makes the control characters a command's output carried
+        # visible (a stored error is hostile text: loki/textsafe.py).
         head = Text(f"{hit['rank']}. ", style="bold")
-        head.append(f"{hit['tool']} `{_short(hit['command'], 100)}`", style="bold")
-        head.append(f"  [{hit.get('error_class') or 'unknown'}] {seen}; branch {hit.get('branch') or '-'}")
+        head.append(for_terminal(f"{hit['tool']} `{_short(hit['command'], 100)}`"), style="bold")
+        where = f"  [{hit.get('error_class') or 'unknown'}] {seen}; branch {hit.get('branch') or '-'}"
+        head.append(for_terminal(where))
         out.print(head, soft_wrap=True)
-        out.print(Text("   ") + Text(_short(hit["error_message"], 200)), soft_wrap=True)
+        out.print(Text("   ") + Text(for_terminal(_short(hit["error_message"], 200))), soft_wrap=True)
         snippet = highlighted(hit.get("snippet") or "")
         if snippet.plain and snippet.plain not in hit["error_message"]:
             out.print(Text("   ") + snippet, soft_wrap=True)
         if hit["file_references"]:
             say(f"   at: {refs_text(hit['file_references'])}")
         if hit.get("resolution"):
-            out.print(Text("   ") + Text(resolution_line(hit["resolution"]), style="green"), soft_wrap=True)
+            fixed = for_terminal(resolution_line(hit["resolution"]))
+            out.print(Text("   ") + Text(fixed, style="green"), soft_wrap=True)
     say(f"{len(hits)} result(s) for {query!r}")
 
 
@@ -112,5 +121,6 @@ def print_compact(report: dict[str, Any]) -> None:
 
 
 def _short(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    from loki.wording import shorten
+
+    return shorten(text, limit)

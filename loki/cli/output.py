@@ -127,9 +127,12 @@ def print_emitted(result: dict[str, object], json_output: bool) -> None:
     if json_output:
         sys.stdout.write(json_for_terminal(json.dumps(result, ensure_ascii=False, default=str)) + "\n")
     elif "offset" in result:
-        sys.stdout.write(f"appended to the drift log ({result['file']}); the watcher applies it\n")
+        where = result["path"] or "in the database: `loki signal list`"
+        sys.stdout.write(f"appended to the drift log ({where}); the watcher applies it\n")
     else:
-        sys.stdout.write(f"emitted {result['name']} ({result['file']})\n")
+        # a database tree has no signals/ file on this machine: name the command that shows the signal
+        where = result["path"] or f"in the database: `loki signal show {result['name']}`"
+        sys.stdout.write(f"emitted {result['name']} ({where})\n")
 
 
 def claim_lines(task: dict[str, Any]) -> list[str]:

@@ -21,7 +21,7 @@ from loki.cli.common import (
     who,
 )
 from loki.cli.output import resolve_format
-from loki.wording import attempt_failed, plural
+from loki.wording import attempt_failed, plural, shorten
 
 app = typer.Typer(help="The task queue: add, list, ready, claim, heartbeat, complete, fail, release, edit, close, "
                        "defer, cancel, retry, history.", no_args_is_help=True)
@@ -115,10 +115,12 @@ def list_(
     def people() -> None:
         rows = [[t["id"], t["state"], t["priority"], t["type"], t["title"], t["attempts"], t["claimed_by"] or "",
                  t["lease_until"] or "", _status_cell(t)] for t in result["tasks"]]
-        # at 80 columns the type, then the state (one state listed: the footer names it) give way; why a
-        # task waits (ready / why) stays: it is what the list is read for
+        # at 80 columns the type, then the state (one state listed: the footer names it; with --state all it is
+        # what tells the rows apart, and stays) give way to the title; why a task waits (ready / why) stays: it
+        # is what the list is read for. Columns empty in every row (no holder while nothing is claimed) go first.
+        droppable = ["type", "state", "tries", "lease until", "holder"]
         table(None, ["id", "state", "priority", "type", "title", "tries", "holder", "lease until", "ready / why"],
-              rows, droppable=["type", "state", "tries", "lease until", "holder"])
+              rows, droppable=[c for c in droppable if not (state == "all" and c == "state")])
         more = " (use --limit to see more)" if result["total"] > result["shown"] else ""
         noun = "task" if state == "all" else f"{state} task"  # never "36 all tasks"
         footer(f"{result['shown']} of {plural(result['total'], noun)}{more}")
@@ -155,7 +157,7 @@ def show(
     if task.get("attempts"):
         table("attempts", ["#", "when", "agent", "approach", "type", "error"],
               [[a["attempt_number"], a["timestamp"], a["agent_id"], a["approach"], a["error_type"],
-                a["error_message"][:120]] for a in task["attempts"]])
+                shorten(a["error_message"], 160)] for a in task["attempts"]])
     for note in task.get("notes", []):
         say(f"note {note['timestamp']}{' ' + note['author'] if note.get('author') else ''}: {note['text']}")
     if task.get("history"):

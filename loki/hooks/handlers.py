@@ -29,8 +29,11 @@ machine's copies, which the handlers that connect anyway keep fresh (``store.kee
 
 from __future__ import annotations
 
+import os
+
 from loki.hooks.payload import HookError, work_dir
 from loki.memory import hints as memoryhints
+from loki.storage import layout
 from loki.strikes import callcount, gitbranch
 from loki.strikes import key as strikekey
 from loki.strikes import view as strikeview
@@ -114,12 +117,14 @@ def _strike_answer(payload: dict[str, Any], view: str) -> dict[str, Any] | None:
     tier = tiers.tier(entry["strike_count"])
     label = strikekey.call_label(tool, tool_input)
     if tier == STOP:
+        # On a database tree the hot path reads this machine's copies (.loki/cache/): no escalation file to name.
+        files = os.path.basename(view) != layout.LOCAL_CACHE_DIR
         if tiers.stop_decision == "context":
-            return context_answer("PreToolUse", stop_text(tiers, entry, label))
+            return context_answer("PreToolUse", stop_text(tiers, entry, label, files=files))
         return {"hookSpecificOutput": {
             "hookEventName": "PreToolUse",
             "permissionDecision": tiers.stop_decision,
-            "permissionDecisionReason": deny_reason(tiers, entry, label, key, branch),
+            "permissionDecisionReason": deny_reason(tiers, entry, label, key, branch, files=files),
         }}
     if tier == WARN:
         session = payload.get("session_id")
@@ -378,10 +383,17 @@ def _escalations_section(store: Store, payload: dict[str, Any]) -> str | None:
         return None
     lines = [f"- {plural(len(waiting), 'open escalation')} waiting for a human (`loki escalations list --open`); "
              "do not work around them:"]
+    files = store.backend == "files"
     for row in waiting[-LISTED:]:
         title = row.get("title") or row.get("trigger") or ""
-        lines.append(f"  - escalations/{row['file']}: {title}")
+        lines.append(f"  - {_escalation_name(row['file'], files)}: {title}")
     return "\n".join(lines)
+
+
+def _escalation_name(file_name: str, files: bool) -> str:
+    """An escalation as an agent finds it: its file under .loki/ on a file tree, else the command that shows it
+    (a database tree has no such file on this machine)."""
+    return f"escalations/{file_name}" if files else f"`loki escalations show {file_name.removesuffix('.md')}`"
 
 
 def _strikes_section(store: Store, payload: dict[str, Any]) -> str | None:
@@ -427,9 +439,10 @@ def stop(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
     stopped = [e for e in strikes.active() if tiers.tier(e["strike_count"]) == STOP]
     if not stopped:
         return None
+    files = strikes.store.backend == "files"
     named = "; ".join(
         f"{_call(e)} ({e['strike_count']} failures"
-        + (f", escalations/{e['escalation']})" if e.get("escalation") else ")")
+        + (f", {_escalation_name(e['escalation'], files)})" if e.get("escalation") else ")")
         for e in stopped[:3])
     more = f" and {len(stopped) - 3} more" if len(stopped) > 3 else ""
     return {"systemMessage": f"loki: {plural(len(stopped), 'call')} stopped by the 3-strike protocol on branch "

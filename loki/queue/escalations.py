@@ -10,7 +10,15 @@ task; ``close`` resolves one file without deciding anything about its task.
 The template is a real file: ``loki init`` copies it to ``.loki/templates/escalation.md``,
 which wins over the shipped one. Placeholders are ``{name}``; an unknown one is an error
 that names it. Each escalation file starts with one machine-readable HTML comment
-(task, trigger, time) that Markdown viewers hide.
+(task, trigger, time, and its ``state``) that Markdown viewers hide.
+
+An escalation's state is that recorded ``state`` (``open``, then ``resolved`` with the
+``resolution`` and ``resolved_at`` loki wrote), never what the Markdown below it says: the
+title, the analysis and the options are an agent's (or an imported issue's) text, and a
+``### Resolution`` heading inside them would otherwise close the escalation at birth. That
+text is escaped on the way into the file (:func:`markdown_text`) so that it cannot pose as a
+heading either. Files written before the field existed are read by the rule loki followed
+when it wrote them: resolved when their last section is the ``### Resolution`` loki appended.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from loki.signals import emit as signals
 from loki.signals import types as signaltypes
 from loki.storage import jsonio, layout
 from loki.storage.paths import check_id, resource_dir
+from loki.wording import shorten
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -60,6 +69,9 @@ DECIDED = {"approve": "approved", "cancel": "cancelled", "clarify": "clarified"}
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _HEADER = re.compile(r"^<!-- loki-escalation (\{.*\}) -->$")
 RESOLUTION_HEADING = "### Resolution"
+STATES = ("open", "resolved")
+"""An escalation's ``state`` as its header records it."""
+_HEADING_LIKE = re.compile(r"^([ \t]{0,3})(#|```|~~~|[-=]+[ \t]*$)", re.MULTILINE)
 
 
 def template(store: Store) -> tuple[str, str]:
@@ -98,13 +110,28 @@ def attempts_table(attempts: list[dict[str, Any]]) -> str:
         return "(no failed attempts recorded)"
     rows = ["| # | When | Agent | Approach | Error type | Error |", "|---|---|---|---|---|---|"]
     for a in attempts:
-        message = " ".join(str(a.get("error_message", "")).split())
-        if len(message) > 300:
-            message = message[:297] + "..."
+        message = shorten(str(a.get("error_message", "")), 300)  # on a word boundary
         cells = [str(a.get("attempt_number")), a.get("timestamp", ""), a.get("agent_id", ""), a.get("approach", ""),
                  a.get("error_type", ""), message]
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows)
+
+
+def markdown_text(text: str) -> str:
+    """Free text as it goes into an escalation's Markdown: shown as written, never structure.
+
+    A line that would start a heading (``#``, or a ``---``/``===`` line under text), a code fence (which
+    would swallow the sections after it) gets a backslash, and ``<`` is escaped (an HTML comment or tag
+    would hide what follows in a viewer). Markdown drops the backslashes when it renders.
+    """
+    return _HEADING_LIKE.sub(lambda m: m.group(1) + "\\" + m.group(2), text.replace("<", "\\<"))
+
+
+def header_line(fields: dict[str, Any]) -> str:
+    """The machine-readable first line: JSON in an HTML comment. ``<`` and ``>`` are written as JSON escapes
+    (the same string once parsed), so no value can end the comment early (``-->``) in a Markdown viewer."""
+    document = jsonio.dumps_compact(fields).replace("<", "\\u003c").replace(">", "\\u003e")
+    return f"<!-- loki-escalation {document} -->\n"
 
 
 def _default_options(strategy: str | None) -> list[str]:
@@ -125,9 +152,8 @@ def write_file(store: Store, *, task_id: str, values: dict[str, str], now: str) 
 
     values = {key: redact(value) for key, value in values.items()}
     text, name = template(store)
-    body = render(text, values, name)
-    header = "<!-- loki-escalation " + jsonio.dumps_compact(
-        {"task_id": task_id, "trigger": values["trigger"], "created_at": now}) + " -->\n"
+    body = render(text, {key: markdown_text(value) for key, value in values.items()}, name)
+    header = header_line({"task_id": task_id, "trigger": values["trigger"], "created_at": now, "state": "open"})
     stamp = now.replace("-", "").replace(":", "")
     return store.create_unique(layout.ESCALATIONS_DIR, f"{stamp}-{task_id}", (header + body).encode("utf-8"),
                                suffix=".md")
@@ -253,16 +279,25 @@ def read_header(store: Store, rel: str) -> dict[str, Any]:
     info.setdefault("created_at", None)
     title = next((line[len("## Escalation: "):] for line in text.splitlines() if line.startswith("## Escalation: ")),
                  None)
+    if info.get("state") in STATES:  # what loki recorded; the Markdown below is never read for it
+        resolution = str(info.get("resolution") or "resolved") if info["state"] == "resolved" else None
+    else:
+        resolution = _legacy_resolution(text)
+    info["state"] = "open" if resolution is None else "resolved"
     return {"id": name.removesuffix(".md"), "file": name, **info, "title": title,
-            "open": RESOLUTION_HEADING not in text, "resolution": _resolution(text)}
+            "open": resolution is None, "resolution": resolution}
 
 
-def _resolution(text: str) -> str | None:
-    """The first line of the Resolution section (who decided what, when), or None while open."""
-    _, found, rest = text.partition(RESOLUTION_HEADING)
-    if not found:
+def _legacy_resolution(text: str) -> str | None:
+    """A file written before the header recorded its state: resolved when its last section is the
+    ``### Resolution`` loki appended (the first line of that section), else open. A heading in the middle
+    of the file was never loki's: the shipped template's own sections follow every free-text field."""
+    lines = text.rstrip("\n").split("\n")
+    marks = [index for index, line in enumerate(lines) if line == RESOLUTION_HEADING]
+    if not marks or any(line.startswith("#") for line in lines[marks[-1] + 1:]):
         return None
-    return rest.lstrip("\n").split("\n", 1)[0].strip() or "resolved"
+    rest = [line.strip() for line in lines[marks[-1] + 1:] if line.strip()]
+    return rest[0] if rest else "resolved"
 
 
 def list_escalations(store: Store, *, open_only: bool = False) -> list[dict[str, Any]]:
@@ -321,16 +356,31 @@ def show(store: Store, spec: str) -> dict[str, Any]:
 
 
 def mark_resolved(store: Store, file_name: str | None, text: str) -> None:
-    """Append the Resolution section to an escalation file (once: a file already answered is left alone)."""
+    """Record an escalation as resolved: its header's ``state``, ``resolution`` (``text``, on one line) and
+    ``resolved_at``, and a Resolution section appended for people (once: a file already resolved is left
+    alone)."""
     if not file_name:
         return
     rel = f"{layout.ESCALATIONS_DIR}/{file_name}"
     current = store.read_text(rel)
-    if current is None or RESOLUTION_HEADING in current:
+    if current is None or not read_header(store, rel)["open"]:
         return
     from loki.hooks.redact import redact
 
-    store.write_text(rel, current.rstrip("\n") + f"\n\n{RESOLUTION_HEADING}\n{redact(text)}\n")
+    line = " ".join(redact(text).split()) or "resolved"
+    first, _, body = current.partition("\n")
+    match = _HEADER.match(first)
+    fields: dict[str, Any] = {}
+    if match:
+        try:
+            parsed = jsonio.loads_strict(match.group(1))
+            fields = parsed if isinstance(parsed, dict) else {}
+        except jsonio.JsonError:
+            fields = {}
+    if match and fields:
+        head = header_line({**fields, "state": "resolved", "resolution": line, "resolved_at": store.now_ts()})
+        current = head + body
+    store.write_text(rel, current.rstrip("\n") + f"\n\n{RESOLUTION_HEADING}\n{markdown_text(line)}\n")
 
 
 def close(store: Store, escalation_id: str, *, note: str, by: str | None = None) -> dict[str, Any]:

@@ -163,7 +163,9 @@ def emit(
     agent: str | None = None,
     known_task: bool = False,
 ) -> dict[str, Any]:
-    """Validate and publish one signal. Returns ``{"name", "type", "file", "signal"}``.
+    """Validate and publish one signal. Returns ``{"name", "type", "file", "path", "signal"}``: ``file`` is its key
+    in the store (``signals/NAME``), ``path`` the file under ``.loki/`` that holds it on a file tree and None on a
+    database tree, where no file does (say ``loki signal show NAME`` instead: issue 23).
 
     ``known_task``: refuse a ``task_id`` that names no task (:class:`~loki.errors.NotFound`, exit 1, nothing
     published), as ``loki approve`` does; ``loki signal emit`` asks for it. loki's own emitters name tasks
@@ -175,14 +177,17 @@ def emit(
     if known_task and isinstance(named, str) and not task_exists(store, named):
         raise NotFound(f"no task {named!r}: a signal about a task must name one that exists (`loki queue list "
                        "--state all`); nothing was emitted", task_id=named)
+    on_files = store.backend == "files"
     if name == signaltypes.DRIFT:
         offset = store.append_lines(DRIFT_LOG, [signal])
-        return {"name": name, "type": name, "file": DRIFT_LOG, "offset": offset, "signal": signal}
+        return {"name": name, "type": name, "file": DRIFT_LOG, "path": DRIFT_LOG if on_files else None,
+                "offset": offset, "signal": signal}
     # Signals are consumed oldest first by mtime, and two emitted within one clock tick would tie
     # (then HUMAN_APPROVED could be applied before the HUMAN_REVIEW_NEEDED it answers).
     rel = store.create_unique(layout.SIGNALS_DIR, name, jsonio.dumps_document(signal), separator=".",
                               mtime_ns=time.time_ns())
-    return {"name": rel.rsplit("/", 1)[-1], "type": name, "file": rel, "signal": signal}
+    return {"name": rel.rsplit("/", 1)[-1], "type": name, "file": rel, "path": rel if on_files else None,
+            "signal": signal}
 
 
 def task_exists(store: Store, task_id: str) -> bool:

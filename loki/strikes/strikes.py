@@ -246,7 +246,9 @@ class Strikes:
             txn.write(self.rel, doc)
         self._keep_local(layout.CONFIG)  # the stop tier's settings are read from the copy too
         guidance = {RECORD: None, WARN: warn_text, STOP: stop_text}[tier]
-        text = guidance(tiers, entry, label) if guidance is not None else None
+        files = self.store.backend == "files"  # else no escalation file exists on this machine to point at
+        text = (None if guidance is None else stop_text(tiers, entry, label, files=files) if tier == STOP
+                else guidance(tiers, entry, label))
         return StrikeOutcome(key=key, branch=self.branch, entry=dict(entry), tier=tier, guidance=text,
                              escalation=escalation, signal=signal)
 

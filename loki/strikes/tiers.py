@@ -129,12 +129,21 @@ def warn_text(tiers: Tiers, entry: dict[str, Any], label: str) -> str:
             f"{left} more identical failure{'s' if left != 1 else ''} {then}.")
 
 
-def stop_text(tiers: Tiers, entry: dict[str, Any], label: str) -> str:
-    """Strike ``stop_at`` and beyond: stop repeating it (and, in the ADR preset, it is escalated)."""
+def escalation_where(escalation: str, files: bool = True) -> str:
+    """Where an agent reads an escalation: its file on a file tree; on a tree whose state is in a database (or
+    in memory) there is no such file on this machine, so the command that shows it."""
+    if files:
+        return f".loki/escalations/{escalation}"
+    return f"`loki escalations show {escalation.removesuffix('.md')}`"
+
+
+def stop_text(tiers: Tiers, entry: dict[str, Any], label: str, *, files: bool = True) -> str:
+    """Strike ``stop_at`` and beyond: stop repeating it (and, in the ADR preset, it is escalated).
+    ``files``: the tree keeps its state in files (else the escalation is named by the command that shows it)."""
     count = int(entry.get("strike_count", 0))
     escalation = entry.get("escalation")
     if tiers.escalate:
-        where = f" (.loki/escalations/{escalation})" if isinstance(escalation, str) and escalation else ""
+        where = f" ({escalation_where(escalation, files)})" if isinstance(escalation, str) and escalation else ""
         ask = (f"It has been escalated to a human{where}. STOP: do not retry it or a trivial variant of it; tell "
                "the user what failed and what you tried, then wait or take a clearly different approach.")
     else:
@@ -143,15 +152,17 @@ def stop_text(tiers: Tiers, entry: dict[str, Any], label: str) -> str:
             f"{_suggestion(entry)}{_previous_errors(entry)}")
 
 
-def deny_reason(tiers: Tiers, entry: dict[str, Any], label: str, key: str, branch: str) -> str:
-    """What PreToolUse says when it refuses (or asks about) a call at the stop tier."""
+def deny_reason(tiers: Tiers, entry: dict[str, Any], label: str, key: str, branch: str, *, files: bool = True) -> str:
+    """What PreToolUse says when it refuses (or asks about) a call at the stop tier (``files``: as
+    :func:`stop_text`)."""
     count = int(entry.get("strike_count", 0))
     last = entry.get("last_error")
     location = entry.get("location")
     at = f" at {location}" if isinstance(location, str) and location else ""
     last_text = f" Last error{at}: {clip(last)}." if isinstance(last, str) and last else ""
     escalation = entry.get("escalation")
-    where = f" It was escalated: .loki/escalations/{escalation}." if isinstance(escalation, str) and escalation else ""
+    where = (f" It was escalated: {escalation_where(escalation, files)}." if isinstance(escalation, str) and escalation
+             else "")
     fixed = entry.get("fixed_by")
     if isinstance(fixed, dict) and isinstance(fixed.get("call"), str):
         # A variant passing is recorded as the fix, but does not prove this exact call works now.
