@@ -929,6 +929,8 @@ class Queue:
         """
         check_id(task_id, "task id")
         check_fix_commit(fix_commit)
+        if approach:
+            approach = _redacted(approach)  # stored as the next attempts' approach, and shown
         with self.tasks.transaction() as unit:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
             found = unit.find(task_id, (FAILED, CANCELLED))
