@@ -161,3 +161,38 @@ def test_writes_during_a_migration_are_refused_or_kept(tmp_path: Path, direction
         elif event[0] == "refused" and event[2] == "add":
             assert event[3] not in where, f"a refused add landed: {event}"
     assert acknowledged > 3
+
+
+@pytest.mark.slow
+def test_an_interrupted_migration_rolls_back_with_to_where_the_state_is(tmp_path: Path) -> None:
+    """`loki migrate --to <the source>` after a kill before the switch: the tree stays on its source,
+    no partial copy is left, and it works again at once."""
+    root = tmp_path / ".loki"
+    init_tree(str(root))
+    assert cli(["queue", "add", "kept", "--id", "kept"], root=root).code == 0
+    before = digest(content(Store(root)))
+    url = pgserver.fresh_schema_url(migrate=False)
+    killed = loki_proc(["migrate", "--to", url], root=root, env={"LOKI_CRASH_AT": "3"})
+    assert killed.code == 137, killed.stderr
+    assert json.loads((root / "config" / "migration.json").read_text())["step"] == "holding"
+    assert cli(["queue", "add", "late"], root=root).code == 5
+    back = cli(["migrate", "--to", "files"], root=root)
+    assert back.code == 0, back.stderr
+    assert "rolled back" in back.stdout
+    assert not (root / "config" / "migration.json").exists()
+    assert digest(content(Store(root))) == before
+    assert cli(["queue", "add", "later", "--id", "later"], root=root).code == 0
+
+    assert cli(["migrate", "--to", url], root=root).code == 0, "the database was left empty: it takes the move"
+    on_database = digest(content(open_store(str(root))))
+    killed = loki_proc(["migrate", "--to", "files"], root=root, env={"LOKI_CRASH_AT": "5"})
+    assert killed.code == 137, killed.stderr
+    assert json.loads((root / "config" / "migration.json").read_text())["step"] == "copying"
+    assert (root / "queue").is_dir(), "the killed run had begun its copy"
+    assert cli(["status"], root=root).code == 5
+    stay = cli(["migrate", "--to", url], root=root)
+    assert stay.code == 0, stay.stderr
+    assert not (root / "queue").exists(), "the partial copy of the database is not left in the files"
+    assert open_store(str(root)).backend == "postgresql"
+    assert digest(content(open_store(str(root)))) == on_database
+    assert cli(["queue", "add", "on the database"], root=root).code == 0
