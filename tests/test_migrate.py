@@ -120,7 +120,7 @@ def test_a_difference_after_the_copy_is_an_error(populated: Path, monkeypatch: p
 
 
 def _mark(root: Path, target: str = "postgresql://db/team") -> None:
-    from loki.storage.moving import write_marker
+    from loki.storage.migrate import write_marker
 
     write_marker(str(root), {"version": 1, "target": target, "step": "holding", "started_at": NOW})
 
@@ -145,7 +145,7 @@ def test_a_store_opened_before_the_migration_writes_nothing_during_or_after_it(r
     """`loki work` and `loki watch` hold their store for hours: each unit checks again."""
     from loki.errors import MigrationUnderWay
     from loki.queue.queue import Queue
-    from loki.storage.moving import remove_marker
+    from loki.storage.migrate import remove_marker
     from loki.storage.opening import open_store
 
     queue = Queue(open_store(str(root)))

@@ -34,7 +34,7 @@ from loki.errors import InvalidInput, MigrationUnderWay
 from loki.storage import jsonio, layout
 from loki.storage.layout import QUEUE_STATES
 from loki.storage.logpos import every_line
-from loki.storage.store import crashpoint
+from loki.storage.store import atomic_write, crashpoint, fsync_dir
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -349,7 +349,6 @@ def _roll_back(found: str, unfinished: dict[str, Any]) -> dict[str, Any]:
     """``loki migrate --to <where the state is>`` after an interrupted migration that had not switched:
     give up the copy and stay on the source. A files copy is removed; a database copy is rolled back by
     the server unless the killed run had committed it, which the report says."""
-    from loki.storage.moving import remove_marker
 
     left = None
     if unfinished.get("target") == "files":
@@ -362,7 +361,6 @@ def _roll_back(found: str, unfinished: dict[str, Any]) -> dict[str, Any]:
 
 
 def _move(found: str, to: str, wanted: str, unfinished: dict[str, Any] | None) -> dict[str, Any]:
-    from loki.storage.moving import remove_marker, write_marker
     from loki.storage.opening import database_url, open_found
 
     if unfinished is None:  # a re-run has been through these checks: the config still names the source
@@ -426,7 +424,6 @@ def _copy_to_database(source: StateStore, to: str, held: dict[str, Section], fou
 
 
 def _copy_to_files(source: StateStore, held: dict[str, Section], found: str, mark: dict[str, Any]) -> dict[str, Any]:
-    from loki.storage.moving import write_marker
     from loki.storage.store import Store
     from loki.storage.tree import init_tree
 
@@ -483,7 +480,6 @@ def _clear_files(found: str) -> None:
     """Remove a file copy of a database's state (an interrupted or failed ``migrate --to files``)."""
     import shutil
 
-    from loki.storage.store import fsync_dir
 
     for name in layout.TREE_STATE:
         path = os.path.join(found, name)
@@ -498,8 +494,6 @@ def _switch(found: str, mark: dict[str, Any], *, finished_now: bool,
             report: dict[str, Any] | None = None) -> dict[str, Any]:
     """Step 3: the target is the truth. Set the files aside (a move to a database), point the config at
     the target, remove the marker; each step durable, each safe to repeat after a kill."""
-    from loki.storage.moving import remove_marker
-    from loki.storage.store import fsync_dir
 
     target = str(mark.get("target"))
     set_aside = None
@@ -529,6 +523,24 @@ def _switch(found: str, mark: dict[str, Any], *, finished_now: bool,
                   "sections": digest(content(live))}
     return {**report, "backend": "files" if target == "files" else "postgresql", "set_aside": set_aside,
             "finished_interrupted": finished_now}
+
+
+def write_marker(root: str, doc: dict[str, Any]) -> None:
+    """Write the marker (loki/storage/moving.py) durably: temp file, fsync, rename, fsync of config/."""
+    from loki.storage.moving import marker_path
+
+    os.makedirs(os.path.dirname(marker_path(root)), exist_ok=True)
+    atomic_write(marker_path(root), json.dumps(doc, sort_keys=True).encode("utf-8"))
+
+
+def remove_marker(root: str) -> None:
+    from loki.storage.moving import marker_path
+
+    try:
+        os.unlink(marker_path(root))
+    except FileNotFoundError:
+        return
+    fsync_dir(os.path.dirname(marker_path(root)))
 
 
 def _point_config(root: str, database: str | None) -> None:

@@ -99,21 +99,3 @@ def check_writable(root: str, backend: str) -> None:
         raise MigrationUnderWay(f"{root} moved its state to {'the database' if now == 'postgresql' else 'its files'} "
                                 f"(`loki migrate`) while this process was running on {backend}: nothing was "
                                 "written; run the command again", file=layout.CONFIG, target=now)
-
-
-def write_marker(root: str, doc: dict[str, Any]) -> None:
-    """Write the marker durably (temp file, fsync, rename, fsync of config/)."""
-    from loki.storage.store import atomic_write
-
-    os.makedirs(os.path.dirname(marker_path(root)), exist_ok=True)
-    atomic_write(marker_path(root), json.dumps(doc, sort_keys=True).encode("utf-8"))
-
-
-def remove_marker(root: str) -> None:
-    from loki.storage.store import fsync_dir
-
-    try:
-        os.unlink(marker_path(root))
-    except FileNotFoundError:
-        return
-    fsync_dir(os.path.dirname(marker_path(root)))
