@@ -217,3 +217,16 @@ def test_a_source_written_during_the_copy_is_not_switched(populated: Path, monke
     monkeypatch.setattr(migrating, "_copy", and_a_late_write)
     with pytest.raises(MigrationUnderWay, match=r"changed during the migration \(in tasks: "):
         migrate(Store(populated), MemoryStore())
+
+
+def test_two_migrations_of_one_tree_do_not_run_at_once(root: Path) -> None:
+    from loki.storage.locks import FileLock
+    from loki.storage.migrate import MIGRATION_LOCK
+
+    before = (root / "queue" / "pending.json").read_bytes()
+    with FileLock(str(root / MIGRATION_LOCK), 1, MIGRATION_LOCK):
+        refused = cli(["migrate", "--to", "postgresql://localhost/elsewhere"], root=root)
+    assert refused.code == 5, refused.stderr
+    assert "another `loki migrate` is running" in refused.stderr
+    assert not (root / "config" / "migration.json").exists()
+    assert (root / "queue" / "pending.json").read_bytes() == before

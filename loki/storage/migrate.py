@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any
 
+    from loki.storage.locks import FileLock
     from loki.storage.state import StateStore
 
     Section = dict[str, list[Any]]
@@ -52,6 +53,7 @@ TEXTS = (layout.CONTINUITY, layout.KNOWLEDGE, layout.ESCALATION_TEMPLATE)
 ITEM_DIRS = (layout.SIGNALS_DIR, layout.ESCALATIONS_DIR)
 SETTINGS_LEFT_BEHIND = ("storage",)
 """Config keys that belong to one machine's tree, not to the team: where its state is."""
+MIGRATION_LOCK = "config/migration.lock"
 APPLIED_LINES = "drift_applied_lines"
 """In a migration's content, the watch state's ``drift_offset`` (a store's own position) as the number
 of drift-log lines before it, which means the same in every store."""
@@ -312,7 +314,6 @@ def migrate_tree(root: str | None, to: str) -> dict[str, Any]:
     Any error before step 3 rolls the copy back and removes the marker: the tree stays on its source.
     A database's rows stay where they are after a move to the files (other machines may use them).
     """
-    from loki.storage.moving import marker, refusal
     from loki.storage.paths import find_root
 
     found = find_root(root)
@@ -323,6 +324,31 @@ def migrate_tree(root: str | None, to: str) -> dict[str, Any]:
 
         check_url(to, "--to")
         wanted = without_password(to)
+    lock = _one_migration(found)
+    try:
+        return _resume_or_move(found, to, wanted)
+    finally:
+        lock.release()
+
+
+def _one_migration(found: str) -> FileLock:
+    """The lock only ``loki migrate`` takes, for its whole run: two at once on one tree would each take
+    the other's copy for an interrupted one of their own. Not waited for (exit 5, naming the holder)."""
+    from loki.errors import LockTimeout
+    from loki.storage.locks import FileLock
+
+    os.makedirs(os.path.join(found, "config"), exist_ok=True)
+    lock = FileLock(os.path.join(found, *MIGRATION_LOCK.split("/")), 0, MIGRATION_LOCK)
+    try:
+        return lock.acquire()
+    except LockTimeout as exc:
+        raise MigrationUnderWay(f"another `loki migrate` is running on {found}: {exc.message}",
+                                lock=MIGRATION_LOCK) from None
+
+
+def _resume_or_move(found: str, to: str, wanted: str) -> dict[str, Any]:
+    from loki.storage.moving import marker, refusal
+
     unfinished = marker(found)
     if unfinished is not None and unfinished.get("step") != "switching" and _is_source(found, wanted):
         return _roll_back(found, unfinished)
