@@ -12,7 +12,6 @@ tests/test_postgres_migrate.py and below.
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 from pathlib import Path
@@ -79,10 +78,11 @@ def test_a_kill_at_every_step_to_postgresql(base: Path, tmp_path: Path) -> None:
     while True:
         root = _fresh(base, tmp_path, point)
         url = pgserver.fresh_schema_url(migrate=False)
-        if not _killed_then_finished(root, _url_target(url), point, expected):
+        if not _killed_then_finished(root, url, point, expected):
             break
         point += 1
     assert point > 15, f"only {point - 1} crash points: the harness missed the migration's steps"
+    print(f"to PostgreSQL: killed at {point - 1} crash points, each finished by a re-run")
 
 
 def test_a_kill_at_every_step_to_files(base: Path, tmp_path: Path) -> None:
@@ -98,6 +98,7 @@ def test_a_kill_at_every_step_to_files(base: Path, tmp_path: Path) -> None:
         point += 1
         assert not list(root.glob("queue/*.json.*")), "a stale partial copy is left beside the files"
     assert point > 15, f"only {point - 1} crash points: the harness missed the migration's steps"
+    print(f"to the files: killed at {point - 1} crash points, each finished by a re-run")
 
 
 def test_random_kills_both_ways_then_a_clean_round_trip(base: Path, tmp_path: Path) -> None:
@@ -106,7 +107,8 @@ def test_random_kills_both_ways_then_a_clean_round_trip(base: Path, tmp_path: Pa
     expected = digest(content(Store(base)))
     rng = random.Random(20261127)
     root = _fresh(base, tmp_path, 1000)
-    url = _url_target(pgserver.fresh_schema_url(migrate=False))
+    url = pgserver.fresh_schema_url(migrate=False)
+    kills = 0
     for round_number in range(6):
         target = url if round_number % 2 == 0 else "files"
         for _ in range(rng.randint(1, 3)):
@@ -115,6 +117,7 @@ def test_random_kills_both_ways_then_a_clean_round_trip(base: Path, tmp_path: Pa
             if killed.code == 0:
                 break
             assert killed.code == 137, killed.stderr
+            kills += 1
         else:
             finished = loki_proc(["migrate", "--to", target], root=root, timeout=120)
             assert finished.code == 0, (round_number, finished.stderr)
@@ -122,10 +125,6 @@ def test_random_kills_both_ways_then_a_clean_round_trip(base: Path, tmp_path: Pa
         assert digest(content(live)) == expected, f"round {round_number}"
         if target != "files":
             # the database keeps its rows after a move back to the files: the next move to it needs an empty one
-            url = _url_target(pgserver.fresh_schema_url(migrate=False))
-    config = json.loads((root / "config" / "loki.json").read_text())
-    assert "storage" in config or open_store(str(root)).backend == "files"
-
-
-def _url_target(url: str) -> str:
-    return url
+            url = pgserver.fresh_schema_url(migrate=False)
+    assert kills > 6
+    print(f"random: {kills} kills in 6 rounds")
