@@ -196,3 +196,30 @@ def test_an_interrupted_migration_rolls_back_with_to_where_the_state_is(tmp_path
     assert open_store(str(root)).backend == "postgresql"
     assert digest(content(open_store(str(root)))) == on_database
     assert cli(["queue", "add", "on the database"], root=root).code == 0
+
+
+def test_a_failed_move_to_the_files_leaves_no_partial_copy_and_can_be_retried(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error that is not a kill (here: the copy fails `validate`) rolls the copy back itself: no
+    half-written files block the retry, the marker is gone, the tree works on the database."""
+    import loki.storage.migrate as migrating
+    from loki.errors import InvalidInput
+
+    root = tmp_path / ".loki"
+    init_tree(str(root))
+    assert cli(["queue", "add", "t", "--id", "t1"], root=root).code == 0
+    url = pgserver.fresh_schema_url(migrate=False)
+    assert cli(["migrate", "--to", url], root=root).code == 0
+    on_database = digest(content(open_store(str(root))))
+
+    def invalid(target: object) -> None:
+        raise InvalidInput("the copy fails `loki validate` (made up by the test)")
+
+    monkeypatch.setattr(migrating, "_check_valid", invalid)
+    failed = cli(["migrate", "--to", "files"], root=root)
+    assert failed.code == 1 and "made up by the test" in failed.stderr
+    assert not (root / "queue").exists() and not (root / "config" / "migration.json").exists()
+    assert cli(["status"], root=root).code == 0
+    monkeypatch.undo()
+    assert cli(["migrate", "--to", "files"], root=root).code == 0
+    assert digest(content(Store(root))) == on_database
