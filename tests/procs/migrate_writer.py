@@ -4,7 +4,7 @@ before the migration (as ``loki work`` holds one). Every answer goes to LOG, one
 ``added ID`` / ``completed ID`` when acknowledged, ``refused add|claim|complete ID EXIT`` when not.
 
 It prints ``ready`` after its first acknowledged write, and stops once it has been refused and then
-acknowledged again three times in a row (the migration ended), or after 4000 rounds.
+acknowledged again three times in a row (the migration ended), or after 100,000 rounds.
 
 usage: python -m tests.procs.migrate_writer ROOT LOG
 """
@@ -24,7 +24,7 @@ def main() -> None:
     refused_once = False
     acknowledged_after = 0
     with open(log_path, "w", encoding="utf-8") as log:
-        for n in range(4000):
+        for n in range(100_000):
             for name, opened in (("fresh", None), ("held", held)):
                 task_id = f"w-{name}-{n}"
                 step = "add"
