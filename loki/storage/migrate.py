@@ -399,7 +399,12 @@ def _move(found: str, to: str, wanted: str, unfinished: dict[str, Any] | None) -
             if without_password(to) == without_password(url):
                 raise InvalidInput(f"{found} is already on {without_password(to)}", root=found)
     source = open_found(found, guarded=False)
-    mark = {"version": 1, "target": wanted, "step": "holding", "pid": os.getpid(),
+    named = source.root
+    if source.backend != "files":
+        from loki.storage.postgres.connect import without_password
+
+        named = without_password(database_url(found) or "")
+    mark = {"version": 1, "target": wanted, "source": named, "step": "holding", "pid": os.getpid(),
             "started_at": (unfinished or {}).get("started_at") or source.now_ts(),
             "set_aside": (unfinished or {}).get("set_aside")}
     if source.backend == "files" and not mark["set_aside"]:
@@ -545,8 +550,8 @@ def _switch(found: str, mark: dict[str, Any], *, finished_now: bool,
         from loki.storage.opening import open_found
 
         live = open_found(found, guarded=False)
-        report = {"source": "(the interrupted migration's source)", "target": live.root,
-                  "sections": digest(content(live))}
+        sections = digest(content(live))  # read first: a database's root names its schema once connected
+        report = {"source": str(mark.get("source") or "the source"), "target": live.root, "sections": sections}
     return {**report, "backend": "files" if target == "files" else "postgresql", "set_aside": set_aside,
             "finished_interrupted": finished_now}
 
