@@ -137,6 +137,13 @@ class LockTimeout(LokiError):
     kind = "lock_timeout"
 
 
+class MigrationUnderWay(LockTimeout):
+    """The tree is being moved by ``loki migrate`` (or a move was interrupted): every other command is
+    held out until it ends, exit 5 like a lock that cannot be had (docs/postgres.md)."""
+
+    kind = "migration_under_way"
+
+
 class CircuitOpen(LokiError):
     """A circuit breaker refuses the call; ``retry_after`` says how long to wait."""
 

@@ -11,7 +11,7 @@ import pytest
 # Every write in the test suite is validated in full (LOKI_VALIDATE_ALL), so a domain module
 # that forgets to declare a changed record cannot sneak an invalid one past the tests.
 os.environ["LOKI_VALIDATE_ALL"] = "1"
-for name in ("LOKI_ROOT", "LOKI_NOW", "LOKI_CRASHPOINT", "LOKI_LOCK_TIMEOUT", "LOKI_FORCE_TTY"):
+for name in ("LOKI_ROOT", "LOKI_NOW", "LOKI_CRASHPOINT", "LOKI_CRASH_AT", "LOKI_LOCK_TIMEOUT", "LOKI_FORCE_TTY"):
     os.environ.pop(name, None)
 
 from loki.clock import ManualClock  # noqa: E402

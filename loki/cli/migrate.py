@@ -15,13 +15,23 @@ def migrate(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Move every task, entry, document, log and item to the target, compare both sides record by record
-    (counts and SHA-256), then switch this tree to it. Refuses a target that already holds state."""
+    (counts and SHA-256), then switch this tree to it. Refuses a target that already holds state. Every other
+    command on this tree is held out (exit 5) until it ends; run again after an interruption, it finishes
+    the job, and `--to` where the state still is rolls the interrupted copy back."""
     from loki.storage.migrate import migrate_tree
 
     report = migrate_tree(root_option(ctx), to)
     if json_output:
         print_json(report)
         return
+    if report.get("rolled_back"):
+        say(f"the interrupted migration to {report['target']} is rolled back: this tree keeps its state where it was")
+        if report["database_may_hold_copy"]:
+            say(f"{report['database_may_hold_copy']} may hold the copy it committed: a later `loki migrate` there "
+                "needs it emptied first")
+        return
+    if report.get("finished_interrupted"):
+        say("finished the interrupted migration (its copy had been verified)")
     moved = {name: info["records"] for name, info in report["sections"].items() if info["records"]}
     say(f"moved {', '.join(f'{count} {name}' for name, count in moved.items()) or 'an empty tree'} "
         f"from {report['source']} to {report['target']}; verified (counts and SHA-256 of every record)")

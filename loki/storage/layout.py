@@ -42,6 +42,26 @@ LOCAL_CACHE_DIR = "cache"
 (strike state, prefix hints, the settings), refreshed by the hooks that connect (docs/postgres.md)."""
 TEMPLATES_DIR = "templates"
 ESCALATION_TEMPLATE = f"{TEMPLATES_DIR}/escalation.md"
+DRIFT_LOG = f"{SIGNALS_DIR}/DRIFT_DETECTED"
+"""Drift reports: the one signal that is an append-only log, not a file per signal (docs/signals.md)."""
+MIGRATION_MARKER = "config/migration.json"
+"""Written first and removed last by ``loki migrate``: every other command is held out while it exists
+(loki/storage/moving.py)."""
+
+TREE_STATE = ("queue", "state", "signals", "escalations", "memory", "logs", "archive", TEMPLATES_DIR,
+              CONTINUITY, KNOWLEDGE)
+"""What a file tree's state is made of: what ``loki migrate`` sets aside after a move to a database and
+clears before a move back (``config/`` stays: it says where the state is; ``cache/`` is this machine's)."""
+
+NOT_STATE_SUFFIXES = (".lock", ".journal.json", ".tmp")
+"""Entries beside the state that are not state: permanent lock files (``signals/DRIFT_DETECTED.lock``),
+redo journals of a commit in flight, temp files of a write in flight."""
+
+
+def is_state_name(name: str) -> bool:
+    """Whether a directory entry of the tree holds state a migration moves (not a lock, a journal, a temp
+    file, a hidden entry such as ``.processing/``, or a file ``doctor --repair`` set aside)."""
+    return not name.startswith(".") and not name.endswith(NOT_STATE_SUFFIXES) and ".corrupt." not in name
 
 DIRECTORIES = (
     "config",

@@ -48,18 +48,39 @@ def database_url(root: str) -> str | None:
 
 
 def open_store(root: str | os.PathLike[str] | None = None, **kwargs: Any) -> StateStore:
-    """The store of the tree at ``root`` (found like git finds ``.git`` when None)."""
+    """The store of the tree at ``root`` (found like git finds ``.git`` when None).
+
+    Refused (exit 5) while ``loki migrate`` moves the tree, or after one was interrupted: the message
+    names the command that finishes it (loki/storage/moving.py)."""
+    from loki.storage.moving import refuse_if_moving
     from loki.storage.paths import find_root
 
     found = find_root(root)
+    refuse_if_moving(found)
+    return open_found(found, guarded=True, **kwargs)
+
+
+def open_found(found: str, *, guarded: bool, **kwargs: Any) -> StateStore:
+    """The store of the tree at ``found``. ``guarded``: every unit it writes checks first that no
+    migration is under way and that the tree still keeps its state there; ``loki migrate``'s own stores
+    are not guarded (they are the migration)."""
     url = database_url(found)
     if url is None:
         from loki.storage.store import Store
 
-        return Store(found, **kwargs)
+        files = Store(found, **kwargs)
+        files.guarded = guarded
+        return files
     from loki.storage.postgres.connect import check_url
     from loki.storage.postgres.store import PgStore
 
     check_url(url, URL_ENV if os.environ.get(URL_ENV) else "config/loki.json /storage/database")
-    store: StateStore = PgStore.open(url, root=found, **kwargs)
+    pg = PgStore.open(url, root=found, **kwargs)
+    if guarded:
+        from functools import partial
+
+        from loki.storage.moving import check_writable
+
+        pg.db.guard = partial(check_writable, found, "postgresql")
+    store: StateStore = pg
     return store

@@ -65,10 +65,20 @@ TEMP_SUFFIX = ".tmp"
 JOURNAL_VERSION = 1
 
 
+_crashpoints_passed = 0
+
+
 def crashpoint(name: str) -> None:
-    """Die here, as ``kill -9`` would, when ``LOKI_CRASHPOINT`` names this point (crash tests only)."""
+    """Die here, as ``kill -9`` would, when ``LOKI_CRASHPOINT`` names this point, or when this is the
+    ``LOKI_CRASH_AT``-th point the process passes (crash tests only: a harness kills at each in turn)."""
+    global _crashpoints_passed
     if os.environ.get("LOKI_CRASHPOINT") == name:
         os._exit(137)
+    at = os.environ.get("LOKI_CRASH_AT")
+    if at:
+        _crashpoints_passed += 1
+        if str(_crashpoints_passed) == at:
+            os._exit(137)
 
 
 def digest(data: bytes) -> str:
@@ -165,6 +175,9 @@ class Store(LogReads):
         self._tasks: FileTasks | None = None
         self.notes: list[str] = []
         """What a reader should be told about how it read (a commit in flight read from its journal)."""
+        self.guarded = True
+        """Writes check that no migration is under way and that the tree still keeps its state in its
+        files (:meth:`check_writable`); ``loki migrate`` turns it off for the stores it moves with."""
         # Tests set LOKI_VALIDATE_ALL=1: every write is then validated in full, so a domain
         # module that forgets to declare a changed record cannot slip an invalid one through.
         self.validate_all = validate_all if validate_all is not None else bool(os.environ.get("LOKI_VALIDATE_ALL"))
@@ -222,6 +235,14 @@ class Store(LogReads):
                 if stat.S_ISLNK(st.st_mode):
                     raise StateFileError(rel, f"directory {part!r} is a symbolic link; refusing to follow it")
             self._checked_dirs.add(parent)
+
+    def check_writable(self, rel: str) -> None:
+        """Refuse a write of state while the tree is being migrated, or once it moved to a database
+        (loki/storage/moving.py); ``config/`` (where the state is) and ``cache/`` are this machine's."""
+        if self.guarded and not rel.startswith(("config/", layout.LOCAL_CACHE_DIR + "/")):
+            from loki.storage.moving import check_writable
+
+            check_writable(self.root, "files")
 
     # -- configuration -------------------------------------------------------------------------
 
@@ -565,12 +586,15 @@ class Store(LogReads):
     def append_bytes(self, rel: str, payload: bytes, *, lock: bool = True, read_whole: bool = False) -> int:
         if not payload:
             return 0
+        self.check_writable(rel)
         if "/" in rel:
             self.ensure_dir(rel.rsplit("/", 1)[0])
         holder = FileLock(self.path(rel + ".lock"), self.lock_timeout, rel + ".lock") if lock else None
         if holder is not None:
             holder.acquire()
         try:
+            if holder is not None:
+                self.check_writable(rel)  # again under the lock: loki migrate takes it once before reading
             return self._append(rel, payload, read_whole)
         finally:
             if holder is not None:
@@ -620,6 +644,7 @@ class Store(LogReads):
         """
         if state_file:
             self.check_size(f"{rel_dir}/{name}{suffix}", len(data))
+        self.check_writable(f"{rel_dir}/{name}")
         directory = self.ensure_dir(rel_dir)
         try:
             tmp = write_temp(os.path.join(directory, name + suffix), data)
@@ -648,6 +673,7 @@ class Store(LogReads):
 
     def write_text(self, rel: str, text: str) -> None:
         """Atomically replace a non-JSON file (CONTINUITY.md, escalation edits)."""
+        self.check_writable(rel)
         self._check_parent(rel)
         data = text.encode("utf-8")
         self.check_size(rel, len(data))
@@ -993,9 +1019,13 @@ class Transaction:
     def begin(self) -> bool:
         """Take the lock; finish a journal if one was left behind. True if one was finished."""
         directory = self.lock_rel.rsplit("/", 1)[0]
+        self.store.check_writable(self.lock_rel)  # before ensure_dir: a moved tree gets no new queue/
         self.store.ensure_dir(directory)
         self._lock.acquire()
         try:
+            # Again under the lock: loki migrate takes every lock once after writing its marker, so a
+            # unit that passed this check has committed before the migration reads the source.
+            self.store.check_writable(self.lock_rel)
             digests = self._lock.record.get("digests")
             self._digests = dict(digests) if isinstance(digests, dict) else {}
             if os.path.lexists(self.store.path(self.journal_rel)):

@@ -24,7 +24,7 @@ from loki.storage.postgres import migrations
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from typing import Any
 
     import psycopg
@@ -39,6 +39,8 @@ class Database:
         self.check_schema = check_schema
         self._conn: psycopg.Connection[Any] | None = None
         self._depth = 0
+        self.guard: Callable[[], None] | None = None
+        """Called before each outermost unit (loki/storage/moving.py: no migration under way)."""
         self.schema: str | None = None
         self.schema_version: int | None = None
 
@@ -89,6 +91,8 @@ class Database:
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
         """One transaction (a savepoint when nested): committed when the block ends cleanly."""
         psycopg = connecting.driver()
+        if self._depth == 0 and self.guard is not None:
+            self.guard()
         conn = self.conn
         self._depth += 1
         try:
