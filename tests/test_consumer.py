@@ -348,3 +348,181 @@ def test_signals_emitted_within_one_clock_tick_are_consumed_in_emission_order(st
     assert [r["type"] for r in records] == ["HUMAN_REVIEW_NEEDED", "HUMAN_APPROVED"] * 20
     assert {r["outcome"] for r in records} == {"applied"}
     assert all(queue.show(f"t{n}")["state"] == "pending" for n in range(20))
+
+
+# -- two consumers at once (issue 22): what keeps a signal applied once when a lost lock overlaps a takeover ---
+
+
+FRICTION = {"friction_id": "f1", "location": "a.py:1", "behavior": "sleeps"}
+
+
+def test_a_friction_signal_still_claimed_counts_once_however_many_follow(store: Store) -> None:
+    """Its id is remembered while it may be applied again (it is still in .processing/), not only among the
+    last 20: a signal applied by a consumer that then lost its lock is counted once by the next."""
+    from loki.signals import rules
+
+    signals.emit(store, "FRICTION_DETECTED", FRICTION)
+    first = Consumer(store)
+    entry = first.claim("FRICTION_DETECTED")
+    assert entry is not None
+    body = json.loads(store.read_text(f"signals/.processing/{entry}") or "")
+    applied = rules.apply(store, rules.Signal(entry, "FRICTION_DETECTED", body))  # then the lock was lost
+    assert applied["outcome"] == "applied"
+    for n in range(rules.MAX_SIGNAL_IDS + 5):  # meanwhile the new consumer applies many more reports of it
+        later = rules.Signal(f"FRICTION_DETECTED.later-{n}", "FRICTION_DETECTED", body)
+        assert rules.apply(store, later)["outcome"] == "applied"
+    Consumer(store).recover()  # the next takeover finds the first one still claimed
+    [friction] = store.read(layout.FRICTION_MAP)["frictions"]
+    assert friction["reports"] == 1 + rules.MAX_SIGNAL_IDS + 5
+    [again] = [r for r in log(store) if r["id"] == entry]
+    assert again["outcome"] == "already_applied"
+    assert left(store, ".processing") == [] and left(store) == []
+    assert store_problems(store) == []
+
+
+def test_a_signal_left_in_processing_is_finished_while_consuming_not_at_the_next_takeover(store: Store) -> None:
+    """A consumer rescans .processing/ on every pass: what another consumer left there (it lost its lock
+    between applying and logging) is finished now, once, instead of waiting for the next takeover."""
+    from loki.signals import rules
+
+    consumer = Consumer(store)
+    consumer.recover()  # the live consumer's start: nothing to finish yet
+    signals.emit(store, "FRICTION_DETECTED", FRICTION)
+    old = Consumer(store)  # the consumer that lost its lock, still applying
+    entry = old.claim("FRICTION_DETECTED")
+    assert entry is not None
+    body = json.loads(store.read_text(f"signals/.processing/{entry}") or "")
+    rules.apply(store, rules.Signal(entry, "FRICTION_DETECTED", body))
+    signals.emit(store, "DOCS_NEEDED")
+    done = consumer.run_pass()
+    assert sorted(r["name"] for r in done) == ["DOCS_NEEDED", "FRICTION_DETECTED"]
+    [stuck] = [r for r in done if r["id"] == entry]
+    assert stuck["outcome"] == "already_applied" and stuck["recovered"] is True
+    assert left(store, ".processing") == []
+    assert store.read(layout.FRICTION_MAP)["frictions"][0]["reports"] == 1
+    assert consumer.run_pass() == [] and [r["id"] for r in log(store)].count(entry) == 1
+
+
+def test_a_deferred_signal_is_not_taken_early_by_the_rescan(store: Store, root: Path) -> None:
+    """The rescan of .processing/ leaves the consumer's own deferred signals to their retry time."""
+    signals.emit(store, "DOCS_NEEDED")
+    timer = Timer()
+    consumer = Consumer(store, timer=timer)
+    entry = consumer.claim("DOCS_NEEDED")
+    assert entry is not None
+    consumer._defer(entry, RuntimeError("the tree is busy"))
+    assert consumer.run_pass() == [] and left(store, ".processing") == [entry]
+    timer.now += 1
+    assert [r["id"] for r in consumer.run_pass()] == [entry]
+
+
+KNOWLEDGE_BODY = {"timestamp": "2026-01-25T10:00:00Z", "knowledge": "the cache is warmed at boot"}
+KNOWLEDGE_ID = "INSTITUTIONAL_KNOWLEDGE_FOUND.x1"
+
+
+def _race_the_knowledge_append(store: Any, start_other: Any, lock_waiter: Any) -> None:
+    """A consumer applies a knowledge signal while another (which lost its lock, or is taking over) is
+    appending the same section: the marker is looked for under the append's lock, so it is written once.
+    ``start_other()`` starts the second applier and returns what waits for its outcome."""
+    from loki.signals import rules
+
+    marker = f"<!-- loki-signal {KNOWLEDGE_ID} -->"
+    with store.transaction(layout.KNOWLEDGE):  # the first consumer is appending the section right now
+        outcome_of_other = start_other()
+        lock_waiter()  # the second applier waits for the append's lock
+        store.append_text(layout.KNOWLEDGE, [rules.KNOWLEDGE_HEADER, "", "## 10:00 - the code", "",
+                                             KNOWLEDGE_BODY["knowledge"], marker], lock=False, read_whole=True)
+    assert outcome_of_other() == "already_applied"
+    text = store.read_text(layout.KNOWLEDGE) or ""
+    assert text.count("the cache is warmed at boot") == 1 and text.count("loki-signal") == 1
+
+
+APPLY_KNOWLEDGE = """
+import json, sys
+from loki.signals import rules
+from loki.storage.store import Store
+sig = rules.Signal(sys.argv[2], "INSTITUTIONAL_KNOWLEDGE_FOUND", json.loads(sys.argv[3]))
+print(rules.apply(Store(sys.argv[1]), sig)["outcome"])
+"""
+
+
+def test_the_knowledge_marker_is_checked_under_the_appends_lock_on_files(root: Path, clock: ManualClock) -> None:
+    import subprocess
+    import sys
+    import time
+
+    lock = root / (layout.KNOWLEDGE + ".lock")
+
+    def start_other() -> Any:
+        proc = subprocess.Popen([sys.executable, "-c", APPLY_KNOWLEDGE, str(root), KNOWLEDGE_ID,
+                                 json.dumps(KNOWLEDGE_BODY)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, "LOKI_LOCK_TIMEOUT": "60"})
+
+        def outcome() -> str:
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+            return out.strip()
+
+        return outcome
+
+    def waiting() -> None:
+        deadline = time.monotonic() + 60
+        while b"->" not in _proc_locks_of(str(lock)):  # a process blocked in flock on it
+            assert time.monotonic() < deadline, "the second applier never waited for the lock"
+            time.sleep(0.005)
+
+    _race_the_knowledge_append(Store(root, clock=clock), start_other, waiting)
+
+
+def _proc_locks_of(path: str) -> bytes:
+    """The /proc/locks lines of the file at ``path`` (a waiter's line has ``->``)."""
+    st = os.stat(path)
+    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}".encode()
+    with open("/proc/locks", "rb") as f:
+        return b"\n".join(line for line in f.read().splitlines() if wanted in line)
+
+
+def test_the_knowledge_marker_is_checked_under_the_appends_lock_on_postgres(root: Path, clock: ManualClock) -> None:
+    import time
+
+    from tests.conftest import postgres_store
+
+    store = postgres_store(root, clock)
+    from loki.storage.postgres.store import PgStore
+
+    other = PgStore.open(store.db.url, root=str(root), clock=clock)
+
+    pid = other.db.conn.info.backend_pid  # the second applier's connection
+    probe = PgStore.open(store.db.url, clock=clock)
+
+    def waiting() -> None:
+        deadline = time.monotonic() + 30
+        while True:
+            found = probe.rows("SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", (pid,))
+            if found[0][0]:
+                return
+            assert time.monotonic() < deadline, "the second applier never waited for the lock"
+            time.sleep(0.005)
+
+    def start_other() -> Any:
+        import threading
+
+        from loki.signals import rules
+
+        results: list[str] = []
+        sig = rules.Signal(KNOWLEDGE_ID, "INSTITUTIONAL_KNOWLEDGE_FOUND", KNOWLEDGE_BODY)
+        thread = threading.Thread(target=lambda: results.append(rules.apply(other, sig)["outcome"]))
+        thread.start()
+
+        def outcome() -> str:
+            thread.join(60)
+            return results[0]
+
+        return outcome
+
+    try:
+        _race_the_knowledge_append(store, start_other, waiting)
+    finally:
+        probe.close()
+        other.close()
+        store.close()

@@ -164,7 +164,7 @@ class Consumer:
         """
         done: list[dict[str, Any]] = []
         now = self._timer()
-        for entry in [e for e, when in self._retry_at.items() if when <= now]:
+        for entry in [*[e for e, when in self._retry_at.items() if when <= now], *self._left_by_others()]:
             if should_stop():
                 break
             record = self.handle(entry, recovered=True)
@@ -216,6 +216,23 @@ class Consumer:
 
     def _processing(self) -> list[str]:
         return [n for n in self.store.list(signals.PROCESSING_DIR) if not n.startswith(".")]
+
+    def _left_by_others(self) -> list[str]:
+        """Claimed signals this consumer does not hold (not deferred by it), found by a rescan on every pass.
+
+        Another consumer left them: one whose lock was lost while it applied (its lock connection died on
+        PostgreSQL, and this one took over), or one that failed to log or finish a signal. Without the
+        rescan they would wait for the next takeover's :meth:`recover`, whose look at the outcome log
+        (its tail) may no longer find them. They are handled as recovered: the outcome log's tail is read
+        again for them, and each rule finds its own marker if it was applied.
+        """
+        found = [entry for entry in self._processing() if entry not in self._retry_at]
+        if found:
+            logged = outcomes.logged(self.store)
+            self._logged.update((entry, logged[entry]) for entry in found if entry in logged)
+            for entry in found:
+                self._drop_waiting_twin(entry)
+        return found
 
     # step 1: claim -------------------------------------------------------------------------------
 

@@ -974,8 +974,8 @@ class Transaction:
 
     def begin(self) -> bool:
         """Take the lock; finish a journal if one was left behind. True if one was finished."""
-        directory = self.lock_rel.rsplit("/", 1)[0]
-        self.store.ensure_dir(directory)
+        if "/" in self.lock_rel:  # a top-level file's lock (institutional-knowledge.md.lock) needs no directory
+            self.store.ensure_dir(self.lock_rel.rsplit("/", 1)[0])
         self._lock.acquire()
         try:
             digests = self._lock.record.get("digests")
