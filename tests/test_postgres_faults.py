@@ -164,3 +164,111 @@ def test_a_dead_server_is_a_clear_error_not_a_hang(tmp_path: Path, cluster: pgse
     fresh = loki_proc(["queue", "list"], root=root, env={"LOKI_DB_RETRY_SECONDS": "1"}, timeout=60)
     assert fresh.code == 1
     assert "cannot connect to" in fresh.stderr and len(fresh.stderr.strip().splitlines()) == 1
+
+
+# -- `loki watch` rides out a cut connection, a server restart, a failover (issue 22) --------------------------
+
+
+class Watching:
+    """``loki watch --no-tui`` on a tree, its output in a file (a pipe would fill up and block it)."""
+
+    def __init__(self, root: Path, directory: Path) -> None:
+        self.out = directory / f"watch-{os.getpid()}-{len(list(directory.glob('watch-*')))}.out"
+        with open(self.out, "wb") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "loki", "--root", str(root), "watch", "--no-tui"],
+                                         cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+
+    def output(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def wait_for(self, condition: Any, what: str, timeout: float = 120) -> None:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while not condition(self.output()):
+            assert self.proc.poll() is None, f"the watcher exited ({self.proc.returncode}) while waiting for " \
+                                             f"{what}:\n{self.output()[-3000:]}"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{self.output()[-3000:]}"
+            time.sleep(0.02)
+
+    def applied(self, count: int, what: str) -> None:
+        self.wait_for(lambda out: out.count("DOCS_NEEDED logged") >= count, what)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=60)
+
+
+def emit_docs_needed(root: Path, n: int) -> None:
+    emitted = loki_proc(["signal", "emit", "DOCS_NEEDED", f"n:={n}"], root=root, env={"LOKI_DB_RETRY_SECONDS": "60"},
+                        timeout=120)
+    assert emitted.code == 0, emitted.stderr
+
+
+def cut_every_loki_connection(url: str) -> int:
+    """pg_terminate_backend of every loki connection (the watcher's: its store, its lock, its listener)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                            "AND application_name LIKE 'loki%'").fetchall()
+    return len(rows)
+
+
+@pytest.mark.slow
+def test_a_watcher_rides_out_cut_connections_and_keeps_consuming(tmp_path: Path, cluster: pgserver.Cluster) -> None:
+    url = pgserver.fresh_schema_url(cluster.url())
+    root = tree_on(tmp_path / "team", url)
+    watching = Watching(root, tmp_path)
+    try:
+        watching.wait_for(lambda out: "started: consuming" in out, "the watcher to consume")
+        emit_docs_needed(root, 0)
+        watching.applied(1, "the first signal")
+        for cut in range(1, 4):  # the issue's 3 of 3 cuts
+            assert cut_every_loki_connection(cluster.url()) >= 2  # its store's connection and its lock's
+            emit_docs_needed(root, cut)
+            watching.applied(cut + 1, f"the signal after cut {cut}")
+        assert watching.stop() == 0, watching.output()
+    finally:
+        if watching.proc.poll() is None:
+            watching.proc.kill()
+    out = watching.output()
+    assert "lost the consumer lock" in out or "the watcher carries on" in out  # the feed says what happened
+    assert out.count("started: consuming") >= 2  # it took the lock again
+    assert "Traceback" not in out and out.rstrip().endswith("stopped: watcher stopped")
+    assert applied_docs_needed(url) == [0, 1, 2, 3]  # each once
+
+
+def applied_docs_needed(url: str) -> list[int]:
+    from loki.signals import outcomes
+    from loki.storage.postgres.store import PgStore
+
+    store = PgStore.open(url, validate_all=False)
+    try:
+        return sorted(r["signal"]["n"] for r in outcomes.tail(store) if r["type"] == "DOCS_NEEDED")
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+def test_a_watcher_rides_out_server_restarts_and_resumes_consuming(tmp_path: Path,
+                                                                   cluster: pgserver.Cluster) -> None:
+    url = pgserver.fresh_schema_url(cluster.url())
+    root = tree_on(tmp_path / "team", url)
+    watching = Watching(root, tmp_path)
+    try:
+        watching.wait_for(lambda out: "started: consuming" in out, "the watcher to consume")
+        emit_docs_needed(root, 0)
+        watching.applied(1, "the first signal")
+        for restart, mode in enumerate(("fast", "immediate"), start=1):  # a clean restart, then a crash-restart
+            cluster.stop(mode)
+            cluster.start()
+            emit_docs_needed(root, restart)
+            watching.applied(restart + 1, f"the signal after restart {restart}")
+        assert watching.stop() == 0, watching.output()
+    finally:
+        if watching.proc.poll() is None:
+            watching.proc.kill()
+    out = watching.output()
+    assert "the watcher carries on" in out or "lost the consumer lock" in out
+    assert "Traceback" not in out
+    assert applied_docs_needed(url) == [0, 1, 2], out

@@ -77,6 +77,10 @@ class ConsumerLock:
     def held(self) -> bool:
         return self._lock is not None and self._lock.held
 
+    def confirm(self) -> bool:
+        """Whether the lock is still ours, asked now (on PostgreSQL one round trip on the lock's connection)."""
+        return self._lock is not None and self._lock.confirm()
+
     def try_acquire(self) -> bool:
 
         if self.held:

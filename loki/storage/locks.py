@@ -242,6 +242,10 @@ class FileLock:
     def held(self) -> bool:
         return self._fd is not None
 
+    def confirm(self) -> bool:
+        """Whether the lock is still ours: a flock lasts as long as its descriptor (nothing to ask)."""
+        return self.held
+
     def acquire(self) -> FileLock:
         import portalocker  # deferred: ~50 ms of import that read-only commands never pay
 
