@@ -272,3 +272,82 @@ def test_a_watcher_rides_out_server_restarts_and_resumes_consuming(tmp_path: Pat
     assert "the watcher carries on" in out or "lost the consumer lock" in out
     assert "Traceback" not in out
     assert applied_docs_needed(url) == [0, 1, 2], out
+
+
+# -- two consumers at once: the issue's repro (issue 22) ---------------------------------------------------------
+
+
+class Watcher2(Watching):
+    def consuming_since(self) -> int:
+        return self.output().count("started: consuming")
+
+
+def waiting_signals(url: str) -> tuple[int, int]:
+    """(waiting, claimed) signals, straight from the rows."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FILTER (WHERE dir = 'signals'), "
+                           "count(*) FILTER (WHERE dir = 'signals/.processing') FROM loki_items").fetchone()
+    return int(row[0]), int(row[1])
+
+
+def cut_the_consumer_lock(url: str) -> int:
+    """pg_terminate_backend of the `loki lock%` connection: its holder's network dropped."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                            "WHERE application_name LIKE 'loki lock%'").fetchall()
+    return len(rows)
+
+
+@pytest.mark.slow
+def test_two_watchers_and_a_cut_lock_apply_a_backlog_of_1500_signals_once(tmp_path: Path,
+                                                                          cluster: pgserver.Cluster) -> None:
+    """Two machines' `loki watch --no-tui` on one database, 1,500 signals waiting, the consumer's lock
+    connection terminated twice while it works through them: each watcher in turn stops before its next
+    signal, the other takes over, and every signal's effect is made once (friction counted once per report,
+    each knowledge section appended once), nothing is left claimed."""
+    from loki.signals import emit as signals
+    from loki.storage import layout
+    from loki.storage.postgres.store import PgStore
+
+    url = pgserver.fresh_schema_url(cluster.url())
+    first_root = tree_on(tmp_path / "laptop", url)
+    second_root = tree_on(tmp_path / "runner", url)
+    store = PgStore.open(url, validate_all=False)
+    try:
+        for n in range(1500):
+            kind = n % 3
+            if kind == 0:
+                signals.emit(store, "FRICTION_DETECTED", {"friction_id": f"f{n % 7}", "location": f"a.py:{n % 7}",
+                                                          "behavior": "sleeps"})
+            elif kind == 1:
+                signals.emit(store, "INSTITUTIONAL_KNOWLEDGE_FOUND", {"knowledge": f"fact number {n}."})
+            else:
+                signals.emit(store, "DOCS_NEEDED", {"n": n})
+        first = Watcher2(first_root, tmp_path)
+        second = None
+        try:
+            first.wait_for(lambda out: "started: consuming" in out, "the first consumer")
+            second = Watcher2(second_root, tmp_path)
+            second.wait_for(lambda out: "display-only" in out, "the second watcher")
+            for cut, (goes, takes) in enumerate(((first, second), (second, first)), start=1):
+                left = waiting_signals(url)[0]
+                goes.wait_for(lambda _, left=left: waiting_signals(url)[0] < left - 200, f"progress before cut {cut}")
+                before = takes.consuming_since()
+                assert cut_the_consumer_lock(cluster.url()) == 1
+                takes.wait_for(lambda _, b=before, t=takes: t.consuming_since() > b, f"the takeover at cut {cut}")
+            first.wait_for(lambda _: waiting_signals(url) == (0, 0), "every signal consumed", timeout=600)
+            assert first.stop() == 0 and second.stop() == 0
+        finally:
+            for watching in (first, second):
+                if watching is not None and watching.proc.poll() is None:
+                    watching.proc.kill()
+        frictions = {f["friction_id"]: f["reports"] for f in store.read(layout.FRICTION_MAP)["frictions"]}
+        expected = {f"f{k}": sum(1 for n in range(0, 1500, 3) if n % 7 == k) for k in range(7)}
+        assert frictions == expected  # each report counted once
+        knowledge = store.read_text(layout.KNOWLEDGE) or ""
+        twice = [n for n in range(1, 1500, 3) if knowledge.count(f"fact number {n}.") != 1]
+        assert twice == [], f"knowledge sections not appended exactly once: {twice[:10]}"
+        for watching in (first, second):
+            assert "lost the consumer lock" in watching.output() and "Traceback" not in watching.output()
+    finally:
+        store.close()
