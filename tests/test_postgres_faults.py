@@ -351,3 +351,26 @@ def test_two_watchers_and_a_cut_lock_apply_a_backlog_of_1500_signals_once(tmp_pa
             assert "lost the consumer lock" in watching.output() and "Traceback" not in watching.output()
     finally:
         store.close()
+
+
+@pytest.mark.slow
+def test_a_watcher_stopped_while_the_server_is_down_still_stops_cleanly(tmp_path: Path,
+                                                                       cluster: pgserver.Cluster) -> None:
+    """SIGTERM during an outage: the watcher cannot save its counter, says so, frees its lock and stops."""
+    from loki.signals.watcher import Watcher
+    from loki.storage.opening import open_store
+
+    url = pgserver.fresh_schema_url(cluster.url())
+    root = tree_on(tmp_path / "team", url)
+    events: list[dict[str, Any]] = []
+    watcher = Watcher(open_store(str(root)), on_event=events.append, observer="polling")
+    assert watcher.start()
+    cluster.stop("fast")
+    os.environ["LOKI_DB_RETRY_SECONDS"] = "0.2"
+    try:
+        watcher.close()  # a stop request, while consuming
+    finally:
+        del os.environ["LOKI_DB_RETRY_SECONDS"]
+        cluster.start()
+    assert events[-1]["event"] == "stopped" and not watcher.consuming and not watcher.lock.held
+    assert any(e["event"] == "error" and e["detail"].startswith("saving the watch state: ") for e in events), events

@@ -170,6 +170,10 @@ class Watcher:
             try:
                 self.consumer.save()
                 self.consumer.update_state({"consumer": None})
+            except Exception as exc:
+                # Stopped while the database is away: only the processed counter and the consumer's record
+                # are not saved (`loki status` asks the lock, which the server frees with the connection).
+                self._emit_error(exc, "saving the watch state", retry=False)
             finally:
                 self.lock.release()
                 self.consumer = None
@@ -352,11 +356,12 @@ class Watcher:
             self._captured.append(event)
         self.on_event(event)
 
-    def _emit_error(self, exc: Exception, where: str) -> None:
+    def _emit_error(self, exc: Exception, where: str, *, retry: bool = True) -> None:
         from loki.errors import LokiError
 
         message = exc.message if isinstance(exc, LokiError) else f"{type(exc).__name__}: {exc}"
-        self._emit({"event": "error", "detail": f"{where}: {message}; retrying on the next cycle"})
+        self._emit({"event": "error", "detail": f"{where}: {message}" + ("; retrying on the next cycle" if retry
+                                                                         else "")})
 
     # -- the observer (a hint) -------------------------------------------------------------------------
 
