@@ -14,14 +14,17 @@ The delivery protocol, for each file in ``signals/``:
 
 A crash anywhere leaves the file in ``.processing/``. The next consumer starts by
 finishing those: an id already in the log is only deleted (or moved), anything else is
-applied again -- and the rule finds its own marker, so nothing is applied twice.
+applied again -- and the rule finds its own marker, so nothing is applied twice. A
+consumer also rescans ``.processing/`` on every pass, for what another consumer left
+there after this one started (one that lost its lock while it worked).
 
 ``signals/DRIFT_DETECTED`` is a log, not a file to consume: the consumer follows it by
 byte offset (kept in ``state/watch.json``), one complete line at a time. A line without
 its newline yet is being written: it waits. A line's id is ``DRIFT_DETECTED@<offset>``.
 
 One consumer at a time: whoever holds ``state/watch.consumer.lock`` (the watcher, for its
-whole life, or :func:`consume_pending` for one pass). ``LOKI_CRASHPOINT`` names
+whole life, or :func:`consume_pending` for one pass). The watcher asks the lock before
+each signal (``run_pass``'s ``should_stop``), so one that lost it stops before the next. ``LOKI_CRASHPOINT`` names
 (``signal-claimed``, ``signal-applied``, ``signal-logged``, ``drift-applied``) make a
 consumer die at that step, as ``kill -9`` would, for the crash tests (``signal-linked``: the
 claim half done).
