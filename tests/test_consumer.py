@@ -526,3 +526,31 @@ def test_the_knowledge_marker_is_checked_under_the_appends_lock_on_postgres(root
         probe.close()
         other.close()
         store.close()
+
+
+def test_consume_pending_stops_before_the_next_signal_when_its_lock_connection_dies(root: Path,
+                                                                                      clock: ManualClock) -> None:
+    """`loki approve`'s one pass asks its lock between signals too (PostgreSQL: the lock dies with its connection)."""
+    from loki.storage.postgres.store import PgStore
+    from tests.conftest import postgres_store
+
+    store = postgres_store(root, clock)
+    killer = PgStore.open(store.db.url, clock=clock)
+    try:
+        for n in range(10):
+            signals.emit(store, "DOCS_NEEDED", {"n": n})
+        seen: list[dict[str, Any]] = []
+
+        def cut_after_the_first(event: dict[str, Any]) -> None:
+            seen.append(event)
+            if len(seen) == 1:
+                # This schema's holder of the consumer's lock (the server may serve other tests).
+                killer.rows("SELECT pg_terminate_backend(backend_pid) FROM loki_lock_holders WHERE name = %s",
+                            (CONSUMER_LOCK,))
+
+        result = consume_pending(store, on_event=cut_after_the_first)
+        assert result["consumed"] is True and len(result["outcomes"]) == 1
+        assert len(signals.entries(store, "waiting")) == 9 and signals.entries(store, "processing") == []
+    finally:
+        killer.close()
+        store.close()

@@ -529,7 +529,9 @@ def consume_pending(store: Store, *, on_event: EventSink | None = None) -> dict[
 
     try:
         consumer = Consumer(store, on_event=sink)
-        done = consumer.recover() + consumer.run_pass()
+        # The lock is asked between two signals, as the watcher does: lost (its connection died), a
+        # watcher may be taking over, so this pass stops before the next signal.
+        done = consumer.recover() + consumer.run_pass(lambda: not lock.confirm())
         consumer.save()
     finally:
         lock.release()
