@@ -374,3 +374,53 @@ def test_a_watcher_stopped_while_the_server_is_down_still_stops_cleanly(tmp_path
         cluster.start()
     assert events[-1]["event"] == "stopped" and not watcher.consuming and not watcher.lock.held
     assert any(e["event"] == "error" and e["detail"].startswith("saving the watch state: ") for e in events), events
+
+
+@pytest.mark.slow
+def test_server_restarts_in_the_middle_of_a_backlog_lose_nothing_and_apply_nothing_twice(
+        tmp_path: Path, cluster: pgserver.Cluster) -> None:
+    """A watcher working through 600 signals while the server is restarted three times (fast, immediate,
+    fast): it carries on each time, takes its lock back, and every effect is made once."""
+    from loki.signals import emit as signals
+    from loki.storage import layout
+    from loki.storage.postgres.store import PgStore
+
+    url = pgserver.fresh_schema_url(cluster.url())
+    root = tree_on(tmp_path / "team", url)
+    store = PgStore.open(url, validate_all=False)
+    try:
+        for n in range(600):
+            if n % 3 == 0:
+                signals.emit(store, "FRICTION_DETECTED", {"friction_id": f"f{n % 5}", "location": "a.py:1",
+                                                          "behavior": "sleeps"})
+            elif n % 3 == 1:
+                signals.emit(store, "INSTITUTIONAL_KNOWLEDGE_FOUND", {"knowledge": f"fact number {n}."})
+            else:
+                signals.emit(store, "DOCS_NEEDED", {"n": n})
+    finally:
+        store.close()
+    watching = Watching(root, tmp_path)
+    try:
+        watching.wait_for(lambda out: "started: consuming" in out, "the watcher to consume")
+        for restart, mode in enumerate(("fast", "immediate", "fast"), start=1):
+            left = waiting_signals(url)[0]
+            watching.wait_for(lambda _, left=left: waiting_signals(url)[0] < left - 60, f"progress {restart}")
+            cluster.stop(mode)
+            cluster.start()
+        watching.wait_for(lambda _: waiting_signals(url) == (0, 0), "every signal consumed", timeout=600)
+        assert watching.stop() == 0, watching.output()
+    finally:
+        if watching.proc.poll() is None:
+            watching.proc.kill()
+    out = watching.output()
+    assert "Traceback" not in out and out.count("started: consuming") >= 2
+    store = PgStore.open(url, validate_all=False)
+    try:
+        frictions = {f["friction_id"]: f["reports"] for f in store.read(layout.FRICTION_MAP)["frictions"]}
+        assert frictions == {f"f{k}": sum(1 for n in range(0, 600, 3) if n % 5 == k) for k in range(5)}
+        knowledge = store.read_text(layout.KNOWLEDGE) or ""
+        assert [n for n in range(1, 600, 3) if knowledge.count(f"fact number {n}.") != 1] == []
+    finally:
+        store.close()
+    validated = loki_proc(["validate"], root=root)
+    assert validated.code == 0, validated.stdout + validated.stderr
