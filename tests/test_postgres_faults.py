@@ -424,3 +424,34 @@ def test_server_restarts_in_the_middle_of_a_backlog_lose_nothing_and_apply_nothi
         store.close()
     validated = loki_proc(["validate"], root=root)
     assert validated.code == 0, validated.stdout + validated.stderr
+
+
+@pytest.mark.slow
+def test_following_other_processes_starts_once_the_server_answers(tmp_path: Path,
+                                                                  cluster: pgserver.Cluster) -> None:
+    """The live loop starts following what other processes do right after it starts: a server gone at that
+    instant is a failed cycle (said in the feed), not the end of the watcher; it follows once it is back."""
+    from loki.breakers.breakers import Breakers
+    from loki.signals.watcher import Watcher
+    from loki.storage.opening import open_store
+
+    url = pgserver.fresh_schema_url(cluster.url())
+    root = tree_on(tmp_path / "team", url)
+    events: list[dict[str, Any]] = []
+    watcher = Watcher(open_store(str(root)), on_event=events.append, observer="polling")
+    assert watcher.start()
+    cluster.stop("fast")
+    os.environ["LOKI_DB_RETRY_SECONDS"] = "0.2"
+    try:
+        watcher.follow_activity()
+    finally:
+        del os.environ["LOKI_DB_RETRY_SECONDS"]
+        cluster.start()
+    assert any(e["event"] == "warning" and "the watcher carries on" in e["detail"] for e in events)
+    watcher.step()  # the server is back: the cycle works again, and starts following
+    assert watcher.activity is not None and watcher.activity.started
+    Breakers(open_store(str(root))).trip("api/claude")
+    watcher.step()
+    watcher.step()
+    assert [e["breaker"] for e in events if e["event"] == "breaker"] == ["api/claude"]
+    watcher.close()

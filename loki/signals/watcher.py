@@ -153,7 +153,10 @@ class Watcher:
         """From now on, each cycle also reports what other processes did (:mod:`loki.signals.activity`)."""
         if self.activity is None:
             self.activity = Activity(self.store)
-            self.activity.start()
+            try:
+                self.activity.start()
+            except Exception as exc:  # the database away at that instant: poll() starts it once it answers
+                self._cycle_failed(exc)
 
     def stop(self) -> None:
         """Ask the loop to end after the signal in hand (safe from a signal handler or a thread)."""
