@@ -455,3 +455,42 @@ def test_following_other_processes_starts_once_the_server_answers(tmp_path: Path
     watcher.step()
     assert [e["breaker"] for e in events if e["event"] == "breaker"] == ["api/claude"]
     watcher.close()
+
+
+@pytest.mark.slow
+def test_the_live_views_frame_rides_out_an_outage(tmp_path: Path, cluster: pgserver.Cluster) -> None:
+    """The live view draws a frame after every cycle from a snapshot of the database: a frame that meets the
+    outage is skipped (the feed says why) and the loop goes on; the next frame is drawn once it is back."""
+    from loki.signals.dashboard import Dashboard
+    from loki.signals.watcher import Watcher
+    from loki.storage.opening import open_store
+
+    url = pgserver.fresh_schema_url(cluster.url())
+    root = tree_on(tmp_path / "team", url)
+    store = open_store(str(root))
+    events: list[dict[str, Any]] = []
+    watcher = Watcher(store, on_event=events.append, observer="polling")
+    dashboard = Dashboard(store)
+    frames: list[dict[str, Any]] = []
+    calls = 0
+
+    def draw(w: Watcher) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            cluster.stop("fast")
+            os.environ["LOKI_DB_RETRY_SECONDS"] = "0.2"
+        elif calls == 2:
+            del os.environ["LOKI_DB_RETRY_SECONDS"]
+            cluster.start()
+        else:
+            w.stop()
+        frames.append(dashboard.snapshot(consuming=w.consuming))
+
+    try:
+        watcher.run(on_cycle=draw)
+    finally:
+        os.environ.pop("LOKI_DB_RETRY_SECONDS", None)
+    assert calls == 3 and len(frames) == 2  # the frame drawn during the outage failed; the loop went on
+    assert any(e["event"] == "warning" and "the watcher carries on" in e["detail"] for e in events)
+    assert events[-1]["event"] == "stopped"

@@ -320,11 +320,22 @@ class Watcher:
                 self._wake.clear()
                 handled = self.step()
                 if on_cycle is not None:
-                    on_cycle(self)
+                    self._draw(on_cycle)
                 if not handled and not self._stop.is_set():
                     self.wait()
         finally:
             self.close()
+
+    def _draw(self, on_cycle: Callable[[Watcher], None]) -> None:
+        """``on_cycle`` (the live view's frame, read from the store): a frame that meets the database away
+        is skipped and said in the feed like a failed cycle; the next cycle draws again. Anything else
+        (a bug in the view) still ends the loop, with its traceback."""
+        from loki.errors import LokiError
+
+        try:
+            on_cycle(self)
+        except LokiError as exc:
+            self._cycle_failed(exc)
 
     def run_once(self) -> dict[str, Any]:
         """``loki watch --once``: what is waiting, one tick, and exit."""
