@@ -494,3 +494,32 @@ def test_the_live_views_frame_rides_out_an_outage(tmp_path: Path, cluster: pgser
     assert calls == 3 and len(frames) == 2  # the frame drawn during the outage failed; the loop went on
     assert any(e["event"] == "warning" and "the watcher carries on" in e["detail"] for e in events)
     assert events[-1]["event"] == "stopped"
+
+
+@pytest.mark.slow
+def test_watch_once_that_loses_the_server_mid_pass_fails_with_exit_5(tmp_path: Path,
+                                                                     cluster: pgserver.Cluster) -> None:
+    """`loki watch --once` is one attempt, for cron: a server gone in the middle of it is exit 5 (cron
+    notices; the next run finishes the work), never an exit 0 that says "1 signal handled" and hides it."""
+    from loki.signals import emit as signals
+    from loki.signals.watcher import Watcher
+    from loki.storage.opening import open_store
+    from loki.storage.postgres.connect import DatabaseUnavailable
+
+    url = pgserver.fresh_schema_url(cluster.url())
+    root = tree_on(tmp_path / "team", url)
+    store = open_store(str(root))
+    for n in range(3):
+        signals.emit(store, "DOCS_NEEDED", {"n": n})
+
+    def server_gone_after_the_first(event: dict[str, Any]) -> None:
+        if event["event"] == "signal":
+            cluster.stop("fast")
+            os.environ["LOKI_DB_RETRY_SECONDS"] = "0.2"
+
+    try:
+        with pytest.raises(DatabaseUnavailable):
+            Watcher(store, on_event=server_gone_after_the_first, observer="polling").run_once()
+    finally:
+        os.environ.pop("LOKI_DB_RETRY_SECONDS", None)
+        cluster.start()

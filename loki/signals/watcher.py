@@ -344,7 +344,9 @@ class Watcher:
         try:
             consuming = self.start(observe=False)
             if consuming:
-                self.step(force_tick=True)
+                # One attempt, for cron: a cycle that fails (the database went away) raises, so the exit
+                # code says so (5), where the live loop would say it in the feed and go on.
+                self._cycle(force_tick=True)
         finally:
             self.close()
             self._captured = None
