@@ -554,3 +554,101 @@ def test_consume_pending_stops_before_the_next_signal_when_its_lock_connection_d
     finally:
         killer.close()
         store.close()
+
+
+REVIEW_BODY = {"timestamp": "2026-01-25T10:00:00Z", "reason": "is this migration safe?", "task_id": "lm-7"}
+REVIEW_ID = "HUMAN_REVIEW_NEEDED.x1"
+
+
+def _race_the_unknown_task_escalation(store: Any, start_other: Any, lock_waiter: Any) -> None:
+    """A review request for a task loki does not know becomes one escalation file, even when two consumers
+    apply it at once: its marker is looked for, and the file written, under the queue's lock."""
+    from loki.queue.escalations import list_escalations, write_file
+    from loki.signals import rules
+
+    sig = rules.Signal(REVIEW_ID, "HUMAN_REVIEW_NEEDED", REVIEW_BODY)
+    with store.tasks().transaction():  # the first consumer is writing the escalation right now
+        outcome_of_other = start_other()
+        lock_waiter()
+        values = {key: "x" for key in ("task_title", "failure_count", "trigger", "error_summary", "attempts_log",
+                                       "recommended_options", "timestamp", "agent")}
+        write_file(store, task_id="lm-7", values={**values, "task_id": "lm-7",
+                                                  "agent_analysis": f"asked {sig.marker}"}, now=store.now_ts())
+    assert outcome_of_other() == "already_applied"
+    assert len(list_escalations(store)) == 1
+
+
+APPLY_REVIEW = """
+import json, sys
+from loki.signals import rules
+from loki.storage.store import Store
+sig = rules.Signal(sys.argv[2], "HUMAN_REVIEW_NEEDED", json.loads(sys.argv[3]))
+print(rules._escalate_unknown_task(Store(sys.argv[1]), sig)["outcome"])  # past "no such task in the queue"
+"""
+
+
+def test_an_unknown_tasks_review_request_is_escalated_once_by_two_consumers_on_files(root: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    def start_other() -> Any:
+        proc = subprocess.Popen([sys.executable, "-c", APPLY_REVIEW, str(root), REVIEW_ID, json.dumps(REVIEW_BODY)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "LOKI_LOCK_TIMEOUT": "60"})
+
+        def outcome() -> str:
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+            return out.strip()
+
+        return outcome
+
+    def waiting() -> None:
+        deadline = time.monotonic() + 30
+        while b"->" not in _proc_locks_of(str(root / "queue" / ".lock")):
+            assert time.monotonic() < deadline, "the second consumer never waited for the queue's lock"
+            time.sleep(0.005)
+
+    _race_the_unknown_task_escalation(Store(root), start_other, waiting)
+
+
+def test_an_unknown_tasks_review_request_is_escalated_once_by_two_consumers_on_postgres(
+        root: Path, clock: ManualClock) -> None:
+    import threading
+    import time
+
+    from loki.signals import rules
+    from loki.storage.postgres.store import PgStore
+    from tests.conftest import postgres_store
+
+    store = postgres_store(root, clock)
+    other = PgStore.open(store.db.url, root=str(root), clock=clock)
+    probe = PgStore.open(store.db.url, clock=clock)
+    pid = other.db.conn.info.backend_pid
+
+    def start_other() -> Any:
+        results: list[str] = []
+        sig = rules.Signal(REVIEW_ID, "HUMAN_REVIEW_NEEDED", REVIEW_BODY)
+        # Past "no such task in the queue" (block_for_review's first step), where the race was.
+        thread = threading.Thread(target=lambda: results.append(rules._escalate_unknown_task(other, sig)["outcome"]))
+        thread.start()
+
+        def outcome() -> str:
+            thread.join(60)
+            return results[0]
+
+        return outcome
+
+    def waiting() -> None:
+        deadline = time.monotonic() + 30
+        while not probe.rows("SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", (pid,))[0][0]:
+            assert time.monotonic() < deadline, "the second consumer never waited for the queue's lock"
+            time.sleep(0.005)
+
+    try:
+        _race_the_unknown_task_escalation(store, start_other, waiting)
+    finally:
+        probe.close()
+        other.close()
+        store.close()

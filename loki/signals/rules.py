@@ -210,6 +210,13 @@ def _escalate_unknown_task(store: Store, sig: Signal) -> dict[str, Any]:
     """A review request for a task loki does not know (Loki Mode's own, say) still needs a human:
     it is kept as an open escalation file, never consumed into nothing. The file carries the
     signal's marker, so applying the signal again after a crash writes no second one."""
+    # Looked for and written under the queue's lock, where escalate() writes its files: two consumers at
+    # once (one that lost its lock, one taking over) must not both find the marker missing.
+    with store.tasks().transaction():
+        return _write_unknown_task_escalation(store, sig)
+
+
+def _write_unknown_task_escalation(store: Store, sig: Signal) -> dict[str, Any]:
     from loki.queue.escalations import list_escalations, write_file
 
     for row in list_escalations(store, open_only=False):
