@@ -652,3 +652,34 @@ def test_an_unknown_tasks_review_request_is_escalated_once_by_two_consumers_on_p
         probe.close()
         other.close()
         store.close()
+
+
+@pytest.mark.files("makes a claimed signal that cannot be finished, with a directory in its way")
+def test_a_claimed_signal_that_cannot_be_finished_does_not_hold_up_the_others(store: Store, root: Path) -> None:
+    """The rescan of .processing/ meets a signal whose last step fails every time: it is kept for a retry
+    with backoff, like a rule that cannot run now, and the signals waiting behind it are consumed."""
+    timer = Timer()
+    consumer = Consumer(store, timer=timer)
+    consumer.recover()
+    processing = root / "signals" / ".processing"
+    processing.mkdir(exist_ok=True)
+    (processing / "BROKEN.x1").write_bytes(b"{not json")  # left there by another consumer
+    blocker = root / "signals" / ".quarantine" / "BROKEN.x1"
+    blocker.mkdir(parents=True)
+    (blocker / "in-the-way").write_text("x")  # the move into quarantine cannot replace a full directory
+    signals.emit(store, "DOCS_NEEDED")
+    events: list[dict[str, Any]] = []
+    consumer.on_event = events.append
+    done = consumer.run_pass()
+    assert [r["name"] for r in done] == ["DOCS_NEEDED"]
+    assert consumer.deferred == 1 and any(e["event"] == "error" and "BROKEN.x1" in e["detail"] for e in events)
+    (blocker / "in-the-way").unlink()
+    (blocker / "in-the-way").mkdir()  # in the way once more: still only finishing is retried
+    timer.now += 1
+    assert consumer.run_pass() == [] and consumer.deferred == 1
+    (blocker / "in-the-way").rmdir()
+    blocker.rmdir()
+    timer.now += 2
+    assert consumer.run_pass() == [] and consumer.deferred == 0  # finished, not quarantined and logged again
+    assert left(store, ".processing") == [] and left(store, ".quarantine") == ["BROKEN.x1"]
+    assert [r["id"] for r in log(store)].count("BROKEN.x1") == 1

@@ -174,7 +174,11 @@ class Consumer:
         for entry in [*[e for e, when in self._retry_at.items() if when <= now], *self._left_by_others()]:
             if should_stop():
                 break
-            record = self.handle(entry, recovered=True)
+            try:
+                record = self.handle(entry, recovered=True)
+            except Exception as exc:  # its last step (delete, move) failed: retried later, the rest goes on
+                self._defer(entry, exc)
+                continue
             if record is not None:
                 done.append(record)
         for name in self.waiting():
@@ -266,9 +270,10 @@ class Consumer:
         """Apply, log and finish one claimed signal. None when there was nothing to log (its outcome
         was logged before a crash) or applying failed (it stays claimed and is retried)."""
         name = signals.original_name(entry)
-        known = self._logged.pop(entry, None)
+        known = self._logged.get(entry)
         if known is not None:
-            self._finish(entry, known)
+            self._finish(entry, known)  # kept in _logged until it is done: a retry only finishes it
+            self._logged.pop(entry, None)
             self._retry_at.pop(entry, None)
             return None
         try:
@@ -289,7 +294,7 @@ class Consumer:
             self._defer(entry, exc)
             return None
         crashpoint("signal-logged")
-        self._finish(entry, record)
+        self._finish_logged(entry, record)
         self._retry_at.pop(entry, None)
         self._failures.pop(entry, None)
         self._count()
@@ -371,11 +376,17 @@ class Consumer:
             self._defer(entry, exc)
             return None
         crashpoint("signal-logged")
-        self._finish(entry, record)
+        self._finish_logged(entry, record)
         self._retry_at.pop(entry, None)
         self._count()
         self.on_event({"event": "signal", **record})
         return record
+
+    def _finish_logged(self, entry: str, record: dict[str, Any]) -> None:
+        """Step 4 for a signal whose outcome is logged now: if it fails, a retry only finishes it."""
+        self._logged[entry] = record
+        self._finish(entry, record)
+        self._logged.pop(entry, None)
 
     def _finish(self, entry: str, record: dict[str, Any]) -> None:
         """Step 4: delete the claimed file, or move it where its logged outcome says (``moved_to``)."""
