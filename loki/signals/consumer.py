@@ -23,9 +23,9 @@ byte offset (kept in ``state/watch.json``), one complete line at a time. A line 
 its newline yet is being written: it waits. A line's id is ``DRIFT_DETECTED@<offset>``.
 
 One consumer at a time: whoever holds ``state/watch.consumer.lock`` (the watcher, for its
-whole life, or :func:`consume_pending` for one pass). The watcher asks the lock before
-each signal (``run_pass``'s ``should_stop``), so one that lost it stops before the next. ``LOKI_CRASHPOINT`` names
-(``signal-claimed``, ``signal-applied``, ``signal-logged``, ``drift-applied``) make a
+whole life, or :func:`consume_pending` for one pass). Both ask the lock before each
+signal (``run_pass``'s ``should_stop``), so one that lost it stops before the next.
+``LOKI_CRASHPOINT`` names (``signal-claimed``, ``signal-applied``, ``signal-logged``, ``drift-applied``) make a
 consumer die at that step, as ``kill -9`` would, for the crash tests (``signal-linked``: the
 claim half done).
 """

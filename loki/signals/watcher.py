@@ -24,7 +24,8 @@ it carries on, and an ``info`` when a cycle works again); the next cycle reconne
 (the store's bounded retries), takes the lock again when it is free, and consumes.
 
 The loop is driven from outside for tests and cron: :meth:`Watcher.step` does one
-cycle (``loki watch --once`` is ``start`` + ``step(force_tick=True)`` + ``close``) and
+cycle (``loki watch --once`` is ``start`` + one cycle with the tick forced + ``close``;
+there a failed cycle raises, for the exit code) and
 the timer that schedules rescans and ticks is injectable.
 
 The live loop (:meth:`Watcher.run`) also reports what other processes did
