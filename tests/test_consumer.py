@@ -348,3 +348,338 @@ def test_signals_emitted_within_one_clock_tick_are_consumed_in_emission_order(st
     assert [r["type"] for r in records] == ["HUMAN_REVIEW_NEEDED", "HUMAN_APPROVED"] * 20
     assert {r["outcome"] for r in records} == {"applied"}
     assert all(queue.show(f"t{n}")["state"] == "pending" for n in range(20))
+
+
+# -- two consumers at once (issue 22): what keeps a signal applied once when a lost lock overlaps a takeover ---
+
+
+FRICTION = {"friction_id": "f1", "location": "a.py:1", "behavior": "sleeps"}
+
+
+def test_a_friction_signal_still_claimed_counts_once_however_many_follow(store: Store) -> None:
+    """Its id is remembered while it may be applied again (it is still in .processing/), not only among the
+    last 20: a signal applied by a consumer that then lost its lock is counted once by the next."""
+    from loki.signals import rules
+
+    signals.emit(store, "FRICTION_DETECTED", FRICTION)
+    first = Consumer(store)
+    entry = first.claim("FRICTION_DETECTED")
+    assert entry is not None
+    body = json.loads(store.read_text(f"signals/.processing/{entry}") or "")
+    applied = rules.apply(store, rules.Signal(entry, "FRICTION_DETECTED", body))  # then the lock was lost
+    assert applied["outcome"] == "applied"
+    for n in range(rules.MAX_SIGNAL_IDS + 5):  # meanwhile the new consumer applies many more reports of it
+        later = rules.Signal(f"FRICTION_DETECTED.later-{n}", "FRICTION_DETECTED", body)
+        assert rules.apply(store, later)["outcome"] == "applied"
+    Consumer(store).recover()  # the next takeover finds the first one still claimed
+    [friction] = store.read(layout.FRICTION_MAP)["frictions"]
+    assert friction["reports"] == 1 + rules.MAX_SIGNAL_IDS + 5
+    [again] = [r for r in log(store) if r["id"] == entry]
+    assert again["outcome"] == "already_applied"
+    assert left(store, ".processing") == [] and left(store) == []
+    assert store_problems(store) == []
+
+
+def test_a_signal_left_in_processing_is_finished_while_consuming_not_at_the_next_takeover(store: Store) -> None:
+    """A consumer rescans .processing/ on every pass: what another consumer left there (it lost its lock
+    between applying and logging) is finished now, once, instead of waiting for the next takeover."""
+    from loki.signals import rules
+
+    consumer = Consumer(store)
+    consumer.recover()  # the live consumer's start: nothing to finish yet
+    signals.emit(store, "FRICTION_DETECTED", FRICTION)
+    old = Consumer(store)  # the consumer that lost its lock, still applying
+    entry = old.claim("FRICTION_DETECTED")
+    assert entry is not None
+    body = json.loads(store.read_text(f"signals/.processing/{entry}") or "")
+    rules.apply(store, rules.Signal(entry, "FRICTION_DETECTED", body))
+    signals.emit(store, "DOCS_NEEDED")
+    done = consumer.run_pass()
+    assert sorted(r["name"] for r in done) == ["DOCS_NEEDED", "FRICTION_DETECTED"]
+    [stuck] = [r for r in done if r["id"] == entry]
+    assert stuck["outcome"] == "already_applied" and stuck["recovered"] is True
+    assert left(store, ".processing") == []
+    assert store.read(layout.FRICTION_MAP)["frictions"][0]["reports"] == 1
+    assert consumer.run_pass() == [] and [r["id"] for r in log(store)].count(entry) == 1
+
+
+def test_a_deferred_signal_is_not_taken_early_by_the_rescan(store: Store, root: Path) -> None:
+    """The rescan of .processing/ leaves the consumer's own deferred signals to their retry time."""
+    signals.emit(store, "DOCS_NEEDED")
+    timer = Timer()
+    consumer = Consumer(store, timer=timer)
+    entry = consumer.claim("DOCS_NEEDED")
+    assert entry is not None
+    consumer._defer(entry, RuntimeError("the tree is busy"))
+    assert consumer.run_pass() == [] and left(store, ".processing") == [entry]
+    timer.now += 1
+    assert [r["id"] for r in consumer.run_pass()] == [entry]
+
+
+KNOWLEDGE_BODY = {"timestamp": "2026-01-25T10:00:00Z", "knowledge": "the cache is warmed at boot"}
+KNOWLEDGE_ID = "INSTITUTIONAL_KNOWLEDGE_FOUND.x1"
+
+
+def _race_the_knowledge_append(store: Any, start_other: Any, lock_waiter: Any) -> None:
+    """A consumer applies a knowledge signal while another (which lost its lock, or is taking over) is
+    appending the same section: the marker is looked for under the append's lock, so it is written once.
+    ``start_other()`` starts the second applier and returns what waits for its outcome."""
+    from loki.signals import rules
+
+    marker = f"<!-- loki-signal {KNOWLEDGE_ID} -->"
+    with store.transaction(layout.KNOWLEDGE):  # the first consumer is appending the section right now
+        outcome_of_other = start_other()
+        lock_waiter()  # the second applier waits for the append's lock
+        store.append_text(layout.KNOWLEDGE, [rules.KNOWLEDGE_HEADER, "", "## 10:00 - the code", "",
+                                             KNOWLEDGE_BODY["knowledge"], marker], lock=False, read_whole=True)
+    assert outcome_of_other() == "already_applied"
+    text = store.read_text(layout.KNOWLEDGE) or ""
+    assert text.count("the cache is warmed at boot") == 1 and text.count("loki-signal") == 1
+
+
+APPLY_KNOWLEDGE = """
+import json, sys
+from loki.signals import rules
+from loki.storage.store import Store
+sig = rules.Signal(sys.argv[2], "INSTITUTIONAL_KNOWLEDGE_FOUND", json.loads(sys.argv[3]))
+print(rules.apply(Store(sys.argv[1]), sig)["outcome"])
+"""
+
+
+def test_the_knowledge_marker_is_checked_under_the_appends_lock_on_files(root: Path, clock: ManualClock) -> None:
+    import subprocess
+    import sys
+    import time
+
+    lock = root / (layout.KNOWLEDGE + ".lock")
+
+    def start_other() -> Any:
+        proc = subprocess.Popen([sys.executable, "-c", APPLY_KNOWLEDGE, str(root), KNOWLEDGE_ID,
+                                 json.dumps(KNOWLEDGE_BODY)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, "LOKI_LOCK_TIMEOUT": "60"})
+
+        def outcome() -> str:
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+            return out.strip()
+
+        return outcome
+
+    def waiting() -> None:
+        deadline = time.monotonic() + 60
+        while b"->" not in _proc_locks_of(str(lock)):  # a process blocked in flock on it
+            assert time.monotonic() < deadline, "the second applier never waited for the lock"
+            time.sleep(0.005)
+
+    _race_the_knowledge_append(Store(root, clock=clock), start_other, waiting)
+
+
+def _proc_locks_of(path: str) -> bytes:
+    """The /proc/locks lines of the file at ``path`` (a waiter's line has ``->``)."""
+    st = os.stat(path)
+    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}".encode()
+    with open("/proc/locks", "rb") as f:
+        return b"\n".join(line for line in f.read().splitlines() if wanted in line)
+
+
+def test_the_knowledge_marker_is_checked_under_the_appends_lock_on_postgres(root: Path, clock: ManualClock) -> None:
+    import time
+
+    from tests.conftest import postgres_store
+
+    store = postgres_store(root, clock)
+    from loki.storage.postgres.store import PgStore
+
+    other = PgStore.open(store.db.url, root=str(root), clock=clock)
+
+    pid = other.db.conn.info.backend_pid  # the second applier's connection
+    probe = PgStore.open(store.db.url, clock=clock)
+
+    def waiting() -> None:
+        deadline = time.monotonic() + 30
+        while True:
+            found = probe.rows("SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", (pid,))
+            if found[0][0]:
+                return
+            assert time.monotonic() < deadline, "the second applier never waited for the lock"
+            time.sleep(0.005)
+
+    def start_other() -> Any:
+        import threading
+
+        from loki.signals import rules
+
+        results: list[str] = []
+        sig = rules.Signal(KNOWLEDGE_ID, "INSTITUTIONAL_KNOWLEDGE_FOUND", KNOWLEDGE_BODY)
+        thread = threading.Thread(target=lambda: results.append(rules.apply(other, sig)["outcome"]))
+        thread.start()
+
+        def outcome() -> str:
+            thread.join(60)
+            return results[0]
+
+        return outcome
+
+    try:
+        _race_the_knowledge_append(store, start_other, waiting)
+    finally:
+        probe.close()
+        other.close()
+        store.close()
+
+
+def test_consume_pending_stops_before_the_next_signal_when_its_lock_connection_dies(root: Path,
+                                                                                      clock: ManualClock) -> None:
+    """`loki approve`'s one pass asks its lock between signals too (PostgreSQL: the lock dies with its connection)."""
+    from loki.storage.postgres.store import PgStore
+    from tests.conftest import postgres_store
+
+    store = postgres_store(root, clock)
+    killer = PgStore.open(store.db.url, clock=clock)
+    try:
+        for n in range(10):
+            signals.emit(store, "DOCS_NEEDED", {"n": n})
+        seen: list[dict[str, Any]] = []
+
+        def cut_after_the_first(event: dict[str, Any]) -> None:
+            seen.append(event)
+            if len(seen) == 1:
+                # This schema's holder of the consumer's lock (the server may serve other tests).
+                killer.rows("SELECT pg_terminate_backend(backend_pid) FROM loki_lock_holders WHERE name = %s",
+                            (CONSUMER_LOCK,))
+
+        result = consume_pending(store, on_event=cut_after_the_first)
+        assert result["consumed"] is True and len(result["outcomes"]) == 1
+        assert len(signals.entries(store, "waiting")) == 9 and signals.entries(store, "processing") == []
+    finally:
+        killer.close()
+        store.close()
+
+
+REVIEW_BODY = {"timestamp": "2026-01-25T10:00:00Z", "reason": "is this migration safe?", "task_id": "lm-7"}
+REVIEW_ID = "HUMAN_REVIEW_NEEDED.x1"
+
+
+def _race_the_unknown_task_escalation(store: Any, start_other: Any, lock_waiter: Any) -> None:
+    """A review request for a task loki does not know becomes one escalation file, even when two consumers
+    apply it at once: its marker is looked for, and the file written, under the queue's lock."""
+    from loki.queue.escalations import list_escalations, write_file
+    from loki.signals import rules
+
+    sig = rules.Signal(REVIEW_ID, "HUMAN_REVIEW_NEEDED", REVIEW_BODY)
+    with store.tasks().transaction():  # the first consumer is writing the escalation right now
+        outcome_of_other = start_other()
+        lock_waiter()
+        values = {key: "x" for key in ("task_title", "failure_count", "trigger", "error_summary", "attempts_log",
+                                       "recommended_options", "timestamp", "agent")}
+        write_file(store, task_id="lm-7", values={**values, "task_id": "lm-7",
+                                                  "agent_analysis": f"asked {sig.marker}"}, now=store.now_ts())
+    assert outcome_of_other() == "already_applied"
+    assert len(list_escalations(store)) == 1
+
+
+APPLY_REVIEW = """
+import json, sys
+from loki.signals import rules
+from loki.storage.store import Store
+sig = rules.Signal(sys.argv[2], "HUMAN_REVIEW_NEEDED", json.loads(sys.argv[3]))
+print(rules._escalate_unknown_task(Store(sys.argv[1]), sig)["outcome"])  # past "no such task in the queue"
+"""
+
+
+def test_an_unknown_tasks_review_request_is_escalated_once_by_two_consumers_on_files(root: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    def start_other() -> Any:
+        proc = subprocess.Popen([sys.executable, "-c", APPLY_REVIEW, str(root), REVIEW_ID, json.dumps(REVIEW_BODY)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "LOKI_LOCK_TIMEOUT": "60"})
+
+        def outcome() -> str:
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+            return out.strip()
+
+        return outcome
+
+    def waiting() -> None:
+        deadline = time.monotonic() + 30
+        while b"->" not in _proc_locks_of(str(root / "queue" / ".lock")):
+            assert time.monotonic() < deadline, "the second consumer never waited for the queue's lock"
+            time.sleep(0.005)
+
+    _race_the_unknown_task_escalation(Store(root), start_other, waiting)
+
+
+def test_an_unknown_tasks_review_request_is_escalated_once_by_two_consumers_on_postgres(
+        root: Path, clock: ManualClock) -> None:
+    import threading
+    import time
+
+    from loki.signals import rules
+    from loki.storage.postgres.store import PgStore
+    from tests.conftest import postgres_store
+
+    store = postgres_store(root, clock)
+    other = PgStore.open(store.db.url, root=str(root), clock=clock)
+    probe = PgStore.open(store.db.url, clock=clock)
+    pid = other.db.conn.info.backend_pid
+
+    def start_other() -> Any:
+        results: list[str] = []
+        sig = rules.Signal(REVIEW_ID, "HUMAN_REVIEW_NEEDED", REVIEW_BODY)
+        # Past "no such task in the queue" (block_for_review's first step), where the race was.
+        thread = threading.Thread(target=lambda: results.append(rules._escalate_unknown_task(other, sig)["outcome"]))
+        thread.start()
+
+        def outcome() -> str:
+            thread.join(60)
+            return results[0]
+
+        return outcome
+
+    def waiting() -> None:
+        deadline = time.monotonic() + 30
+        while not probe.rows("SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", (pid,))[0][0]:
+            assert time.monotonic() < deadline, "the second consumer never waited for the queue's lock"
+            time.sleep(0.005)
+
+    try:
+        _race_the_unknown_task_escalation(store, start_other, waiting)
+    finally:
+        probe.close()
+        other.close()
+        store.close()
+
+
+@pytest.mark.files("makes a claimed signal that cannot be finished, with a directory in its way")
+def test_a_claimed_signal_that_cannot_be_finished_does_not_hold_up_the_others(store: Store, root: Path) -> None:
+    """The rescan of .processing/ meets a signal whose last step fails every time: it is kept for a retry
+    with backoff, like a rule that cannot run now, and the signals waiting behind it are consumed."""
+    timer = Timer()
+    consumer = Consumer(store, timer=timer)
+    consumer.recover()
+    processing = root / "signals" / ".processing"
+    processing.mkdir(exist_ok=True)
+    (processing / "BROKEN.x1").write_bytes(b"{not json")  # left there by another consumer
+    blocker = root / "signals" / ".quarantine" / "BROKEN.x1"
+    blocker.mkdir(parents=True)
+    (blocker / "in-the-way").write_text("x")  # the move into quarantine cannot replace a full directory
+    signals.emit(store, "DOCS_NEEDED")
+    events: list[dict[str, Any]] = []
+    consumer.on_event = events.append
+    done = consumer.run_pass()
+    assert [r["name"] for r in done] == ["DOCS_NEEDED"]
+    assert consumer.deferred == 1 and any(e["event"] == "error" and "BROKEN.x1" in e["detail"] for e in events)
+    (blocker / "in-the-way").unlink()
+    (blocker / "in-the-way").mkdir()  # in the way once more: still only finishing is retried
+    timer.now += 1
+    assert consumer.run_pass() == [] and consumer.deferred == 1
+    (blocker / "in-the-way").rmdir()
+    blocker.rmdir()
+    timer.now += 2
+    assert consumer.run_pass() == [] and consumer.deferred == 0  # finished, not quarantined and logged again
+    assert left(store, ".processing") == [] and left(store, ".quarantine") == ["BROKEN.x1"]
+    assert [r["id"] for r in log(store)].count("BROKEN.x1") == 1

@@ -346,3 +346,41 @@ def test_the_live_view_renders_in_a_terminal_and_exits_on_ctrl_c(root: Path, tmp
         assert done.read_text().strip() == "0"
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
+
+
+# -- every wait is bounded (issue 22) ---------------------------------------------------------------------------
+
+
+BLOCKED_ALARM = """
+import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})  # inherited through exec, as from some launchers
+os.execv(sys.executable, [sys.executable, "-m", "loki", *sys.argv[1:]])
+"""
+
+
+def test_watch_once_waiting_for_a_lock_gives_up_at_the_timeout_even_with_the_alarm_signal_blocked(
+        root: Path) -> None:
+    """A `watch --once` that became the consumer waits for the watch state's lock, held by someone else
+    past the lock timeout: it exits 5 naming the lock and its holder, within the timeout. Started with
+    SIGALRM blocked (a signal mask is inherited), the lock's timer never fired and the wait lasted as long
+    as the holder held the lock: the observed hang of a `watch --once` that printed nothing."""
+    from loki.storage.locks import FileLock
+
+    holder = FileLock(str(root / "state" / "watch.json.lock"), timeout=5)
+    holder.acquire()
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", BLOCKED_ALARM, "--root", str(root), "watch", "--once"],
+                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "LOKI_LOCK_TIMEOUT": "1"})
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise AssertionError("watch --once still waited for the lock 30s into a 1s lock timeout") from None
+    finally:
+        holder.release()
+    assert proc.returncode == 5, out + err
+    assert "timed out after 1s waiting for the lock state/watch.json.lock" in err
+    assert f"held by pid {os.getpid()}" in err
+    assert len(err.strip().splitlines()) == 1

@@ -221,3 +221,41 @@ def test_a_display_only_watcher_shows_the_consumers_tick_events(store: Store, tw
     assert len([e for e in seen if e["event"] == "tick"]) == 2  # each event shown once
     first.close()
     second.close()
+
+
+# -- a consumer that loses its lock (issue 22: two consumers at once) -------------------------------------------
+
+
+def test_a_consumer_whose_lock_connection_dies_stops_before_the_next_signal(root: Path, clock: ManualClock) -> None:
+    """The lock is checked between two signals, not once a step: when its connection dies (the server has
+    freed the lock for another watcher, which runs recover()), the consumer applies nothing more."""
+    from loki.signals.consumer import CONSUMER_LOCK
+    from loki.storage.postgres.store import PgStore
+    from tests.conftest import postgres_store
+
+    store = postgres_store(root, clock)
+    killer = PgStore.open(store.db.url, clock=clock)
+    try:
+        for n in range(30):
+            signals.emit(store, "DOCS_NEEDED", {"n": n})
+        events: list[dict[str, Any]] = []
+        watcher = Watcher(store, observer="polling")
+        assert watcher.start()
+        lock_pid = watcher.lock._lock._conn.info.backend_pid  # type: ignore[union-attr]
+
+        def cut_after_the_first(event: dict[str, Any]) -> None:
+            events.append(event)
+            if event["event"] == "signal" and len([e for e in events if e["event"] == "signal"]) == 1:
+                killer.rows("SELECT pg_terminate_backend(%s)", (lock_pid,))
+                wait_for(lambda: killer.lock_holder(CONSUMER_LOCK) is None)  # free for another watcher now
+
+        watcher.on_event = cut_after_the_first
+        assert watcher.step() == 1
+        assert not watcher.consuming
+        assert any(e["event"] == "warning" and "lost the consumer lock" in e["detail"] for e in events)
+        assert len(signals.entries(store, "waiting")) == 29 and signals.entries(store, "processing") == []
+        assert [r["signal"]["n"] for r in logged(store)] == [0]
+        watcher.close()
+    finally:
+        killer.close()
+        store.close()

@@ -188,7 +188,9 @@ class Activity:
         self.started = False
 
     def start(self) -> None:
-        """Remember where everything is now: only what happens after this is reported."""
+        """Remember where everything is now: only what happens after this is reported.
+
+        When the store cannot answer (a database away), this raises and :meth:`poll` starts again."""
         self._breaker_position = self.store.log_end(RECOVERY_LOG)
         self._tasks_position = self.store.log_end(tasklog.LOG)
         for source in (self._strike_events, self._escalation_events, self._review_events):

@@ -14,15 +14,18 @@ The delivery protocol, for each file in ``signals/``:
 
 A crash anywhere leaves the file in ``.processing/``. The next consumer starts by
 finishing those: an id already in the log is only deleted (or moved), anything else is
-applied again -- and the rule finds its own marker, so nothing is applied twice.
+applied again -- and the rule finds its own marker, so nothing is applied twice. A
+consumer also rescans ``.processing/`` on every pass, for what another consumer left
+there after this one started (one that lost its lock while it worked).
 
 ``signals/DRIFT_DETECTED`` is a log, not a file to consume: the consumer follows it by
 byte offset (kept in ``state/watch.json``), one complete line at a time. A line without
 its newline yet is being written: it waits. A line's id is ``DRIFT_DETECTED@<offset>``.
 
 One consumer at a time: whoever holds ``state/watch.consumer.lock`` (the watcher, for its
-whole life, or :func:`consume_pending` for one pass). ``LOKI_CRASHPOINT`` names
-(``signal-claimed``, ``signal-applied``, ``signal-logged``, ``drift-applied``) make a
+whole life, or :func:`consume_pending` for one pass). Both ask the lock before each
+signal (``run_pass``'s ``should_stop``), so one that lost it stops before the next.
+``LOKI_CRASHPOINT`` names (``signal-claimed``, ``signal-applied``, ``signal-logged``, ``drift-applied``) make a
 consumer die at that step, as ``kill -9`` would, for the crash tests (``signal-linked``: the
 claim half done).
 """
@@ -76,6 +79,10 @@ class ConsumerLock:
     @property
     def held(self) -> bool:
         return self._lock is not None and self._lock.held
+
+    def confirm(self) -> bool:
+        """Whether the lock is still ours, asked now (on PostgreSQL one round trip on the lock's connection)."""
+        return self._lock is not None and self._lock.confirm()
 
     def try_acquire(self) -> bool:
 
@@ -164,10 +171,14 @@ class Consumer:
         """
         done: list[dict[str, Any]] = []
         now = self._timer()
-        for entry in [e for e, when in self._retry_at.items() if when <= now]:
+        for entry in [*[e for e, when in self._retry_at.items() if when <= now], *self._left_by_others()]:
             if should_stop():
                 break
-            record = self.handle(entry, recovered=True)
+            try:
+                record = self.handle(entry, recovered=True)
+            except Exception as exc:  # its last step (delete, move) failed: retried later, the rest goes on
+                self._defer(entry, exc)
+                continue
             if record is not None:
                 done.append(record)
         for name in self.waiting():
@@ -217,6 +228,23 @@ class Consumer:
     def _processing(self) -> list[str]:
         return [n for n in self.store.list(signals.PROCESSING_DIR) if not n.startswith(".")]
 
+    def _left_by_others(self) -> list[str]:
+        """Claimed signals this consumer does not hold (not deferred by it), found by a rescan on every pass.
+
+        Another consumer left them: one whose lock was lost while it applied (its lock connection died on
+        PostgreSQL, and this one took over), or one that failed to log or finish a signal. Without the
+        rescan they would wait for the next takeover's :meth:`recover`, whose look at the outcome log
+        (its tail) may no longer find them. They are handled as recovered: the outcome log's tail is read
+        again for them, and each rule finds its own marker if it was applied.
+        """
+        found = [entry for entry in self._processing() if entry not in self._retry_at]
+        if found:
+            logged = outcomes.logged(self.store)
+            self._logged.update((entry, logged[entry]) for entry in found if entry in logged)
+            for entry in found:
+                self._drop_waiting_twin(entry)
+        return found
+
     # step 1: claim -------------------------------------------------------------------------------
 
     def claim(self, name: str) -> str | None:
@@ -242,9 +270,10 @@ class Consumer:
         """Apply, log and finish one claimed signal. None when there was nothing to log (its outcome
         was logged before a crash) or applying failed (it stays claimed and is retried)."""
         name = signals.original_name(entry)
-        known = self._logged.pop(entry, None)
+        known = self._logged.get(entry)
         if known is not None:
-            self._finish(entry, known)
+            self._finish(entry, known)  # kept in _logged until it is done: a retry only finishes it
+            self._logged.pop(entry, None)
             self._retry_at.pop(entry, None)
             return None
         try:
@@ -265,7 +294,7 @@ class Consumer:
             self._defer(entry, exc)
             return None
         crashpoint("signal-logged")
-        self._finish(entry, record)
+        self._finish_logged(entry, record)
         self._retry_at.pop(entry, None)
         self._failures.pop(entry, None)
         self._count()
@@ -347,11 +376,17 @@ class Consumer:
             self._defer(entry, exc)
             return None
         crashpoint("signal-logged")
-        self._finish(entry, record)
+        self._finish_logged(entry, record)
         self._retry_at.pop(entry, None)
         self._count()
         self.on_event({"event": "signal", **record})
         return record
+
+    def _finish_logged(self, entry: str, record: dict[str, Any]) -> None:
+        """Step 4 for a signal whose outcome is logged now: if it fails, a retry only finishes it."""
+        self._logged[entry] = record
+        self._finish(entry, record)
+        self._logged.pop(entry, None)
 
     def _finish(self, entry: str, record: dict[str, Any]) -> None:
         """Step 4: delete the claimed file, or move it where its logged outcome says (``moved_to``)."""
@@ -505,7 +540,9 @@ def consume_pending(store: Store, *, on_event: EventSink | None = None) -> dict[
 
     try:
         consumer = Consumer(store, on_event=sink)
-        done = consumer.recover() + consumer.run_pass()
+        # The lock is asked between two signals, as the watcher does: lost (its connection died), a
+        # watcher may be taking over, so this pass stops before the next signal.
+        done = consumer.recover() + consumer.run_pass(lambda: not lock.confirm())
         consumer.save()
     finally:
         lock.release()

@@ -1,9 +1,10 @@
 """The live view's feed of events, and the same events as lines for ``loki watch --no-tui``.
 
 An event is a dict from the watcher (``signal``, ``tick``, ``started``, ``stopped``, ``error``,
-``warning``) or from :mod:`loki.signals.activity` (``breaker``, ``strike``, ``escalation``,
-``review``, ``task``). :func:`entry` says it for the feed: a time, a one-word label (what kind of thing
-happened), the text, and a tone the terminal colours (``ok``, ``warn``, ``bad``, ``dim`` or plain).
+``warning``, ``info``: working again after a failed cycle) or from :mod:`loki.signals.activity`
+(``breaker``, ``strike``, ``escalation``, ``review``, ``task``). :func:`entry` says it for the feed: a time, a
+one-word label (what kind of thing happened), the text, and a tone the terminal colours (``ok``, ``warn``,
+``bad``, ``dim`` or plain).
 :func:`event_line` is the ``--no-tui`` line: the time, then the same words.
 
 :class:`Feed` keeps the latest entries (a bounded buffer) and counts every entry it was given, so a

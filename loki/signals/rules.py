@@ -210,6 +210,13 @@ def _escalate_unknown_task(store: Store, sig: Signal) -> dict[str, Any]:
     """A review request for a task loki does not know (Loki Mode's own, say) still needs a human:
     it is kept as an open escalation file, never consumed into nothing. The file carries the
     signal's marker, so applying the signal again after a crash writes no second one."""
+    # Looked for and written under the queue's lock, where escalate() writes its files: two consumers at
+    # once (one that lost its lock, one taking over) must not both find the marker missing.
+    with store.tasks().transaction():
+        return _write_unknown_task_escalation(store, sig)
+
+
+def _write_unknown_task_escalation(store: Store, sig: Signal) -> dict[str, Any]:
     from loki.queue.escalations import list_escalations, write_file
 
     for row in list_escalations(store, open_only=False):
@@ -320,6 +327,19 @@ def fail_task(store: Store, sig: Signal) -> dict[str, Any]:
 
 
 MAX_SIGNAL_IDS = 20
+"""Ids a friction entry keeps for show (the last ones), besides those that may still be applied again."""
+
+
+def _signal_ids(store: Store, ids: list[str]) -> list[str]:
+    """The ids a friction entry keeps: the last ``MAX_SIGNAL_IDS``, and every older one whose signal is
+    still claimed (in ``signals/.processing/``). A signal can be applied again only while it is claimed
+    (a consumer that lost its lock before logging it, a crash): its id must not expire before it is
+    finished, however many reports came in meanwhile; once finished, it is never applied again."""
+    from loki.signals.emit import PROCESSING_DIR
+
+    older = ids[:-MAX_SIGNAL_IDS]
+    claimed = [i for i in older if store.exists(f"{PROCESSING_DIR}/{i}")] if older else []
+    return [*claimed, *ids[-MAX_SIGNAL_IDS:]]
 
 
 def record_friction(store: Store, sig: Signal) -> dict[str, Any]:
@@ -348,7 +368,7 @@ def record_friction(store: Store, sig: Signal) -> dict[str, Any]:
             entry["agents"].append(sig.agent)
         if sig.task_id:
             entry["task_id"] = sig.task_id
-        entry["signals"] = [*entry["signals"], sig.id][-MAX_SIGNAL_IDS:]
+        entry["signals"] = _signal_ids(store, [*entry["signals"], sig.id])
         txn.write(layout.FRICTION_MAP, doc, changed=[entry])
     return outcome("applied", f"{detail}: {layout.FRICTION_MAP}")
 
@@ -365,11 +385,15 @@ def _append_section(store: Store, rel: str, marker: str, lines: list[str], heade
     """
     from loki.hooks.redact import redact
 
-    text = store.read_text(rel)
-    if text is not None and marker in text:
-        return False
-    block = ([header] if text is None and header else []) + ["", *(redact(line) for line in lines), marker]
-    store.append_text(rel, block, read_whole=True)  # read whole above: it may not outgrow the read limit
+    # The marker is looked for under the lock the append takes (the file's own, layout.lock_for): two
+    # consumers at once (one that lost its lock, one taking over) must not both find it missing.
+    with store.transaction(rel):
+        text = store.read_text(rel)
+        if text is not None and marker in text:
+            return False
+        block = ([header] if text is None and header else []) + ["", *(redact(line) for line in lines), marker]
+        # Read whole above: it may not outgrow the read limit. The lock is held already (lock=False).
+        store.append_text(rel, block, lock=False, read_whole=True)
     return True
 
 

@@ -12,11 +12,20 @@ queue, a network filesystem, a listener reconnecting or a missing observer
 (``watch.observer: polling``) delays signals and loses none.
 
 A consumer whose lock is lost while it runs (on PostgreSQL, its lock connection died:
-the server has freed the lock for another watcher) stops consuming at its next cycle
-and becomes display-only, so two watchers never consume at once.
+the server has freed the lock for another watcher) stops before its next signal -- the
+lock is asked before each one (:meth:`ConsumerLock.confirm`), not once a cycle -- and
+becomes display-only. The watcher taking over starts with ``recover()``; the one signal
+the old consumer had in hand is applied once all the same, as every rule finds its own
+marker under the lock of what it changes.
+
+Nothing a cycle meets ends the loop: a dropped connection, a server restart or a
+failover makes the cycle fail (one ``warning`` in the feed, saying what failed and that
+it carries on, and an ``info`` when a cycle works again); the next cycle reconnects
+(the store's bounded retries), takes the lock again when it is free, and consumes.
 
 The loop is driven from outside for tests and cron: :meth:`Watcher.step` does one
-cycle (``loki watch --once`` is ``start`` + ``step(force_tick=True)`` + ``close``) and
+cycle (``loki watch --once`` is ``start`` + one cycle with the tick forced + ``close``;
+there a failed cycle raises, for the exit code) and
 the timer that schedules rescans and ticks is injectable.
 
 The live loop (:meth:`Watcher.run`) also reports what other processes did
@@ -91,6 +100,9 @@ class Watcher:
         self.activity: Activity | None = None
         """What other processes do (breakers, strikes, escalations, reviews), once :meth:`follow_activity`."""
         self._seen: dict[Any, None] = {}
+        self._trouble: str | None = None
+        """What made the last cycle fail (a lost database, say), until a cycle works again."""
+        self._lock_gone = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -121,9 +133,6 @@ class Watcher:
         return self.consuming
 
     def _become_consumer(self) -> None:
-        self.holder = None
-        self._follower = None
-        self._tick_follower = None
         consumer = Consumer(self.store, on_event=self._emit)
         consumer.update_state({"consumer": {"pid": os.getpid(), "host": os.uname().nodename,
                                             "started_at": self.store.now_ts()}})
@@ -132,6 +141,9 @@ class Watcher:
             # scan or announced by the observer.
             self._start_observer()
         self.consumer = consumer
+        self.holder = None
+        self._follower = None
+        self._tick_follower = None
         how = f" (observer: {self.observer})" if self._observe else ""
         self._emit({"event": "started", "consuming": True, "observer": self.observer,
                     "detail": f"consuming signals in {self.store.root}{how}"})
@@ -142,7 +154,10 @@ class Watcher:
         """From now on, each cycle also reports what other processes did (:mod:`loki.signals.activity`)."""
         if self.activity is None:
             self.activity = Activity(self.store)
-            self.activity.start()
+            try:
+                self.activity.start()
+            except Exception as exc:  # the database away at that instant: poll() starts it once it answers
+                self._cycle_failed(exc)
 
     def stop(self) -> None:
         """Ask the loop to end after the signal in hand (safe from a signal handler or a thread)."""
@@ -159,6 +174,10 @@ class Watcher:
             try:
                 self.consumer.save()
                 self.consumer.update_state({"consumer": None})
+            except Exception as exc:
+                # Stopped while the database is away: only the processed counter and the consumer's record
+                # are not saved (`loki status` asks the lock, which the server frees with the connection).
+                self._emit_error(exc, "saving the watch state", retry=False)
             finally:
                 self.lock.release()
                 self.consumer = None
@@ -169,36 +188,94 @@ class Watcher:
     # -- one cycle ---------------------------------------------------------------------------------
 
     def step(self, *, force_tick: bool = False) -> int:
-        """Consume what is waiting and tick if due. Returns how many signals were handled."""
+        """Consume what is waiting and tick if due. Returns how many signals were handled.
+
+        A cycle that fails (the database went away mid-cycle: a restart, a failover, a cut connection)
+        is said once in the feed and tried again at the next cycle; it never ends the watcher.
+        """
+        try:
+            handled = self._cycle(force_tick)
+        except Exception as exc:
+            self._cycle_failed(exc)
+            return 0
+        if self._trouble is not None:
+            self._trouble = None
+            self._emit({"event": "info", "timestamp": self._now_ts(), "detail": "working again: "
+                        + ("consuming signals" if self.consuming else "display-only")})
+        return handled
+
+    def _cycle(self, force_tick: bool) -> int:
         if self.consumer is not None and not self.lock.held:
             self._lost_lock()
         if self.consumer is None:
             self._display_only_step()
         handled = 0
         if self.consumer is not None:
+            self._lock_gone = False
             try:
-                handled = len(self.consumer.run_pass(self._stop.is_set))
+                handled = len(self.consumer.run_pass(self._should_stop_consuming))
             except Exception as exc:  # never let one bad pass end the watcher; the next pass retries
                 self._emit_error(exc, "consuming")
-            if (force_tick or self._timer() >= self._next_tick) and not self._stop.is_set():
+            if self._lock_gone:
+                self._lost_lock()
+            elif (force_tick or self._timer() >= self._next_tick) and not self._stop.is_set():
                 self.run_tick()
         if self.activity is not None:
             for event in self.activity.poll():
                 self._emit(event)
         return handled
 
+    def _should_stop_consuming(self) -> bool:
+        """Asked by the consumer between two signals: a stop request, or the lock no longer ours."""
+        if self._stop.is_set():
+            return True
+        if not self.lock.confirm():
+            self._lock_gone = True
+            return True
+        return False
+
+    def _cycle_failed(self, exc: Exception) -> None:
+        from loki.errors import LokiError
+
+        message = exc.message if isinstance(exc, LokiError) else f"{type(exc).__name__}: {exc}"
+        if self._trouble == message:
+            return  # said once per outage, not once a second
+        self._trouble = message
+        role = "consuming" if self.consuming else "display-only"
+        self._emit({"event": "warning", "timestamp": self._now_ts(),
+                    "detail": f"{message}; the watcher carries on ({role}) and tries again every cycle"})
+
+    def _now_ts(self) -> str:
+        from loki.clock import format_ts
+
+        return format_ts(self.store.clock.now())  # the store's clock: no database round trip while it is away
+
     def _lost_lock(self) -> None:
         """The consumer lock went away under us (its connection died): another watcher may hold it
-        now, so this one only displays from here on (and tries to take over like any other)."""
+        now, so this one only displays from here on (and tries to take over like any other).
+
+        Everything that needs the database comes last: when it is away, this watcher is display-only
+        already, and the followers are made by the next display-only cycle that reaches it."""
         self._stop_observer()
         self.consumer = None
+        self._lock_gone = False
         self.lock.release()
-        self.holder = consumer_status(self.store)
-        self._follower = outcomes.Follower(self.store)
-        self._tick_follower = outcomes.Follower(self.store, log=EVENTS_LOG)
+        self.holder = None
+        self._follower = None
+        self._tick_follower = None
         self._next_takeover = self._timer() + self.rescan_seconds
-        self._emit({"event": "warning", "detail": "lost the consumer lock (its database connection ended); "
-                                                  "display-only until it can be taken again"})
+        self._emit({"event": "warning", "timestamp": self._now_ts(),
+                    "detail": "lost the consumer lock (its database connection ended); display-only until it "
+                              "can be taken again"})
+        self._follow_consumer()
+
+    def _follow_consumer(self) -> None:
+        """Display-only: who consumes, and the followers of its outcome and tick logs (from their end)."""
+        self.holder = consumer_status(self.store)
+        if self._follower is None:
+            self._follower = outcomes.Follower(self.store)
+        if self._tick_follower is None:
+            self._tick_follower = outcomes.Follower(self.store, log=EVENTS_LOG)
 
     def run_tick(self) -> list[dict[str, Any]]:
         self._next_tick = self._timer() + self.tick_seconds
@@ -214,6 +291,8 @@ class Watcher:
         return events
 
     def _display_only_step(self) -> None:
+        if self._follower is None or self._tick_follower is None:
+            self._follow_consumer()  # after a lost lock whose database was away
         if self._follower is not None:
             for record in self._follower.poll():
                 self._emit({"event": "signal", "observed": True, **record})
@@ -242,11 +321,22 @@ class Watcher:
                 self._wake.clear()
                 handled = self.step()
                 if on_cycle is not None:
-                    on_cycle(self)
+                    self._draw(on_cycle)
                 if not handled and not self._stop.is_set():
                     self.wait()
         finally:
             self.close()
+
+    def _draw(self, on_cycle: Callable[[Watcher], None]) -> None:
+        """``on_cycle`` (the live view's frame, read from the store): a frame that meets the database away
+        is skipped and said in the feed like a failed cycle; the next cycle draws again. Anything else
+        (a bug in the view) still ends the loop, with its traceback."""
+        from loki.errors import LokiError
+
+        try:
+            on_cycle(self)
+        except LokiError as exc:
+            self._cycle_failed(exc)
 
     def run_once(self) -> dict[str, Any]:
         """``loki watch --once``: what is waiting, one tick, and exit."""
@@ -255,7 +345,9 @@ class Watcher:
         try:
             consuming = self.start(observe=False)
             if consuming:
-                self.step(force_tick=True)
+                # One attempt, for cron: a cycle that fails (the database went away) raises, so the exit
+                # code says so (5), where the live loop would say it in the feed and go on.
+                self._cycle(force_tick=True)
         finally:
             self.close()
             self._captured = None
@@ -281,11 +373,12 @@ class Watcher:
             self._captured.append(event)
         self.on_event(event)
 
-    def _emit_error(self, exc: Exception, where: str) -> None:
+    def _emit_error(self, exc: Exception, where: str, *, retry: bool = True) -> None:
         from loki.errors import LokiError
 
         message = exc.message if isinstance(exc, LokiError) else f"{type(exc).__name__}: {exc}"
-        self._emit({"event": "error", "detail": f"{where}: {message}; retrying on the next cycle"})
+        self._emit({"event": "error", "detail": f"{where}: {message}" + ("; retrying on the next cycle" if retry
+                                                                         else "")})
 
     # -- the observer (a hint) -------------------------------------------------------------------------
 

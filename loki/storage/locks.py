@@ -148,12 +148,18 @@ def _wait_with_alarm(portalocker: Any, handle: Any, timeout: float) -> bool | No
 
     A blocked waiter is woken the moment the holder releases, where a poller would
     keep losing the race to a holder that releases and re-acquires in a loop. Returns
-    None when a timer cannot be used here (not the main thread, or the application
-    already uses SIGALRM), and the caller polls instead.
+    None when a timer cannot be used here (not the main thread, the application
+    already uses SIGALRM, or SIGALRM is blocked), and the caller polls instead.
+
+    A blocked SIGALRM (the signal mask is inherited through exec: a launcher that blocks
+    it passes that on) would never interrupt the wait: the timeout would not bound it, and
+    the process would wait for as long as the holder holds the lock.
     """
     if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         return None
     if signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+        return None
+    if hasattr(signal, "pthread_sigmask") and signal.SIGALRM in signal.pthread_sigmask(signal.SIG_BLOCK, ()):
         return None
     if signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, signal.SIG_IGN, None):
         return None
@@ -241,6 +247,10 @@ class FileLock:
     @property
     def held(self) -> bool:
         return self._fd is not None
+
+    def confirm(self) -> bool:
+        """Whether the lock is still ours: a flock lasts as long as its descriptor (nothing to ask)."""
+        return self.held
 
     def acquire(self) -> FileLock:
         import portalocker  # deferred: ~50 ms of import that read-only commands never pay

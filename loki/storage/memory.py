@@ -325,6 +325,9 @@ class MemoryLock:
             self.store._holders[self.rel] = self.record["holder"]
             self.held = True
 
+    def confirm(self) -> bool:
+        return self.held
+
     def release(self) -> None:
         if self.held:
             with self.store._lock:

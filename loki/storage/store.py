@@ -1018,9 +1018,9 @@ class Transaction:
 
     def begin(self) -> bool:
         """Take the lock; finish a journal if one was left behind. True if one was finished."""
-        directory = self.lock_rel.rsplit("/", 1)[0]
         self.store.check_writable(self.lock_rel)  # before ensure_dir: a moved tree gets no new queue/
-        self.store.ensure_dir(directory)
+        if "/" in self.lock_rel:  # a top-level file's lock (institutional-knowledge.md.lock) needs no directory
+            self.store.ensure_dir(self.lock_rel.rsplit("/", 1)[0])
         self._lock.acquire()
         try:
             # Again under the lock: loki migrate takes every lock once after writing its marker, so a

@@ -356,14 +356,25 @@ class PgHeldLock:
         conn = self._conn
         if conn is None or conn.closed or conn.broken:
             return False
-        now = time.monotonic()
-        if now - self._probed >= PROBE_SECONDS:
-            self._probed = now
-            try:
-                conn.execute("SELECT 1")
-            except Exception:  # the connection is gone, and the server released the lock with it
-                self._close()
-                return False
+        if time.monotonic() - self._probed >= PROBE_SECONDS:
+            return self.confirm()
+        return True
+
+    def confirm(self) -> bool:
+        """Whether the lock is still ours, asked now: one round trip on its connection. The consumer asks
+        before each signal, so a lock lost with its connection stops it before the next one, while the
+        watcher taking over is only starting (its ``recover`` and the rules' markers handle the one in hand)."""
+        import time
+
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            return False
+        self._probed = time.monotonic()
+        try:
+            conn.execute("SELECT 1")
+        except Exception:  # the connection is gone, and the server released the lock with it
+            self._close()
+            return False
         return True
 
     def acquire(self) -> PgHeldLock:
