@@ -18,6 +18,7 @@ Library use::
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 from loki.clock import add_seconds, format_ts, parse_ts, ts_before_or_at
 from loki.config import setting
@@ -66,6 +67,12 @@ DEAD_LETTER, ABANDONED = State.DEAD_LETTER.value, State.ABANDONED.value
 HOT_STATES = tuple(s.value for s in TASK_STATES)
 ACTIVE_STATES = (PENDING, IN_PROGRESS, BLOCKED)
 MAX_LEASE_SECONDS = 366 * 24 * 3600
+SKEW_TOLERANCE_SECONDS = 60
+"""How far a lease's claim may lie in a clock's future before it is taken for clock skew (files): a
+minute covers machines kept by NTP, and is far shorter than a lease."""
+MAX_SKEW_FOLLOWED_SECONDS = 24 * 3600
+"""A newer claim further ahead than this is not followed (a clock set to another day, LOKI_NOW): a
+clock a day off is a wrong date, not drift, and following it would push every lease that far."""
 """States whose tasks may still run; a dependency on a task in any other state is settled."""
 LIVE_STATES = (*HOT_STATES, DEAD_LETTER, ABANDONED)
 """Every state in which a task id is taken, short of the archive."""
@@ -88,6 +95,17 @@ class Queue:
 
     def _now(self) -> datetime:
         return self.store.clock.now()
+
+    def _lease_now(self) -> datetime:
+        """The clock leases are given and judged by: the database's on PostgreSQL (``store.lease_clock``,
+        one clock for every machine), this machine's elsewhere (bounded: :meth:`_bounded_leases`).
+        Read inside the unit, after its lock, like every other "now"."""
+        clock = getattr(self.store, "lease_clock", None) or self.store.clock
+        when: datetime = clock.now()
+        return when
+
+    def _shared_lease_clock(self) -> bool:
+        return getattr(self.store, "lease_clock", None) is not None
 
     @property
     def tasks(self) -> TaskStore:
@@ -481,8 +499,9 @@ class Queue:
         with self.tasks.transaction(claim=plain) as unit:
             now_dt = self._now()  # inside the unit: timestamps follow the commit order
             now = format_ts(now_dt)
-            self._requeue_expired(unit, now_dt)
-            held = self._live_claim(unit, agent, now, task_id, wanted) if reuse else None
+            lease_dt = self._lease_now()
+            lease_dt = self._requeue_expired(unit, now_dt, lease_dt)
+            held = self._live_claim(unit, agent, format_ts(lease_dt), task_id, wanted) if reuse else None
             best: dict[str, Any] | None
             if held is not None:
                 best, reason = held, ""
@@ -491,7 +510,7 @@ class Queue:
             else:
                 best, reason = self._select(unit, now, wanted)
             if best is not None and held is None:
-                self._take(unit, best, agent, now_dt, lease)
+                self._take(unit, best, agent, now_dt, lease, lease_dt)
             # requeued leases are committed even when nothing is ready
         self.report_dead_letters(unit.dead_lettered)
         if best is None:
@@ -546,14 +565,16 @@ class Queue:
                        refusal=lambda type_, first: gate.refusal(type_) if first else None)
         return [reason["text"] for reason in rows[0]["reasons"]]
 
-    def _take(self, unit: TaskTxn, best: dict[str, Any], agent: str, now_dt: datetime, lease: float) -> None:
+    def _take(self, unit: TaskTxn, best: dict[str, Any], agent: str, now_dt: datetime, lease: float,
+              lease_dt: datetime) -> None:
         now = format_ts(now_dt)
         if not ts_before_or_at(best["available_at"], now):  # only past the skew bound (see _select)
             add_note(best, f"available_at {best['available_at']} was further ahead than the longest backoff "
                            f"({float(self._setting('backoff_max')):g}s): clock skew, so it was claimable at once", now)
         best["claimed_by"] = agent
-        best["claimed_at"] = now
-        best["lease_until"] = format_ts(add_seconds(now_dt, lease))
+        # claimed_at and lease_until on the lease clock both: a heartbeat measures the lease between them
+        best["claimed_at"] = format_ts(lease_dt)
+        best["lease_until"] = format_ts(add_seconds(lease_dt, lease))
         best["claim_token"] = new_claim_token()
         best["updated_at"] = now
         history.record(best, "claimed", now, by=agent, to=IN_PROGRESS, until=best["lease_until"])
@@ -647,7 +668,7 @@ class Queue:
             if lease_seconds is None and task.get("claimed_at") and task.get("lease_until"):
                 lease_seconds = (parse_ts(task["lease_until"]) - parse_ts(task["claimed_at"])).total_seconds()
             lease = self._lease(lease_seconds)
-            lease_until = format_ts(add_seconds(now_dt, lease))
+            lease_until = format_ts(add_seconds(self._lease_base(unit, self._lease_now()), lease))
             history.heartbeat(task, format_ts(now_dt), agent, lease_until)
             task["lease_until"] = lease_until
             task["updated_at"] = format_ts(now_dt)
@@ -655,10 +676,18 @@ class Queue:
         return task
 
     def complete(self, task_id: str, agent: str, *, token: str | None = None, result: Any = None) -> dict[str, Any]:
+        """Complete the task ``agent`` holds. With ``token``, a repeat of a completion that was committed
+        (its acknowledgement lost with a dropped connection) returns the completed task and changes nothing."""
         with self.tasks.transaction() as unit:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
+            done = self._completed_by_this_claim(unit, task_id, agent, token)
+            if done is not None:
+                return done
             task = self._held(unit, task_id, agent, token)
+            held_token = task.get("claim_token")
             clear_claim(task)
+            # The token of the claim that completed it stays: a retried complete with it is recognised.
+            task["claim_token"] = held_token
             task["result"] = result
             task["completed_at"] = now
             task["completed_by"] = agent  # the claim is cleared: who did it stays (loki agents counts it)
@@ -734,6 +763,20 @@ class Queue:
             history.record(task, "released", now, by=agent, to=PENDING)
             unit.move(task, IN_PROGRESS, PENDING)
         return task
+
+    def _completed_by_this_claim(self, unit: TaskTxn, task_id: str, agent: str,
+                                 token: str | None) -> dict[str, Any] | None:
+        """The completed task, if ``agent`` completed it under the claim ``token`` names (else None)."""
+        if token is None:
+            return None
+        check_id(task_id, "task id")
+        found = unit.find(task_id, (COMPLETED,)) or unit.find_outside(task_id)
+        if found is None or found[0] != COMPLETED:
+            return None
+        task = found[1]
+        if task.get("completed_by") == agent and task.get("claim_token") == token:
+            return task
+        return None
 
     def _held(self, unit: TaskTxn, task_id: str, agent: str, token: str | None) -> dict[str, Any]:
         """The in-progress task ``task_id`` if ``agent`` (and ``token``) hold it; else exit 4 / not found."""
@@ -817,7 +860,8 @@ class Queue:
     def requeue_stale(self) -> dict[str, list[str]]:
         """Requeue every in-progress task whose lease has expired (a ``timeout`` attempt each)."""
         with self.tasks.transaction() as unit:
-            outcome = self._requeue_expired(unit, self._now())
+            outcome: dict[str, list[str]] = {"requeued": [], "dead_lettered": []}
+            self._requeue_expired(unit, self._now(), self._lease_now(), outcome)
         self.report_dead_letters(unit.dead_lettered)
         return outcome
 
@@ -840,11 +884,15 @@ class Queue:
             breakers.record_failure(task["type"],
                                     f"task {task['id']} moved to the dead-letter queue: {task.get('last_error') or ''}")
 
-    def _requeue_expired(self, unit: TaskTxn, now_dt: datetime) -> dict[str, list[str]]:
+    def _requeue_expired(self, unit: TaskTxn, now_dt: datetime, lease_dt: datetime,
+                         outcome: dict[str, list[str]] | None = None) -> datetime:
+        """Requeue the leases that ended before ``lease_dt`` (the lease clock's now); returns the time new
+        leases start from (:meth:`_lease_base`)."""
         now = format_ts(now_dt)
-        requeued: list[str] = []
-        dead: list[str] = []
-        for task in unit.expired(now):
+        requeued: list[str] = [] if outcome is None else outcome["requeued"]
+        dead: list[str] = [] if outcome is None else outcome["dead_lettered"]
+        base = self._bounded_leases(unit, lease_dt, now)
+        for task in unit.expired(format_ts(lease_dt)):
             lease_until = task.get("lease_until")
             # No lease at all (an imported or hand-made in-progress task) never expires by itself:
             # treat it as expired, or the task would be stuck for ever -- unless Loki Mode's runner
@@ -855,9 +903,53 @@ class Queue:
             why = f"lease expired at {lease_until}" if lease_until else "in progress without a lease"
             attempt = make_attempt(task, now=now, agent_id=holder, approach="(lease expired)", error_type="timeout",
                                    error_message=f"{why} while held by {holder}")
-            outcome = self.record_failure(unit, task, attempt, now_dt, final=False, event="lease_expired")
-            (dead if outcome["state"] == DEAD_LETTER else requeued).append(task["id"])
-        return {"requeued": requeued, "dead_lettered": dead}
+            moved = self.record_failure(unit, task, attempt, now_dt, final=False, event="lease_expired")
+            (dead if moved["state"] == DEAD_LETTER else requeued).append(task["id"])
+        return base
+
+    def _bounded_leases(self, unit: TaskTxn, lease_dt: datetime, now: str) -> datetime:
+        """On a machine's own clock (files, memory), bound what a clock that is wrong can do to leases
+        (docs/queue.md, "Leases and clock skew"); returns the time a lease given now starts from.
+
+        * A lease longer than loki ever gives (``lease_until`` more than :data:`MAX_LEASE_SECONDS` after
+          ``claimed_at``, or a claim dated after its own end) was not written by a claim or a heartbeat:
+          it ends now (it is requeued like a claim without a lease) instead of holding its task for ever.
+        * A claim or heartbeat on a clock behind the tree (a lease in progress claimed more than
+          :data:`SKEW_TOLERANCE_SECONDS` ahead of this clock) starts its lease from that newest claim
+          instead of this clock's now: a lease written on a clock hours behind would look expired to
+          every other machine at once. Leases err on the side of living longer: a wrong clock can delay
+          the recovery of a dead holder's task, never make a live holder's lease end early.
+
+        On PostgreSQL every lease is on the database's clock: nothing to bound.
+        """
+        if self._shared_lease_clock():
+            return lease_dt
+        newest = lease_dt
+        implausible = []
+        for task in unit.tasks(IN_PROGRESS):
+            claimed, until = task.get("claimed_at"), task.get("lease_until")
+            if not (isinstance(claimed, str) and isinstance(until, str)):
+                continue
+            try:
+                claimed_dt, until_dt = parse_ts(claimed), parse_ts(until)
+            except (ValueError, OverflowError):
+                continue  # validate reports it; the lease rules leave a record they cannot read alone
+            length = (until_dt - claimed_dt).total_seconds()
+            if not 0 <= length <= MAX_LEASE_SECONDS:
+                add_note(task, f"lease from {claimed} until {until} is not one loki gives (at most "
+                               f"{MAX_LEASE_SECONDS}s, ending after it starts): it ends now", now)
+                task["lease_until"] = format_ts(lease_dt - timedelta(seconds=1))
+                implausible.append(task)
+            elif claimed_dt > newest:
+                newest = claimed_dt
+        if implausible:
+            unit.update(IN_PROGRESS, *implausible)
+        behind = (newest - lease_dt).total_seconds()
+        return newest if SKEW_TOLERANCE_SECONDS < behind <= MAX_SKEW_FOLLOWED_SECONDS else lease_dt
+
+    def _lease_base(self, unit: TaskTxn, lease_dt: datetime) -> datetime:
+        """When a heartbeat's renewed lease starts: the lease clock's now, bounded (:meth:`_bounded_leases`)."""
+        return self._bounded_leases(unit, lease_dt, format_ts(self._now()))
 
     def cancel(self, task_id: str, *, cascade: bool = False, reason: str | None = None, force: bool = False,
                by: str | None = None) -> dict[str, Any]:

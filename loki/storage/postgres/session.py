@@ -13,21 +13,35 @@ run it again. A long-running process (the watcher, ``loki work``) simply carries
 
 Locks by name (the lock domains of the file store) are advisory locks keyed by the schema and the
 name, so two teams in two schemas of one database never block each other.
+
+The one clock of a team (docs/postgres.md, "Clock skew"): leases are judged by the database's
+``clock_timestamp()`` (:meth:`Database.now`), never by a machine's clock, so a machine whose clock is
+hours off neither requeues the others' live leases nor writes leases they see as long expired. The
+custom setting ``loki.now`` (``PGOPTIONS='-c loki.now=2026-01-25T10:00:00Z'``) stands in for the
+server's clock in one session: it is how tests move the database's time, as ``LOKI_NOW`` moves a
+machine's.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 
+from loki.clock import UTC, Clock
 from loki.storage.postgres import connect as connecting
 from loki.storage.postgres import migrations
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from datetime import datetime
     from typing import Any
 
     import psycopg
+
+
+NOW = "SELECT coalesce(nullif(current_setting('loki.now', true), '')::timestamptz, clock_timestamp())"
+"""The database's clock: the statement's time, not the transaction's (a unit that waited for a lock
+judges leases as of when it got it, so judgements follow the commit order)."""
 
 
 class Database:
@@ -56,10 +70,14 @@ class Database:
         self.close()
         conn = connecting.connect(self.url, autocommit=True, application_name=self.application_name,
                                   mid_run=mid_run)
+        psycopg = connecting.driver()
         try:
             self.schema = migrations.schema_name(conn)
             if self.check_schema:
                 self.schema_version = migrations.check(conn)
+        except psycopg.Error as exc:  # the server went away again right after accepting us
+            conn.close()
+            raise connecting.as_loki_error(self.url, exc, conn=conn) from None
         except BaseException:
             conn.close()
             raise
@@ -90,15 +108,35 @@ class Database:
         psycopg = connecting.driver()
         conn = self.conn
         self._depth += 1
+        outermost = self._depth == 1
         try:
             with conn.transaction():
                 yield conn
         except psycopg.OperationalError as exc:
             if conn.broken or connecting.is_transient(exc):
-                raise connecting.unreachable(self.url, exc, mid_run=True) from None
+                raise connecting.dropped(self.url, exc) from None
+            if outermost:
+                raise connecting.as_loki_error(self.url, exc, conn=conn) from None
+            raise
+        except psycopg.Error as exc:
+            # Inside, code may catch the driver's own errors (a lock wait that ran out, in a savepoint);
+            # what leaves the unit is loki's, with an exit code (never "internal error").
+            if outermost:
+                raise connecting.as_loki_error(self.url, exc, conn=conn) from None
             raise
         finally:
             self._depth -= 1
+
+    def now(self) -> datetime:
+        """The database's clock, in whole seconds (``loki.now`` when the session sets it: see the module)."""
+        psycopg = connecting.driver()
+        try:
+            row = self.conn.execute(NOW).fetchone()
+        except psycopg.Error as exc:
+            raise connecting.as_loki_error(self.url, exc, conn=self._conn) from None
+        assert row is not None
+        when: datetime = row[0]
+        return when.astimezone(UTC).replace(microsecond=0)
 
     def lock(self, name: str) -> None:
         """Hold the lock ``name`` until the current transaction ends (a lock domain of the tree)."""
@@ -111,3 +149,13 @@ class Database:
         row = self.conn.execute("SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || ':' || %s))",
                                 (name,)).fetchone()
         return bool(row and row[0])
+
+
+class DatabaseClock(Clock):
+    """The clock leases are judged by on PostgreSQL: the database's (:meth:`Database.now`)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def now(self) -> datetime:
+        return self.db.now()
