@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from loki.clock import ManualClock, format_ts
-from loki.errors import Conflict, LokiError
+from loki.errors import Conflict
 from loki.queue.queue import Queue
 from loki.storage.postgres.connect import DatabaseUnavailable
 from loki.storage.postgres.store import PgStore
@@ -200,24 +200,37 @@ def cluster() -> Iterator[pgserver.Cluster]:
     own.remove()
 
 
+def restart_immediately(cluster: pgserver.Cluster, url: str) -> None:
+    """Every backend dies at once ("consuming input failed", "server closed the connection"), then the
+    server is back. The test cluster runs with synchronous_commit=off: a checkpoint first keeps what was
+    committed, so only what this test checks is at stake."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+    cluster.stop("immediate")
+    cluster.start()
+
+
 @pytest.mark.slow
 def test_an_immediate_restart_under_an_open_connection_is_a_loki_error(cluster: pgserver.Cluster) -> None:
     url = pgserver.fresh_schema_url(cluster.url())
     store = PgStore.open(url, validate_all=False)
     queue = Queue(store)
     queue.add("x", task_id="t1")
-    cluster.stop("immediate")  # every backend dies at once: "consuming input failed", "server closed ..."
-    cluster.start()
-    outcomes: list[str] = []
-    for attempt in range(3):
-        try:
-            queue.add("y", task_id=f"t{attempt + 2}")
-            outcomes.append("ok")
-        except LokiError as exc:  # never the driver's own exception
-            assert isinstance(exc, DatabaseUnavailable) and exc.exit_code == 5, exc
-            outcomes.append("unavailable")
-    assert outcomes[-1] == "ok", outcomes  # the next unit reconnects and goes on
-    assert store.db.now() is not None
+    restart_immediately(cluster, url)
+    # The next unit finds its connection dead at BEGIN (nothing of it has run): it reconnects and goes on.
+    queue.add("y", task_id="t2")
+    assert [t["id"] for t in queue.tasks.tasks_in("pending")] == ["t1", "t2"]
+    # A unit whose connection drops once it has begun is loki's DatabaseUnavailable (exit 5), never the
+    # driver's exception; the unit was rolled back, and the next one reconnects.
+    with pytest.raises(DatabaseUnavailable, match="nothing of it was applied") as caught, \
+            store.tasks().transaction() as unit:
+        unit.find("t1")
+        restart_immediately(cluster, url)
+        unit.find("t2", ("completed",))
+    assert caught.value.exit_code == 5
+    queue.add("z", task_id="t3")
+    assert [t["id"] for t in queue.tasks.tasks_in("pending")] == ["t1", "t2", "t3"]
+    assert isinstance(store.db.now(), datetime)
     store.close()
 
 
@@ -233,3 +246,23 @@ def test_an_unreachable_database_says_it_is_retrying_at_once(tmp_path: Path) -> 
     assert len(retrying) == 1, lines  # once, not at every attempt
     assert "cannot reach the database postgresql://postgres@127.0.0.1:1/postgres" in retrying[0]
     assert lines.index(retrying[0]) == 0 and "internal error" not in result.stderr
+
+
+@pytest.mark.parametrize("error, code, said", [
+    (psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly"), 5,
+     "lost the connection to the database in the middle of a command"),
+    (psycopg.errors.AdminShutdown("terminating connection due to administrator command"), 5, "lost the connection"),
+    (psycopg.OperationalError("the connection is lost"), 5, "nothing of it was applied: run it again"),
+    (psycopg.InterfaceError("the connection is closed"), 1, "refused the command: the connection is closed"),
+    (psycopg.errors.DataError("invalid input syntax for type timestamp with time zone"), 1, "refused the command"),
+])
+def test_a_driver_error_nothing_mapped_is_still_a_loki_error_with_an_exit_code(
+        error: Exception, code: int, said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from loki.cli.output import guarded
+
+    def command() -> int:
+        raise error
+
+    assert guarded(command, json_output=False) == code
+    err = capsys.readouterr().err
+    assert said in err and "internal error" not in err and err.count("\n") == 1, err

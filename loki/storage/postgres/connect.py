@@ -120,7 +120,7 @@ _TRANSIENT_MARKERS = (
     "connection refused", "the database system is starting up", "the database system is shutting down",
     "the database system is in recovery mode", "server closed the connection", "no such file or directory",
     "terminating connection due to administrator command", "could not receive data", "timeout expired",
-    "connection timed out", "consuming input failed", "server conn crashed",
+    "connection timed out", "consuming input failed", "server conn crashed", "the connection is lost",
 )
 
 
@@ -177,27 +177,33 @@ def say_retrying(url: str, exc: BaseException, window: float) -> None:
         pass
 
 
-def as_loki_error(url: str, exc: BaseException, *, conn: Any = None) -> LokiError:
+def as_loki_error(url: str | None, exc: BaseException, *, conn: Any = None) -> LokiError:
     """Any error of the driver as loki's: a connection that dropped (or a server going away) is
     :class:`DatabaseUnavailable` (exit 5: nothing of the interrupted unit was applied; run it again);
-    anything else the server or libpq refused is :class:`DatabaseError` (exit 1), naming the database."""
+    anything else the server or libpq refused is :class:`DatabaseError` (exit 1), naming the database
+    (``url`` None: the CLI's last resort, which does not know which)."""
     pg = driver()
     broken = conn is not None and (conn.closed or conn.broken)
     if isinstance(exc, (pg.OperationalError, pg.InterfaceError)) and (broken or is_transient(exc)):
         return dropped(url, exc)
-    where = without_password(url)
+    where = without_password(url) if url else "the database"
     reason = describe(exc)
     return DatabaseError(f"the database {where} refused the command: {reason}", database=where, reason=reason,
                          error=type(exc).__name__)
 
 
-def dropped(url: str, exc: BaseException) -> DatabaseUnavailable:
+def dropped(url: str | None, exc: BaseException) -> DatabaseUnavailable:
     """A unit of work whose connection dropped under it: the server rolled it back."""
-    where = without_password(url)
+    where = without_password(url) if url else "the database"
     reason = describe(exc)
     return DatabaseUnavailable(f"lost the connection to {where} in the middle of a command ({reason}); the "
                                "server rolled that unit of work back, so nothing of it was applied: run it again",
                                database=where, reason=reason)
+
+
+def is_driver_error(exc: BaseException) -> bool:
+    """An exception of psycopg's (told without importing it: the cold path does not load the driver)."""
+    return type(exc).__module__.split(".", 1)[0] == "psycopg"
 
 
 def unreachable(url: str, exc: BaseException, *, mid_run: bool = False) -> LokiError:

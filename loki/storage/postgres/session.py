@@ -33,6 +33,7 @@ from loki.storage.postgres import migrations
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from contextlib import AbstractContextManager
     from datetime import datetime
     from typing import Any
 
@@ -104,21 +105,32 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
-        """One transaction (a savepoint when nested): committed when the block ends cleanly."""
-        psycopg = connecting.driver()
-        conn = self.conn
+        """One transaction (a savepoint when nested): committed when the block ends cleanly.
+
+        A unit whose ``BEGIN`` finds the connection dropped since the last unit (a server restarted, a
+        backend terminated) reconnects, within the bounded retries, and begins again: nothing of it had
+        run. A connection that drops once the unit has begun is :class:`DatabaseUnavailable` (exit 5):
+        the server rolled the unit back, and the caller may run it again."""
+        pg = connecting.driver()
         self._depth += 1
         outermost = self._depth == 1
+        conn: psycopg.Connection[Any] | None = self._conn
         try:
-            with conn.transaction():
+            conn, unit = self._begin(outermost)
+            try:
                 yield conn
-        except psycopg.OperationalError as exc:
-            if conn.broken or connecting.is_transient(exc):
+            except BaseException as error:
+                if not unit.__exit__(type(error), error, error.__traceback__):
+                    raise
+            else:
+                unit.__exit__(None, None, None)
+        except pg.OperationalError as exc:
+            if conn is not None and (conn.broken or connecting.is_transient(exc)):
                 raise connecting.dropped(self.url, exc) from None
             if outermost:
                 raise connecting.as_loki_error(self.url, exc, conn=conn) from None
             raise
-        except psycopg.Error as exc:
+        except pg.Error as exc:
             # Inside, code may catch the driver's own errors (a lock wait that ran out, in a savepoint);
             # what leaves the unit is loki's, with an exit code (never "internal error").
             if outermost:
@@ -126,6 +138,21 @@ class Database:
             raise
         finally:
             self._depth -= 1
+
+    def _begin(self, outermost: bool) -> tuple[psycopg.Connection[Any], AbstractContextManager[Any]]:
+        """The connection and its entered transaction (see :meth:`transaction` for the one retry)."""
+        pg = connecting.driver()
+        conn = self.conn
+        unit = conn.transaction()
+        try:
+            unit.__enter__()
+        except pg.OperationalError as exc:
+            if not (outermost and (conn.broken or connecting.is_transient(exc))):
+                raise
+            conn = self._open(mid_run=True)
+            unit = conn.transaction()
+            unit.__enter__()
+        return conn, unit
 
     def now(self) -> datetime:
         """The database's clock, in whole seconds (``loki.now`` when the session sets it: see the module)."""
