@@ -18,7 +18,6 @@ Library use::
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 
 from loki.clock import add_seconds, format_ts, parse_ts, ts_before_or_at
 from loki.config import setting
@@ -30,6 +29,7 @@ from loki.queue.readiness import DEAD_STATES, DependencyIndex, never_ready, sele
 from loki.queue.tasks import (
     DEFAULT_TYPE,
     ERROR_TYPES,
+    LONGEST_LEASE_SECONDS,
     PRIORITIES,
     PRIORITY_RANK,
     TASK_STATES,
@@ -43,6 +43,7 @@ from loki.queue.tasks import (
     make_task,
     new_claim_token,
     new_task_id,
+    plausible_lease,
     start_fresh_budget,
     summary,
 )
@@ -66,7 +67,7 @@ COMPLETED, FAILED, CANCELLED = State.COMPLETED.value, State.FAILED.value, State.
 DEAD_LETTER, ABANDONED = State.DEAD_LETTER.value, State.ABANDONED.value
 HOT_STATES = tuple(s.value for s in TASK_STATES)
 ACTIVE_STATES = (PENDING, IN_PROGRESS, BLOCKED)
-MAX_LEASE_SECONDS = 366 * 24 * 3600
+MAX_LEASE_SECONDS = LONGEST_LEASE_SECONDS
 SKEW_TOLERANCE_SECONDS = 60
 """How far a lease's claim may lie in a clock's future before it is taken for clock skew (files): a
 minute covers machines kept by NTP, and is far shorter than a lease."""
@@ -668,7 +669,7 @@ class Queue:
             if lease_seconds is None and task.get("claimed_at") and task.get("lease_until"):
                 lease_seconds = (parse_ts(task["lease_until"]) - parse_ts(task["claimed_at"])).total_seconds()
             lease = self._lease(lease_seconds)
-            lease_until = format_ts(add_seconds(self._lease_base(unit, self._lease_now()), lease))
+            lease_until = format_ts(add_seconds(self._bounded_leases(unit, self._lease_now()), lease))
             history.heartbeat(task, format_ts(now_dt), agent, lease_until)
             task["lease_until"] = lease_until
             task["updated_at"] = format_ts(now_dt)
@@ -887,11 +888,10 @@ class Queue:
     def _requeue_expired(self, unit: TaskTxn, now_dt: datetime, lease_dt: datetime,
                          outcome: dict[str, list[str]] | None = None) -> datetime:
         """Requeue the leases that ended before ``lease_dt`` (the lease clock's now); returns the time new
-        leases start from (:meth:`_lease_base`)."""
+        leases start from (:meth:`_bounded_leases`)."""
         now = format_ts(now_dt)
         requeued: list[str] = [] if outcome is None else outcome["requeued"]
         dead: list[str] = [] if outcome is None else outcome["dead_lettered"]
-        base = self._bounded_leases(unit, lease_dt, now)
         for task in unit.expired(format_ts(lease_dt)):
             lease_until = task.get("lease_until")
             # No lease at all (an imported or hand-made in-progress task) never expires by itself:
@@ -901,55 +901,39 @@ class Queue:
                 continue
             holder = task.get("claimed_by") or "unknown"
             why = f"lease expired at {lease_until}" if lease_until else "in progress without a lease"
+            if lease_until and not plausible_lease(task):
+                why = (f"lease from {task.get('claimed_at')} until {lease_until} is not one loki gives (at most "
+                       f"{MAX_LEASE_SECONDS}s, ending after it starts)")
+                add_note(task, f"{why}: it ended at once", now)
             attempt = make_attempt(task, now=now, agent_id=holder, approach="(lease expired)", error_type="timeout",
                                    error_message=f"{why} while held by {holder}")
             moved = self.record_failure(unit, task, attempt, now_dt, final=False, event="lease_expired")
             (dead if moved["state"] == DEAD_LETTER else requeued).append(task["id"])
-        return base
+        return self._bounded_leases(unit, lease_dt)
 
-    def _bounded_leases(self, unit: TaskTxn, lease_dt: datetime, now: str) -> datetime:
-        """On a machine's own clock (files, memory), bound what a clock that is wrong can do to leases
-        (docs/queue.md, "Leases and clock skew"); returns the time a lease given now starts from.
+    def _bounded_leases(self, unit: TaskTxn, lease_dt: datetime) -> datetime:
+        """The time a lease given now starts from: the lease clock's now, bounded on a machine's own clock
+        (files, memory) against a clock behind the tree (docs/queue.md, "Leases and clock skew").
 
-        * A lease longer than loki ever gives (``lease_until`` more than :data:`MAX_LEASE_SECONDS` after
-          ``claimed_at``, or a claim dated after its own end) was not written by a claim or a heartbeat:
-          it ends now (it is requeued like a claim without a lease) instead of holding its task for ever.
-        * A claim or heartbeat on a clock behind the tree (a lease in progress claimed more than
-          :data:`SKEW_TOLERANCE_SECONDS` ahead of this clock) starts its lease from that newest claim
-          instead of this clock's now: a lease written on a clock hours behind would look expired to
-          every other machine at once. Leases err on the side of living longer: a wrong clock can delay
-          the recovery of a dead holder's task, never make a live holder's lease end early.
-
+        A claim or heartbeat on a clock behind (a live lease in progress claimed more than
+        :data:`SKEW_TOLERANCE_SECONDS`, and at most :data:`MAX_SKEW_FOLLOWED_SECONDS`, ahead of it) starts
+        its lease from that newest claim instead: a lease written on a clock hours behind would look
+        expired to every other machine at once. Leases err on the side of living longer: a wrong clock
+        can delay the recovery of a dead holder's task, never make a live holder's lease end early.
+        (A lease no claim could have given ends at once: :func:`loki.queue.tasks.plausible_lease`.)
         On PostgreSQL every lease is on the database's clock: nothing to bound.
         """
         if self._shared_lease_clock():
             return lease_dt
-        newest = lease_dt
-        implausible = []
-        for task in unit.tasks(IN_PROGRESS):
-            claimed, until = task.get("claimed_at"), task.get("lease_until")
-            if not (isinstance(claimed, str) and isinstance(until, str)):
-                continue
-            try:
-                claimed_dt, until_dt = parse_ts(claimed), parse_ts(until)
-            except (ValueError, OverflowError):
-                continue  # validate reports it; the lease rules leave a record they cannot read alone
-            length = (until_dt - claimed_dt).total_seconds()
-            if not 0 <= length <= MAX_LEASE_SECONDS:
-                add_note(task, f"lease from {claimed} until {until} is not one loki gives (at most "
-                               f"{MAX_LEASE_SECONDS}s, ending after it starts): it ends now", now)
-                task["lease_until"] = format_ts(lease_dt - timedelta(seconds=1))
-                implausible.append(task)
-            elif claimed_dt > newest:
-                newest = claimed_dt
-        if implausible:
-            unit.update(IN_PROGRESS, *implausible)
-        behind = (newest - lease_dt).total_seconds()
-        return newest if SKEW_TOLERANCE_SECONDS < behind <= MAX_SKEW_FOLLOWED_SECONDS else lease_dt
-
-    def _lease_base(self, unit: TaskTxn, lease_dt: datetime) -> datetime:
-        """When a heartbeat's renewed lease starts: the lease clock's now, bounded (:meth:`_bounded_leases`)."""
-        return self._bounded_leases(unit, lease_dt, format_ts(self._now()))
+        newest = unit.newest_claim()
+        if newest is None:
+            return lease_dt
+        try:
+            newest_dt = parse_ts(newest)
+        except (ValueError, OverflowError):
+            return lease_dt
+        behind = (newest_dt - lease_dt).total_seconds()
+        return newest_dt if SKEW_TOLERANCE_SECONDS < behind <= MAX_SKEW_FOLLOWED_SECONDS else lease_dt
 
     def cancel(self, task_id: str, *, cascade: bool = False, reason: str | None = None, force: bool = False,
                by: str | None = None) -> dict[str, Any]:
