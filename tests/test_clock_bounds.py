@@ -159,3 +159,19 @@ def test_a_complete_repeated_with_the_same_token_is_a_no_op(root: Path) -> None:
     assert snapshot_bytes(root) == before
     other = cli(["queue", "complete", "t1", "--agent", "a", "--token", "not-the-token"], root=root)
     assert other.code == 4 and "is completed, not in progress" in other.stderr
+
+
+def test_validate_flags_a_task_stamped_in_the_future(root: Path) -> None:
+    cli(["queue", "add", "t", "--id", "t1"], root=root, env={"LOKI_NOW": T0})
+    token = _claim(root, "ahead", FUTURE)["claim_token"]
+    assert cli(["queue", "complete", "t1", "--agent", "ahead", "--token", token], root=root,
+               env={"LOKI_NOW": FUTURE}).code == 0
+    before = snapshot_bytes(root)
+    result = cli(["validate"], root=root, env={"LOKI_NOW": T0})
+    assert result.code == 1, result.stdout + result.stderr
+    said = result.stdout + result.stderr
+    assert f"completed_at {FUTURE}" in said and "in the future" in said and "this machine's clock" in said, said
+    assert "/tasks/0/claimed_at" not in said  # a completed task's claim is cleared: only what it still says
+    assert snapshot_bytes(root) == before  # reported, nothing moved
+    # At the time it was written, or later, it is no longer the future.
+    assert cli(["validate"], root=root, env={"LOKI_NOW": FUTURE}).code == 0

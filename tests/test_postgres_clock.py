@@ -266,3 +266,19 @@ def test_a_driver_error_nothing_mapped_is_still_a_loki_error_with_an_exit_code(
     assert guarded(command, json_output=False) == code
     err = capsys.readouterr().err
     assert said in err and "internal error" not in err and err.count("\n") == 1, err
+
+
+@pytest.mark.slow
+def test_validate_flags_a_completion_stamped_ahead_of_the_databases_clock(tmp_path: Path) -> None:
+    url = pgserver.fresh_schema_url(migrate=False)
+    (one, env_one), (two, env_two) = machine(tmp_path, "one", url), machine(tmp_path, "two", url)
+    assert loki_proc(["queue", "add", "build", "--id", "t1"], root=one, env=env_one).code == 0
+    fast = {**env_two, "LOKI_NOW": shifted(database_now(url), 2)}
+    claimed = loki_proc(["queue", "claim", "--agent", "b", "--json"], root=two, env=fast)
+    token = claimed.json()["task"]["claim_token"]
+    assert loki_proc(["queue", "complete", "t1", "--agent", "b", "--token", token], root=two, env=fast).code == 0
+    for env in (env_one, fast):  # judged by the database's clock, whatever the validating machine's says
+        result = loki_proc(["validate"], root=one if env is env_one else two, env=env)
+        said = result.stdout + result.stderr
+        assert result.code == 1 and "tasks[completed]" in said and "completed_at" in said, said
+        assert "in the future" in said and "the database's clock" in said, said
