@@ -105,16 +105,16 @@ def future_timestamps(store: StateStore) -> list[Problem]:
     states = [*QUEUE_STATES, "dead-letter", "abandoned"]
     try:
         now = clock.now()
-        view = store.tasks().view(states)
+        view = _records(store, states)
     except LokiError:
         return []
     postgres = store.backend == "postgresql"
     found: list[Problem] = []
     for state in states:
-        rel = layout.DEADLETTER if state == "dead-letter" else layout.ABANDONED if state == "abandoned" \
-            else layout.queue_file(state)
-        where = f"tasks[{state}]" if postgres else rel
+        where = f"tasks[{state}]" if postgres else _file_of(state)
         for index, record in enumerate(view[state]):
+            if not isinstance(record, dict):
+                continue
             task = record.get("task_data") if state in ("dead-letter", "abandoned") else record
             if not isinstance(task, dict):
                 continue
@@ -146,3 +146,28 @@ def doctor(store: StateStore, repair: bool = False) -> DoctorReport:
 
     doctored: DoctorReport = database_doctor(store, repair=repair)
     return doctored
+
+
+def _file_of(state: str) -> str:
+    return layout.DEADLETTER if state == "dead-letter" else layout.ABANDONED if state == "abandoned" \
+        else layout.queue_file(state)
+
+
+def _records(store: StateStore, states: list[str]) -> dict[str, list[Any]]:
+    """Each state's records as validate may read them: on files the bytes as they are (reading through the
+    store would finish an interrupted change, which is doctor's to do), on a database its rows."""
+    from loki.storage.store import Store
+
+    if not isinstance(store, Store):
+        return store.tasks().view(states)
+    from loki.storage import jsonio
+
+    found: dict[str, list[Any]] = {}
+    for state in states:
+        try:
+            doc = jsonio.loads_strict(store.read_bytes(_file_of(state)) or b"{}")
+        except jsonio.JsonError:
+            doc = {}  # validate_tree names what is wrong with it
+        tasks = doc.get("tasks") if isinstance(doc, dict) else None
+        found[state] = tasks if isinstance(tasks, list) else []
+    return found
