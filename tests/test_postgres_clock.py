@@ -107,7 +107,8 @@ def test_a_machine_two_hours_ahead_does_not_requeue_live_renewed_leases(tmp_path
     beat = loki_proc(["queue", "heartbeat", "t1", "--agent", "a", "--token", token], root=one, env=env_one)
     assert beat.code == 0, beat.stderr
     fast = {**env_two, "LOKI_NOW": shifted(database_now(url), 2)}
-    for args in (["queue", "claim", "--agent", "b"], ["queue", "requeue-stale", "--json"]):
+    for args in (["queue", "ready", "--json"], ["queue", "claim", "--agent", "b"],
+                 ["queue", "requeue-stale", "--json"]):
         result = loki_proc(args, root=two, env=fast)
         assert result.code in (0, 3), result.stderr
         assert "t1" not in result.stdout, result.stdout

@@ -405,7 +405,7 @@ class Queue:
         wanted = Wanted(types, labels, priorities)
         now = format_ts(self._now())
         report = ready_rows(self.tasks, self.store, now=now, not_after=self._skew_bound(now),
-                            fits=lambda t: wanted.matches(t, with_type=True))
+                            fits=lambda t: wanted.matches(t, with_type=True), lease_now=format_ts(self._lease_now()))
         ready = [summary(r["task"], PENDING) | {"position": n}
                  for n, r in enumerate((r for r in report["rows"] if r["ready"]), start=1)]
         not_ready = [summary(r["task"], PENDING) | {"reasons": r["reasons"]} for r in report["rows"] if not r["ready"]]
