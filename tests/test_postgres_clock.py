@@ -235,6 +235,33 @@ def test_an_immediate_restart_under_an_open_connection_is_a_loki_error(cluster: 
     store.close()
 
 
+@pytest.mark.slow
+def test_an_immediate_restart_under_a_waiting_command_is_exit_5_never_an_internal_error(
+        tmp_path: Path, cluster: pgserver.Cluster) -> None:
+    url = pgserver.fresh_schema_url(cluster.url())
+    root, env = machine(tmp_path, "one", url)
+    assert loki_proc(["queue", "add", "x", "--id", "t1"], root=root, env=env).code == 0
+    holder = subprocess.Popen([sys.executable, "-m", "tests.procs.pg_holder", url, "unit", "t1"], cwd=REPO,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().startswith("holding")
+    waiting = subprocess.Popen([sys.executable, "-m", "loki", "--root", str(root), "queue", "add", "y", "--id", "t2"],
+                               cwd=REPO, env={**os.environ, **env, "LOKI_LOCK_TIMEOUT": "60"},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(2000):  # until the command waits for the queue's lock, inside its unit of work
+            if _waiting_backend(url) is not None:
+                break
+        restart_immediately(cluster, url)
+        out, err = waiting.communicate(timeout=120)
+    finally:
+        holder.kill()
+        holder.communicate()
+    assert waiting.returncode == 5, (out, err)
+    assert "internal error" not in err and "nothing of it was applied" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert loki_proc(["queue", "add", "y", "--id", "t2"], root=root, env=env).code == 0  # safe to run again
+
+
 def test_an_unreachable_database_says_it_is_retrying_at_once(tmp_path: Path) -> None:
     url = pgserver.fresh_schema_url(migrate=False)
     root, env = machine(tmp_path, "one", url)
