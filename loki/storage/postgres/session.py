@@ -156,11 +156,19 @@ class Database:
 
     def now(self) -> datetime:
         """The database's clock, in whole seconds (``loki.now`` when the session sets it: see the module)."""
-        psycopg = connecting.driver()
-        try:
-            row = self.conn.execute(NOW).fetchone()
-        except psycopg.Error as exc:
-            raise connecting.as_loki_error(self.url, exc, conn=self._conn) from None
+        pg = connecting.driver()
+        row = None
+        for attempt in (1, 2):
+            conn = self.conn
+            try:
+                row = conn.execute(NOW).fetchone()
+                break
+            except pg.Error as exc:
+                # Outside a unit a read is safe to repeat: a connection dropped since the last unit is replaced.
+                retry = attempt == 1 and self._depth == 0 and isinstance(exc, pg.OperationalError) and (
+                    conn.broken or connecting.is_transient(exc))
+                if not retry:
+                    raise connecting.as_loki_error(self.url, exc, conn=conn) from None
         assert row is not None
         when: datetime = row[0]
         return when.astimezone(UTC).replace(microsecond=0)
