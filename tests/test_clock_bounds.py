@@ -175,3 +175,25 @@ def test_validate_flags_a_task_stamped_in_the_future(root: Path) -> None:
     assert snapshot_bytes(root) == before  # reported, nothing moved
     # At the time it was written, or later, it is no longer the future.
     assert cli(["validate"], root=root, env={"LOKI_NOW": FUTURE}).code == 0
+
+
+def test_a_lease_given_on_a_clock_behind_follows_the_others_claims_and_heartbeats(root: Path) -> None:
+    from loki.clock import ManualClock
+    from loki.queue.queue import Queue
+    from loki.storage.store import Store
+
+    right, slow = ManualClock(T0), ManualClock("2026-01-25T08:00:00Z")
+    on_time, behind = Queue(Store(root, clock=right)), Queue(Store(root, clock=slow))
+    for name in ("t1", "t2", "t3"):
+        on_time.add(name, task_id=name)
+    on_time.claim("right", lease_seconds=300)
+    held = behind.claim("slow", lease_seconds=300)
+    assert (held["claimed_at"], held["lease_until"]) == (T0, "2026-01-25T10:05:00Z")
+    slow.advance(240)
+    assert behind.heartbeat("t2", "slow", token=held["claim_token"])["lease_until"] == "2026-01-25T10:05:00Z"
+    right.advance(60)
+    assert on_time.requeue_stale() == {"requeued": [], "dead_lettered": []}
+    # The machine on the right time renews its own lease: the slow holder's next heartbeat follows it.
+    on_time.heartbeat("t1", "right")
+    slow.advance(60)
+    assert behind.heartbeat("t2", "slow", token=held["claim_token"])["lease_until"] == "2026-01-25T10:06:00Z"

@@ -133,6 +133,10 @@ def test_a_machine_two_hours_behind_does_not_lose_its_leases(tmp_path: Path) -> 
     assert other.code == 0 and other.json()["task"]["id"] == "t2", other.stdout + other.stderr
     done = loki_proc(["queue", "complete", "t1", "--agent", "b", "--token", task["claim_token"]], root=two, env=slow)
     assert done.code == 0, done.stderr
+    # Its answer lost (a dropped connection), the agent completes again with the same token: a no-op, exit 0.
+    again = loki_proc(["queue", "complete", "t1", "--agent", "b", "--token", task["claim_token"], "--json"],
+                      root=two, env=slow)
+    assert again.code == 0 and again.json()["task"]["status"] == "completed", again.stderr
 
 
 @pytest.mark.slow

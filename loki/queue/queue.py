@@ -915,17 +915,18 @@ class Queue:
         """The time a lease given now starts from: the lease clock's now, bounded on a machine's own clock
         (files, memory) against a clock behind the tree (docs/queue.md, "Leases and clock skew").
 
-        A claim or heartbeat on a clock behind (a live lease in progress claimed more than
+        A claim or heartbeat on a clock behind (a live lease in progress claimed or renewed more than
         :data:`SKEW_TOLERANCE_SECONDS`, and at most :data:`MAX_SKEW_FOLLOWED_SECONDS`, ahead of it) starts
-        its lease from that newest claim instead: a lease written on a clock hours behind would look
-        expired to every other machine at once. Leases err on the side of living longer: a wrong clock
-        can delay the recovery of a dead holder's task, never make a live holder's lease end early.
+        its lease from that newest moment instead (the holders on the right time keep it moving): a lease
+        written on a clock hours behind would look expired to every other machine at once. Leases err on
+        the side of living longer: a wrong clock can delay the recovery of a dead holder's task, never
+        make a live holder's lease end early.
         (A lease no claim could have given ends at once: :func:`loki.queue.tasks.plausible_lease`.)
         On PostgreSQL every lease is on the database's clock: nothing to bound.
         """
         if self._shared_lease_clock():
             return lease_dt
-        newest = unit.newest_claim()
+        newest = unit.newest_in_progress()
         if newest is None:
             return lease_dt
         try:

@@ -251,13 +251,15 @@ class TaskTxnBase:
         return [task for task in self._list("in-progress")
                 if not task.get("lease_until") or ts_before(task["lease_until"], now) or not plausible_lease(task)]
 
-    def newest_claim(self) -> str | None:
+    def newest_in_progress(self) -> str | None:
         latest: str | None = None
         for task in self._list("in-progress"):
-            claimed = task.get("claimed_at")
-            if isinstance(claimed, str) and task.get("lease_until") and plausible_lease(task) and (
-                    latest is None or ts_before(latest, claimed)):
-                latest = claimed
+            if not (task.get("lease_until") and plausible_lease(task)):
+                continue
+            for field in ("claimed_at", "updated_at"):
+                stamp = task.get(field)
+                if isinstance(stamp, str) and (latest is None or ts_before(latest, stamp)):
+                    latest = stamp
         return latest
 
     def waiting_chain(self, task_ids: Iterable[str]) -> list[dict[str, Any]]:

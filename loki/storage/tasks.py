@@ -97,10 +97,10 @@ class TaskTxn(Protocol):
 
         In a claim unit on PostgreSQL they are locked with SKIP LOCKED: a lease another claimer is
         requeueing at that instant is left to it."""
-    def newest_claim(self) -> str | None:
-        """The latest ``claimed_at`` among the in-progress tasks with a plausible lease
-        (:func:`loki.queue.tasks.plausible_lease`), or None: on a machine's own clock, the evidence that
-        this clock is behind the tree's (the lease bounds, docs/queue.md)."""
+    def newest_in_progress(self) -> str | None:
+        """The latest ``claimed_at`` or ``updated_at`` (a claim, a heartbeat) among the in-progress tasks
+        with a plausible lease (:func:`loki.queue.tasks.plausible_lease`), or None: on a machine's own
+        clock, the evidence that this clock is behind the tree's (the lease bounds, docs/queue.md)."""
     def waiting_chain(self, task_ids: Iterable[str]) -> list[Task]:
         """The pending and blocked tasks among ``task_ids`` and those they depend on, directly or through
         each other, in the order ``tasks("pending") + tasks("blocked")`` lists them: all that decides
