@@ -315,3 +315,18 @@ def test_validate_flags_a_completion_stamped_ahead_of_the_databases_clock(tmp_pa
         said = result.stdout + result.stderr
         assert result.code == 1 and "tasks[completed]" in said and "completed_at" in said, said
         assert "in the future" in said and "the database's clock" in said, said
+
+
+def test_the_watchers_tick_recovers_a_dead_holders_lease_on_the_databases_clock(url: str,
+                                                                                opened: list[PgStore]) -> None:
+    from loki.signals.ticks import Tick
+
+    database = ManualClock("2026-01-25T10:00:00Z")
+    team = Queue(PgStore.open(url, clock=ManualClock("2026-01-25T10:00:00Z"), lease_clock=database))
+    behind = PgStore.open(url, clock=ManualClock("2026-01-25T08:00:00Z"), lease_clock=database)
+    opened += [team.store, behind]  # type: ignore[list-item]
+    team.add("t", task_id="t1")
+    team.claim("gone", lease_seconds=60)
+    database.advance(120)  # the lease ended by the database's clock; the watcher's machine is two hours behind
+    moved = Tick(behind).requeue_expired(behind.clock.now())
+    assert [event["task_id"] for event in moved] == ["t1"]
