@@ -89,7 +89,8 @@ def make_store(backend: str, root: Path, clock: ManualClock,
         if url is not None:
             from loki.storage.postgres.store import PgStore
 
-            store = PgStore.open(url, root=str(root), clock=clock, config=config)
+            # one clock for the machine and the database (leases are judged by the database's)
+            store = PgStore.open(url, root=str(root), clock=clock, lease_clock=clock, config=config)
             request.addfinalizer(store.close)
             return store
         if config is not None:
@@ -110,7 +111,7 @@ def postgres_store(root: Path, clock: ManualClock, config: dict[str, Any] | None
     from loki.storage.postgres.store import PgStore
     from tests.pgserver import fresh_schema_url
 
-    return PgStore.open(fresh_schema_url(), root=str(root), clock=clock, config=config)
+    return PgStore.open(fresh_schema_url(), root=str(root), clock=clock, lease_clock=clock, config=config)
 
 
 # -- the real agents (tests/agents/) -------------------------------------------------------------------

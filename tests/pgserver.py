@@ -181,6 +181,17 @@ def fresh_schema_url(base_url: str | None = None, *, migrate: bool = True) -> st
     return url
 
 
+def at_database_time(url: str, when: str) -> str:
+    """``url`` whose sessions read ``when`` as the database's clock (the ``loki.now`` setting, see
+    loki/storage/postgres/session.py): how a test moves the database's time, as LOKI_NOW moves a machine's."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    query["options"] = f"{query.get('options', '')} -c loki.now={when}".strip()
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query, quote_via=quote), parts.fragment))
+
+
 def driver() -> object:
     """psycopg, or the skip (a failure when PostgreSQL is required) saying how to install it."""
     try:

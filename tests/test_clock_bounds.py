@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,3 +92,108 @@ def test_a_probe_slot_taken_under_a_clock_ahead_does_not_block_probes(root: Path
     assert cli(["breaker", "check", "api"], root=root, env={"LOKI_NOW": FUTURE}).code == 0  # the probe slot
     back = cli(["breaker", "check", "api"], root=root, env={"LOKI_NOW": T0})
     assert back.code == 0, back.stderr
+
+
+# -- leases on files: one clock is assumed, and what a clock that is wrong can do is bounded ---------------
+# (docs/queue.md, "Leases and clock skew"; on PostgreSQL leases are on the database's clock:
+# tests/test_postgres_clock.py)
+
+
+def _claim(root: Path, agent: str, now: str, *extra: str) -> dict[str, Any]:
+    result = cli(["queue", "claim", "--agent", agent, "--lease", "300", "--json", *extra], root=root,
+                 env={"LOKI_NOW": now})
+    assert result.code == 0, result.stderr
+    task: dict[str, Any] = result.json()["task"]
+    return task
+
+
+def test_a_claim_on_a_clock_two_hours_behind_does_not_hand_out_a_lease_that_is_already_over(root: Path) -> None:
+    for name in ("t1", "t2", "t3"):
+        assert cli(["queue", "add", name, "--id", name], root=root, env={"LOKI_NOW": T0}).code == 0
+    assert _claim(root, "right", T0)["lease_until"] == "2026-01-25T10:05:00Z"
+    behind = _claim(root, "slow", "2026-01-25T08:00:00Z")
+    # Its lease starts from the newest claim in progress, not from its own clock two hours back...
+    assert behind["id"] == "t2" and behind["claimed_at"] == T0 and behind["lease_until"] == "2026-01-25T10:05:00Z"
+    beat = cli(["queue", "heartbeat", "t2", "--agent", "slow", "--token", behind["claim_token"], "--json"],
+               root=root, env={"LOKI_NOW": "2026-01-25T08:01:00Z"})
+    assert beat.code == 0 and beat.json()["task"]["lease_until"] == "2026-01-25T10:05:00Z", beat.stdout + beat.stderr
+    # ...so a machine on the right time a minute later finds it live: nothing is requeued.
+    assert _claim(root, "right", "2026-01-25T10:01:00Z")["id"] == "t3"
+    done = cli(["queue", "complete", "t2", "--agent", "slow", "--token", behind["claim_token"]], root=root,
+               env={"LOKI_NOW": "2026-01-25T08:02:00Z"})
+    assert done.code == 0, done.stderr
+
+
+def test_a_clock_a_day_or_more_off_is_not_followed(root: Path) -> None:
+    for name in ("t1", "t2"):
+        cli(["queue", "add", name, "--id", name], root=root, env={"LOKI_NOW": T0})
+    _claim(root, "future", FUTURE)  # 16 months ahead: a wrong date, not drift
+    assert _claim(root, "right", T0)["lease_until"] == "2026-01-25T10:05:00Z"
+
+
+def test_a_lease_loki_never_gives_ends_at_once(root: Path, store: Any) -> None:
+    import json
+
+    from loki.queue.queue import Queue
+
+    queue = Queue(store)
+    queue.add("t", task_id="t1")
+    claimed = queue.claim("a", lease_seconds=300)
+    tasks = store.read("queue/in-progress.json")
+    tasks["tasks"][0]["lease_until"] = "2099-01-01T00:00:00Z"  # by hand, or a clock set 73 years ahead
+    store.write_text("queue/in-progress.json", json.dumps(tasks))
+    assert queue.requeue_stale() == {"requeued": ["t1"], "dead_lettered": []}
+    task = queue.show("t1")["task"]
+    assert task["attempts"][-1]["error_type"] == "timeout" and claimed["claim_token"] != task.get("claim_token")
+    assert any("is not one loki gives" in n["text"] for n in task["notes"]), task["notes"]
+
+
+def test_a_complete_repeated_with_the_same_token_is_a_no_op(root: Path) -> None:
+    cli(["queue", "add", "t", "--id", "t1"], root=root, env={"LOKI_NOW": T0})
+    token = _claim(root, "a", T0)["claim_token"]
+    args = ["queue", "complete", "t1", "--agent", "a", "--token", token, "--json"]
+    first = cli(args, root=root, env={"LOKI_NOW": T0})
+    before = snapshot_bytes(root)
+    again = cli(args, root=root, env={"LOKI_NOW": "2026-01-25T10:01:00Z"})  # the first answer was lost
+    assert first.code == again.code == 0 and again.json()["task"] == first.json()["task"], again.stderr
+    assert snapshot_bytes(root) == before
+    other = cli(["queue", "complete", "t1", "--agent", "a", "--token", "not-the-token"], root=root)
+    assert other.code == 4 and "is completed, not in progress" in other.stderr
+
+
+def test_validate_flags_a_task_stamped_in_the_future(root: Path) -> None:
+    cli(["queue", "add", "t", "--id", "t1"], root=root, env={"LOKI_NOW": T0})
+    token = _claim(root, "ahead", FUTURE)["claim_token"]
+    assert cli(["queue", "complete", "t1", "--agent", "ahead", "--token", token], root=root,
+               env={"LOKI_NOW": FUTURE}).code == 0
+    before = snapshot_bytes(root)
+    result = cli(["validate"], root=root, env={"LOKI_NOW": T0})
+    assert result.code == 1, result.stdout + result.stderr
+    said = result.stdout + result.stderr
+    assert f"completed_at {FUTURE}" in said and "in the future" in said and "this machine's clock" in said, said
+    assert "/tasks/0/claimed_at" not in said  # a completed task's claim is cleared: only what it still says
+    assert snapshot_bytes(root) == before  # reported, nothing moved
+    # At the time it was written, or later, it is no longer the future.
+    assert cli(["validate"], root=root, env={"LOKI_NOW": FUTURE}).code == 0
+
+
+def test_a_lease_given_on_a_clock_behind_follows_the_others_claims_and_heartbeats(root: Path) -> None:
+    from loki.clock import ManualClock
+    from loki.queue.queue import Queue
+    from loki.storage.store import Store
+
+    right, slow = ManualClock(T0), ManualClock("2026-01-25T08:00:00Z")
+    on_time, behind = Queue(Store(root, clock=right)), Queue(Store(root, clock=slow))
+    for name in ("t1", "t2", "t3"):
+        on_time.add(name, task_id=name)
+    on_time.claim("right", lease_seconds=300)
+    held = behind.claim("slow", lease_seconds=300)
+    assert (held["claimed_at"], held["lease_until"]) == (T0, "2026-01-25T10:05:00Z")
+    slow.advance(240)
+    assert behind.heartbeat("t2", "slow", token=held["claim_token"])["lease_until"] == "2026-01-25T10:05:00Z"
+    right.advance(60)
+    assert on_time.requeue_stale() == {"requeued": [], "dead_lettered": []}
+    # The machine on the right time renews its own lease: the slow holder's next heartbeat follows it.
+    on_time.heartbeat("t1", "right")
+    slow.advance(60)
+    assert behind.heartbeat("t2", "slow", token=held["claim_token"])["lease_until"] == "2026-01-25T10:06:00Z"

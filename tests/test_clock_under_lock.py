@@ -54,6 +54,8 @@ class LockProbeClock(Clock):
 def probe(backend_store: Any) -> tuple[Store, LockProbeClock]:
     clock = LockProbeClock(backend_store)
     backend_store.clock = clock
+    if hasattr(backend_store, "lease_clock"):  # PostgreSQL: leases are stamped on the database's clock, probed too
+        backend_store.lease_clock = clock
     return backend_store, clock
 
 

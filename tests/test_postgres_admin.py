@@ -131,7 +131,12 @@ def test_a_wrong_password(tmp_path: Path) -> None:
 
 
 def test_an_unreachable_host(tmp_path: Path) -> None:
-    message = refused(tmp_path, "postgresql://nobody@127.0.0.1:9/loki")
+    result = init(tmp_path, "postgresql://nobody@127.0.0.1:9/loki")
+    assert result.code == 1 and not (tmp_path / ".loki").exists(), result
+    # A refused connection may be a server restarting: loki says at once that it retries, then gives up.
+    retrying, message = result.stderr.strip().splitlines()
+    assert retrying.startswith("loki: cannot reach the database postgresql://nobody@127.0.0.1:9/loki")
+    assert "retrying for up to 0.2s (LOKI_DB_RETRY_SECONDS)" in retrying
     assert "cannot connect to postgresql://nobody@127.0.0.1:9/loki" in message
     assert "refused" in message.lower()
 

@@ -22,6 +22,7 @@ from loki.errors import Conflict, LockTimeout, NothingToDo
 from loki.queue.queue import Queue
 from loki.storage.postgres.store import PgStore
 from tests.helpers import cli, loki_proc, store_problems
+from tests.pgserver import at_database_time
 
 REPO = Path(__file__).resolve().parent.parent
 NOW = "2026-01-25T10:00:00Z"
@@ -44,13 +45,13 @@ def opened(url: str, clock: ManualClock) -> Iterator[list[PgStore]]:
 
 @pytest.fixture
 def store(url: str, clock: ManualClock, opened: list[PgStore]) -> PgStore:
-    opened.append(PgStore.open(url, clock=clock))
+    opened.append(PgStore.open(url, clock=clock, lease_clock=clock))  # the database's time moves with it
     return opened[-1]
 
 
 def another(url: str, clock: ManualClock, opened: list[PgStore], **kwargs: object) -> PgStore:
     """A second connection, as a second agent has; it fails instead of hanging if it ever waits a minute."""
-    other = PgStore.open(url, clock=clock, **kwargs)  # type: ignore[arg-type]
+    other = PgStore.open(url, clock=clock, lease_clock=clock, **kwargs)  # type: ignore[arg-type]
     opened.append(other)
     other.db.conn.execute("SET statement_timeout = '60s'")
     return other
@@ -60,7 +61,8 @@ class Holder:
     """tests/procs/pg_holder.py: another process stopped inside a unit of work until released."""
 
     def __init__(self, url: str, *args: str, now: str = NOW) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.procs.pg_holder", url, *args], cwd=REPO,
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.procs.pg_holder", at_database_time(url, now), *args],
+                                     cwd=REPO,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env={**os.environ, "LOKI_NOW": now})
         assert self.proc.stdout is not None
@@ -82,11 +84,12 @@ def add(queue: Queue, *names: str, **kwargs: object) -> None:
 def row_is_locked(store: PgStore, task_id: str) -> bool:
     import psycopg
 
-    try:
-        with store.db.transaction() as conn:
-            conn.execute("SELECT 1 FROM loki_tasks WHERE id = %s FOR UPDATE NOWAIT", (task_id,))
-    except psycopg.errors.LockNotAvailable:
-        return True
+    with store.db.transaction() as conn:
+        try:
+            with conn.transaction():  # a savepoint: the driver's own error, before the unit maps it
+                conn.execute("SELECT 1 FROM loki_tasks WHERE id = %s FOR UPDATE NOWAIT", (task_id,))
+        except psycopg.errors.LockNotAvailable:
+            return True
     return False
 
 

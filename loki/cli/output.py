@@ -87,6 +87,10 @@ def guarded(command: Callable[[], int], json_output: bool) -> int:
         sys.stderr.write("interrupted\n")
         return 130
     except Exception as exc:
+        from loki.storage.postgres.connect import as_loki_error, is_driver_error
+
+        if is_driver_error(exc):  # a driver error no store mapped: still loki's, with its exit code
+            return write_error(as_loki_error(None, exc), json_output)
         if os.environ.get("LOKI_DEBUG"):
             raise
         from loki.textsafe import for_terminal

@@ -94,9 +94,10 @@ class BreakerView:
 
 
 def ready_rows(tasks: TaskStore, store: StateStore, *, now: str, not_after: str,
-               fits: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+               fits: Callable[[dict[str, Any]], bool], lease_now: str | None = None) -> dict[str, Any]:
     """The pending tasks that ``fits`` accepts, in claim order, each ``{"task", "ready", "reasons"}``;
-    and the in-progress tasks whose lease has expired (the next claim requeues them first)."""
+    and the in-progress tasks whose lease has expired by ``lease_now`` (the lease clock's now, default
+    ``now``): the next claim requeues them first."""
     states = ["pending", "in-progress", "blocked", "completed", "failed", "cancelled", "dead-letter", "abandoned"]
     view = QueueView(tasks, tasks.view(states))
     deps = DependencyIndex(view)
@@ -108,5 +109,7 @@ def ready_rows(tasks: TaskStore, store: StateStore, *, now: str, not_after: str,
     behind = behind_dead_letter(on_hold, deps.state_of) if waiting else {}
     rows = explain(chosen, now=now, not_after=not_after, deps=deps, stuck=stuck, refusal=BreakerView(store).refusal,
                    behind=behind)
-    expired = [t["id"] for t in view.tasks("in-progress") if t.get("lease_until") and ts_before(t["lease_until"], now)]
+    ended = lease_now or now
+    expired = [t["id"] for t in view.tasks("in-progress")
+               if t.get("lease_until") and ts_before(t["lease_until"], ended)]
     return {"pending": len(pending), "rows": rows, "expired": expired}

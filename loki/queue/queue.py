@@ -29,6 +29,7 @@ from loki.queue.readiness import DEAD_STATES, DependencyIndex, behind_dead_lette
 from loki.queue.tasks import (
     DEFAULT_TYPE,
     ERROR_TYPES,
+    LONGEST_LEASE_SECONDS,
     PRIORITIES,
     PRIORITY_RANK,
     TASK_STATES,
@@ -42,6 +43,7 @@ from loki.queue.tasks import (
     make_task,
     new_claim_token,
     new_task_id,
+    plausible_lease,
     redact_task_text,
     start_fresh_budget,
     summary,
@@ -66,7 +68,13 @@ COMPLETED, FAILED, CANCELLED = State.COMPLETED.value, State.FAILED.value, State.
 DEAD_LETTER, ABANDONED = State.DEAD_LETTER.value, State.ABANDONED.value
 HOT_STATES = tuple(s.value for s in TASK_STATES)
 ACTIVE_STATES = (PENDING, IN_PROGRESS, BLOCKED)
-MAX_LEASE_SECONDS = 366 * 24 * 3600
+MAX_LEASE_SECONDS = LONGEST_LEASE_SECONDS
+SKEW_TOLERANCE_SECONDS = 60
+"""How far a lease's claim may lie in a clock's future before it is taken for clock skew (files): a
+minute covers machines kept by NTP, and is far shorter than a lease."""
+MAX_SKEW_FOLLOWED_SECONDS = 24 * 3600
+"""A newer claim further ahead than this is not followed (a clock set to another day, LOKI_NOW): a
+clock a day off is a wrong date, not drift, and following it would push every lease that far."""
 """States whose tasks may still run; a dependency on a task in any other state is settled."""
 LIVE_STATES = (*HOT_STATES, DEAD_LETTER, ABANDONED)
 """Every state in which a task id is taken, short of the archive."""
@@ -89,6 +97,17 @@ class Queue:
 
     def _now(self) -> datetime:
         return self.store.clock.now()
+
+    def _lease_now(self) -> datetime:
+        """The clock leases are given and judged by: the database's on PostgreSQL (``store.lease_clock``,
+        one clock for every machine), this machine's elsewhere (bounded: :meth:`_bounded_leases`).
+        Read inside the unit, after its lock, like every other "now"."""
+        clock = getattr(self.store, "lease_clock", None) or self.store.clock
+        when: datetime = clock.now()
+        return when
+
+    def _shared_lease_clock(self) -> bool:
+        return getattr(self.store, "lease_clock", None) is not None
 
     @property
     def tasks(self) -> TaskStore:
@@ -388,7 +407,7 @@ class Queue:
         wanted = Wanted(types, labels, priorities)
         now = format_ts(self._now())
         report = ready_rows(self.tasks, self.store, now=now, not_after=self._skew_bound(now),
-                            fits=lambda t: wanted.matches(t, with_type=True))
+                            fits=lambda t: wanted.matches(t, with_type=True), lease_now=format_ts(self._lease_now()))
         ready = [summary(r["task"], PENDING) | {"position": n}
                  for n, r in enumerate((r for r in report["rows"] if r["ready"]), start=1)]
         not_ready = [summary(r["task"], PENDING) | {"reasons": r["reasons"]} for r in report["rows"] if not r["ready"]]
@@ -483,8 +502,9 @@ class Queue:
         with self.tasks.transaction(claim=plain) as unit:
             now_dt = self._now()  # inside the unit: timestamps follow the commit order
             now = format_ts(now_dt)
-            self._requeue_expired(unit, now_dt)
-            held = self._live_claim(unit, agent, now, task_id, wanted) if reuse else None
+            lease_dt = self._lease_now()
+            lease_dt = self._requeue_expired(unit, now_dt, lease_dt)
+            held = self._live_claim(unit, agent, format_ts(lease_dt), task_id, wanted) if reuse else None
             best: dict[str, Any] | None
             if held is not None:
                 best, reason = held, ""
@@ -493,7 +513,7 @@ class Queue:
             else:
                 best, reason = self._select(unit, now, wanted)
             if best is not None and held is None:
-                self._take(unit, best, agent, now_dt, lease)
+                self._take(unit, best, agent, now_dt, lease, lease_dt)
             # requeued leases are committed even when nothing is ready
         self.report_dead_letters(unit.dead_lettered)
         if best is None:
@@ -551,14 +571,16 @@ class Queue:
                        refusal=lambda type_, first: gate.refusal(type_) if first else None, behind=behind)
         return [reason["text"] for reason in rows[0]["reasons"]]
 
-    def _take(self, unit: TaskTxn, best: dict[str, Any], agent: str, now_dt: datetime, lease: float) -> None:
+    def _take(self, unit: TaskTxn, best: dict[str, Any], agent: str, now_dt: datetime, lease: float,
+              lease_dt: datetime) -> None:
         now = format_ts(now_dt)
         if not ts_before_or_at(best["available_at"], now):  # only past the skew bound (see _select)
             add_note(best, f"available_at {best['available_at']} was further ahead than the longest backoff "
                            f"({float(self._setting('backoff_max')):g}s): clock skew, so it was claimable at once", now)
         best["claimed_by"] = agent
-        best["claimed_at"] = now
-        best["lease_until"] = format_ts(add_seconds(now_dt, lease))
+        # claimed_at and lease_until on the lease clock both: a heartbeat measures the lease between them
+        best["claimed_at"] = format_ts(lease_dt)
+        best["lease_until"] = format_ts(add_seconds(lease_dt, lease))
         best["claim_token"] = new_claim_token()
         best["updated_at"] = now
         history.record(best, "claimed", now, by=agent, to=IN_PROGRESS, until=best["lease_until"])
@@ -652,7 +674,7 @@ class Queue:
             if lease_seconds is None and task.get("claimed_at") and task.get("lease_until"):
                 lease_seconds = (parse_ts(task["lease_until"]) - parse_ts(task["claimed_at"])).total_seconds()
             lease = self._lease(lease_seconds)
-            lease_until = format_ts(add_seconds(now_dt, lease))
+            lease_until = format_ts(add_seconds(self._bounded_leases(unit, self._lease_now()), lease))
             history.heartbeat(task, format_ts(now_dt), agent, lease_until)
             task["lease_until"] = lease_until
             task["updated_at"] = format_ts(now_dt)
@@ -660,10 +682,18 @@ class Queue:
         return task
 
     def complete(self, task_id: str, agent: str, *, token: str | None = None, result: Any = None) -> dict[str, Any]:
+        """Complete the task ``agent`` holds. With ``token``, a repeat of a completion that was committed
+        (its acknowledgement lost with a dropped connection) returns the completed task and changes nothing."""
         with self.tasks.transaction() as unit:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
+            done = self._completed_by_this_claim(unit, task_id, agent, token)
+            if done is not None:
+                return done
             task = self._held(unit, task_id, agent, token)
+            held_token = task.get("claim_token")
             clear_claim(task)
+            # The token of the claim that completed it stays: a retried complete with it is recognised.
+            task["claim_token"] = held_token
             task["result"] = _redacted(result)  # an agent's result quotes what it ran and saw
             task["completed_at"] = now
             task["completed_by"] = agent  # the claim is cleared: who did it stays (loki agents counts it)
@@ -743,6 +773,20 @@ class Queue:
             history.record(task, "released", now, by=agent, to=PENDING)
             unit.move(task, IN_PROGRESS, PENDING)
         return task
+
+    def _completed_by_this_claim(self, unit: TaskTxn, task_id: str, agent: str,
+                                 token: str | None) -> dict[str, Any] | None:
+        """The completed task, if ``agent`` completed it under the claim ``token`` names (else None)."""
+        if token is None:
+            return None
+        check_id(task_id, "task id")
+        found = unit.find(task_id, (COMPLETED,)) or unit.find_outside(task_id)
+        if found is None or found[0] != COMPLETED:
+            return None
+        task = found[1]
+        if task.get("completed_by") == agent and task.get("claim_token") == token:
+            return task
+        return None
 
     def _held(self, unit: TaskTxn, task_id: str, agent: str, token: str | None) -> dict[str, Any]:
         """The in-progress task ``task_id`` if ``agent`` (and ``token``) hold it; else exit 4 / not found."""
@@ -826,7 +870,8 @@ class Queue:
     def requeue_stale(self) -> dict[str, list[str]]:
         """Requeue every in-progress task whose lease has expired (a ``timeout`` attempt each)."""
         with self.tasks.transaction() as unit:
-            outcome = self._requeue_expired(unit, self._now())
+            outcome: dict[str, list[str]] = {"requeued": [], "dead_lettered": []}
+            self._requeue_expired(unit, self._now(), self._lease_now(), outcome)
         self.report_dead_letters(unit.dead_lettered)
         return outcome
 
@@ -849,11 +894,14 @@ class Queue:
             breakers.record_failure(task["type"],
                                     f"task {task['id']} moved to the dead-letter queue: {task.get('last_error') or ''}")
 
-    def _requeue_expired(self, unit: TaskTxn, now_dt: datetime) -> dict[str, list[str]]:
+    def _requeue_expired(self, unit: TaskTxn, now_dt: datetime, lease_dt: datetime,
+                         outcome: dict[str, list[str]] | None = None) -> datetime:
+        """Requeue the leases that ended before ``lease_dt`` (the lease clock's now); returns the time new
+        leases start from (:meth:`_bounded_leases`)."""
         now = format_ts(now_dt)
-        requeued: list[str] = []
-        dead: list[str] = []
-        for task in unit.expired(now):
+        requeued: list[str] = [] if outcome is None else outcome["requeued"]
+        dead: list[str] = [] if outcome is None else outcome["dead_lettered"]
+        for task in unit.expired(format_ts(lease_dt)):
             lease_until = task.get("lease_until")
             # No lease at all (an imported or hand-made in-progress task) never expires by itself:
             # treat it as expired, or the task would be stuck for ever -- unless Loki Mode's runner
@@ -862,11 +910,40 @@ class Queue:
                 continue
             holder = task.get("claimed_by") or "unknown"
             why = f"lease expired at {lease_until}" if lease_until else "in progress without a lease"
+            if lease_until and not plausible_lease(task):
+                why = (f"lease from {task.get('claimed_at')} until {lease_until} is not one loki gives (at most "
+                       f"{MAX_LEASE_SECONDS}s, ending after it starts)")
+                add_note(task, f"{why}: it ended at once", now)
             attempt = make_attempt(task, now=now, agent_id=holder, approach="(lease expired)", error_type="timeout",
                                    error_message=f"{why} while held by {holder}")
-            outcome = self.record_failure(unit, task, attempt, now_dt, final=False, event="lease_expired")
-            (dead if outcome["state"] == DEAD_LETTER else requeued).append(task["id"])
-        return {"requeued": requeued, "dead_lettered": dead}
+            moved = self.record_failure(unit, task, attempt, now_dt, final=False, event="lease_expired")
+            (dead if moved["state"] == DEAD_LETTER else requeued).append(task["id"])
+        return self._bounded_leases(unit, lease_dt)
+
+    def _bounded_leases(self, unit: TaskTxn, lease_dt: datetime) -> datetime:
+        """The time a lease given now starts from: the lease clock's now, bounded on a machine's own clock
+        (files, memory) against a clock behind the tree (docs/queue.md, "Leases and clock skew").
+
+        A claim or heartbeat on a clock behind (a live lease in progress claimed or renewed more than
+        :data:`SKEW_TOLERANCE_SECONDS`, and at most :data:`MAX_SKEW_FOLLOWED_SECONDS`, ahead of it) starts
+        its lease from that newest moment instead (the holders on the right time keep it moving): a lease
+        written on a clock hours behind would look expired to every other machine at once. Leases err on
+        the side of living longer: a wrong clock can delay the recovery of a dead holder's task, never
+        make a live holder's lease end early.
+        (A lease no claim could have given ends at once: :func:`loki.queue.tasks.plausible_lease`.)
+        On PostgreSQL every lease is on the database's clock: nothing to bound.
+        """
+        if self._shared_lease_clock():
+            return lease_dt
+        newest = unit.newest_in_progress()
+        if newest is None:
+            return lease_dt
+        try:
+            newest_dt = parse_ts(newest)
+        except (ValueError, OverflowError):
+            return lease_dt
+        behind = (newest_dt - lease_dt).total_seconds()
+        return newest_dt if SKEW_TOLERANCE_SECONDS < behind <= MAX_SKEW_FOLLOWED_SECONDS else lease_dt
 
     def cancel(self, task_id: str, *, cascade: bool = False, reason: str | None = None, force: bool = False,
                by: str | None = None) -> dict[str, Any]:

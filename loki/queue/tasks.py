@@ -19,6 +19,8 @@ PRIORITY_RANK = {name: rank for rank, name in enumerate(PRIORITIES)}
 ERROR_TYPES = ("test_failure", "timeout", "dependency", "validation", "other")
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_TYPE = "general"
+LONGEST_LEASE_SECONDS = 366 * 24 * 3600
+"""The longest lease a claim or a heartbeat gives (a year)."""
 
 
 class State(str, Enum):
@@ -199,3 +201,20 @@ def redact_task_text(task: dict[str, Any]) -> None:
         task["labels"] = [redact(label) if isinstance(label, str) else label for label in task["labels"]]
     if task.get("payload") is not None:
         task["payload"] = redact_obj(task["payload"])
+
+
+def plausible_lease(task: dict[str, Any]) -> bool:
+    """Whether ``task``'s lease is one a claim or a heartbeat could have given: it ends after it starts, at
+    most :data:`LONGEST_LEASE_SECONDS` later. One that is not (edited by hand, or written by a clock set
+    years ahead) would hold its task for ever on a machine's clock: it counts as ended (docs/queue.md,
+    "Leases and clock skew"). A lease or a start that cannot be read is left to ``loki validate``."""
+    from loki.clock import parse_ts
+
+    claimed, until = task.get("claimed_at"), task.get("lease_until")
+    if not (isinstance(claimed, str) and isinstance(until, str)):
+        return True
+    try:
+        length = (parse_ts(until) - parse_ts(claimed)).total_seconds()
+    except (ValueError, OverflowError):
+        return True
+    return 0 <= length <= LONGEST_LEASE_SECONDS

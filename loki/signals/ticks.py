@@ -60,7 +60,10 @@ class Tick:
     def requeue_expired(self, now: datetime) -> list[dict[str, Any]]:
         from loki.queue.queue import Queue
 
-        stamp = format_ts(now)
+        # Leases end by the lease clock (the database's on PostgreSQL), not by this machine's: a watcher on a
+        # clock behind must still see a dead holder's lease end (docs/postgres.md, "Clock skew").
+        lease_clock = getattr(self.store, "lease_clock", None)
+        stamp = format_ts(lease_clock.now() if lease_clock is not None else now)
         tasks = self.store.tasks().tasks_in("in-progress")
         if not any(t.get("lease_until") and ts_before(t["lease_until"], stamp) for t in tasks):
             return []

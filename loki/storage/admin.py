@@ -70,14 +70,69 @@ def count_signals(store: StateStore) -> int:
 def validate(store: StateStore) -> list[Problem]:
     from loki.storage.store import Store
 
+    problems: list[Problem]
     if isinstance(store, Store):
         from loki.storage.tree import validate_tree
 
-        return validate_tree(store)
-    from loki.storage.postgres.admin import validate as validate_database
+        problems = validate_tree(store)
+    else:
+        from loki.storage.postgres.admin import validate as validate_database
 
-    problems: list[Problem] = validate_database(store)
-    return problems
+        problems = validate_database(store)
+    return problems + future_timestamps(store)
+
+
+FUTURE_TOLERANCE_SECONDS = 60
+"""How far past now a stamp may lie before validate calls it the future: a minute covers machines kept
+by NTP (the queue's lease bounds use the same tolerance)."""
+STAMPED = ("created_at", "updated_at", "claimed_at", "completed_at")
+"""The fields that record a moment that has happened (``lease_until``, ``available_at`` and a deferral
+lie ahead by design)."""
+
+
+def future_timestamps(store: StateStore) -> list[Problem]:
+    """Tasks stamped in the future: a moment that has happened (created, updated, claimed, completed)
+    dated more than :data:`FUTURE_TOLERANCE_SECONDS` after now, written by a clock that was ahead.
+
+    "Now" is the clock leases are judged by: the database's on PostgreSQL, this machine's on files. The
+    record is not wrong in shape, so nothing sets it aside (``whole_file`` False); the message says which
+    clock to look at. A state that cannot be read was reported by the backend's own checks."""
+    from loki.clock import format_ts, parse_ts
+    from loki.errors import LokiError
+    from loki.storage.tree import Problem
+
+    clock = getattr(store, "lease_clock", None) or store.clock
+    states = [*QUEUE_STATES, "dead-letter", "abandoned"]
+    try:
+        now = clock.now()
+        view = _records(store, states)
+    except LokiError:
+        return []
+    postgres = store.backend == "postgresql"
+    found: list[Problem] = []
+    for state in states:
+        where = f"tasks[{state}]" if postgres else _file_of(state)
+        for index, record in enumerate(view[state]):
+            if not isinstance(record, dict):
+                continue
+            task = record.get("task_data") if state in ("dead-letter", "abandoned") else record
+            if not isinstance(task, dict):
+                continue
+            prefix = f"/tasks/{index}{'/task_data' if task is not record else ''}"
+            for field in STAMPED:
+                value = task.get(field)
+                if not isinstance(value, str):
+                    continue
+                try:
+                    ahead = (parse_ts(value) - now).total_seconds()
+                except (ValueError, OverflowError):
+                    continue  # the schema check names a stamp that is not one
+                if ahead > FUTURE_TOLERANCE_SECONDS:
+                    found.append(Problem(where, f"{prefix}/{field}",
+                                         f"task {task.get('id')!r} has {field} {value}, {ahead:.0f}s in the future "
+                                         f"(now is {format_ts(now)} by {'the database' if postgres else 'this machine'}"
+                                         "'s clock): written by a clock that was ahead", whole_file=False))
+    return found
 
 
 def doctor(store: StateStore, repair: bool = False) -> DoctorReport:
@@ -91,3 +146,28 @@ def doctor(store: StateStore, repair: bool = False) -> DoctorReport:
 
     doctored: DoctorReport = database_doctor(store, repair=repair)
     return doctored
+
+
+def _file_of(state: str) -> str:
+    return layout.DEADLETTER if state == "dead-letter" else layout.ABANDONED if state == "abandoned" \
+        else layout.queue_file(state)
+
+
+def _records(store: StateStore, states: list[str]) -> dict[str, list[Any]]:
+    """Each state's records as validate may read them: on files the bytes as they are (reading through the
+    store would finish an interrupted change, which is doctor's to do), on a database its rows."""
+    from loki.storage.store import Store
+
+    if not isinstance(store, Store):
+        return store.tasks().view(states)
+    from loki.storage import jsonio
+
+    found: dict[str, list[Any]] = {}
+    for state in states:
+        try:
+            doc = jsonio.loads_strict(store.read_bytes(_file_of(state)) or b"{}")
+        except jsonio.JsonError:
+            doc = {}  # validate_tree names what is wrong with it
+        tasks = doc.get("tasks") if isinstance(doc, dict) else None
+        found[state] = tasks if isinstance(tasks, list) else []
+    return found

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from loki.clock import ts_before
 from loki.queue.readiness import Census, DependencyIndex, select_ready
-from loki.queue.tasks import TASK_STATES
+from loki.queue.tasks import TASK_STATES, plausible_lease
 from loki.storage import jsonio, layout
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -249,7 +249,18 @@ class TaskTxnBase:
 
     def expired(self, now: str) -> list[dict[str, Any]]:
         return [task for task in self._list("in-progress")
-                if not task.get("lease_until") or ts_before(task["lease_until"], now)]
+                if not task.get("lease_until") or ts_before(task["lease_until"], now) or not plausible_lease(task)]
+
+    def newest_in_progress(self) -> str | None:
+        latest: str | None = None
+        for task in self._list("in-progress"):
+            if not (task.get("lease_until") and plausible_lease(task)):
+                continue
+            for field in ("claimed_at", "updated_at"):
+                stamp = task.get(field)
+                if isinstance(stamp, str) and (latest is None or ts_before(latest, stamp)):
+                    latest = stamp
+        return latest
 
     def waiting_chain(self, task_ids: Iterable[str]) -> list[dict[str, Any]]:
         order = {id(task): n for n, task in enumerate([*self._list("pending"), *self._list("blocked")])}

@@ -91,10 +91,16 @@ class TaskTxn(Protocol):
         says why nothing is ready; it is only counted when no task is returned.
         """
     def expired(self, now: str) -> list[Task]:
-        """In-progress tasks whose lease ended before ``now``, or that have none, in insertion order.
+        """In-progress tasks whose lease ended before ``now``, or that have none, in insertion order
+        (on files and in memory also those whose lease is not one loki gives:
+        :func:`loki.queue.tasks.plausible_lease`).
 
         In a claim unit on PostgreSQL they are locked with SKIP LOCKED: a lease another claimer is
         requeueing at that instant is left to it."""
+    def newest_in_progress(self) -> str | None:
+        """The latest ``claimed_at`` or ``updated_at`` (a claim, a heartbeat) among the in-progress tasks
+        with a plausible lease (:func:`loki.queue.tasks.plausible_lease`), or None: on a machine's own
+        clock, the evidence that this clock is behind the tree's (the lease bounds, docs/queue.md)."""
     def waiting_chain(self, task_ids: Iterable[str]) -> list[Task]:
         """The pending and blocked tasks among ``task_ids`` and those they depend on, directly or through
         each other, in the order ``tasks("pending") + tasks("blocked")`` lists them: all that decides

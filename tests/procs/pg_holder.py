@@ -45,10 +45,11 @@ def main() -> None:
     else:
         requeue = Queue._requeue_expired
 
-        def requeueing(self: Queue, unit: Any, now: Any) -> dict[str, list[str]]:
-            outcome = requeue(self, unit, now)
+        def requeueing(self: Queue, unit: Any, now: Any, lease_now: Any, outcome: Any = None) -> Any:
+            outcome = outcome if outcome is not None else {"requeued": [], "dead_lettered": []}
+            base = requeue(self, unit, now, lease_now, outcome)
             _stop(",".join(outcome["requeued"]), store)
-            return outcome
+            return base
 
         Queue._requeue_expired = requeueing  # type: ignore[method-assign]
     try:

@@ -9,12 +9,21 @@ Exit codes (docs/design.md §5): what stops a tree from being opened at all -- p
 malformed URL, a refused password, no such database, a host that cannot be reached within the retry
 window -- is exit 1 (:class:`DatabaseError`), with one line naming the database (password removed)
 and the server's reason. A connection lost in the middle of a run is retried within the same bounded
-window and then is exit 5 (:class:`DatabaseUnavailable`), like a lock that cannot be had.
+window and then is exit 5 (:class:`DatabaseUnavailable`), like a lock that cannot be had; a unit of
+work whose connection dropped under it (``pg_terminate_backend``, a server restarted with ``-m
+immediate``: "consuming input failed", "server closed the connection") is exit 5 too, saying that
+nothing of it was applied and that running it again is safe. Any other error of the driver is exit 1
+(:class:`DatabaseError`) naming the database: :func:`as_loki_error` is the one mapping, so no driver
+error ever reaches a person as "internal error".
+
+A retry that starts says so at once on stderr, once per wait, naming what it waits for
+(:func:`connect`): an unreachable database is never ten seconds of silence.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from loki.errors import ExitCode, LokiError
@@ -109,7 +118,7 @@ _TRANSIENT_MARKERS = (
     "connection refused", "the database system is starting up", "the database system is shutting down",
     "the database system is in recovery mode", "server closed the connection", "no such file or directory",
     "terminating connection due to administrator command", "could not receive data", "timeout expired",
-    "connection timed out", "consuming input failed", "server conn crashed",
+    "connection timed out", "consuming input failed", "server conn crashed", "the connection is lost",
 )
 
 
@@ -136,8 +145,10 @@ def connect(url: str, *, autocommit: bool = False, application_name: str = "loki
     connection was lost ``mid_run``. A refused password or a missing database is not retried.
     """
     pg = driver()
-    deadline = time.monotonic() + retry_seconds()
+    window = retry_seconds()
+    deadline = time.monotonic() + window
     pause = 0.05
+    said = False
     while True:
         try:
             conn: psycopg.Connection[Any] = pg.connect(
@@ -145,6 +156,9 @@ def connect(url: str, *, autocommit: bool = False, application_name: str = "loki
             return conn
         except pg.Error as exc:
             if is_transient(exc) and time.monotonic() + pause < deadline:
+                if not said:  # once per wait, before the first pause: a person sees at once what loki waits for
+                    say_retrying(url, exc, window)
+                    said = True
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
                 continue
@@ -157,6 +171,45 @@ def _scrubbed(reason: str, url: str) -> str:
     from loki.storage.postgres.urls import scrub
 
     return scrub(reason, url)
+
+
+def say_retrying(url: str, exc: BaseException, window: float) -> None:
+    """One line on stderr: what loki is waiting for, why, and for how long at most."""
+    try:
+        sys.stderr.write(f"loki: cannot reach the database {without_password(url)} ({describe(exc)}); "
+                         f"retrying for up to {window:g}s ({RETRY_ENV})\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed (a daemonised agent): the wait goes on regardless
+        pass
+
+
+def as_loki_error(url: str | None, exc: BaseException, *, conn: Any = None) -> LokiError:
+    """Any error of the driver as loki's: a connection that dropped (or a server going away) is
+    :class:`DatabaseUnavailable` (exit 5: nothing of the interrupted unit was applied; run it again);
+    anything else the server or libpq refused is :class:`DatabaseError` (exit 1), naming the database
+    (``url`` None: the CLI's last resort, which does not know which)."""
+    pg = driver()
+    broken = conn is not None and (conn.closed or conn.broken)
+    if isinstance(exc, (pg.OperationalError, pg.InterfaceError)) and (broken or is_transient(exc)):
+        return dropped(url, exc)
+    where = without_password(url) if url else "the database"
+    reason = describe(exc)
+    return DatabaseError(f"the database {where} refused the command: {reason}", database=where, reason=reason,
+                         error=type(exc).__name__)
+
+
+def dropped(url: str | None, exc: BaseException) -> DatabaseUnavailable:
+    """A unit of work whose connection dropped under it: the server rolled it back."""
+    where = without_password(url) if url else "the database"
+    reason = describe(exc)
+    return DatabaseUnavailable(f"lost the connection to {where} in the middle of a command ({reason}); the "
+                               "server rolled that unit of work back, so nothing of it was applied: run it again",
+                               database=where, reason=reason)
+
+
+def is_driver_error(exc: BaseException) -> bool:
+    """An exception of psycopg's (told without importing it: the cold path does not load the driver)."""
+    return type(exc).__module__.split(".", 1)[0] == "psycopg"
 
 
 def unreachable(url: str, exc: BaseException, *, mid_run: bool = False) -> LokiError:

@@ -74,9 +74,11 @@ class Documents:
                 return _fetched(conn.execute(sql, params))
             except psycopg.OperationalError as exc:
                 if not (conn.broken or connect.is_transient(exc)):
-                    raise
+                    raise connect.as_loki_error(self.db.url, exc, conn=conn) from None
                 if attempt == 2:
                     raise connect.unreachable(self.db.url, exc, mid_run=True) from None
+            except psycopg.Error as exc:
+                raise connect.as_loki_error(self.db.url, exc, conn=conn) from None
         raise AssertionError("unreachable")
 
     def _data(self, rel: str) -> bytes | None:

@@ -13,21 +13,36 @@ run it again. A long-running process (the watcher, ``loki work``) simply carries
 
 Locks by name (the lock domains of the file store) are advisory locks keyed by the schema and the
 name, so two teams in two schemas of one database never block each other.
+
+The one clock of a team (docs/postgres.md, "Clock skew"): leases are judged by the database's
+``clock_timestamp()`` (:meth:`Database.now`), never by a machine's clock, so a machine whose clock is
+hours off neither requeues the others' live leases nor writes leases they see as long expired. The
+custom setting ``loki.now`` (``PGOPTIONS='-c loki.now=2026-01-25T10:00:00Z'``) stands in for the
+server's clock in one session: it is how tests move the database's time, as ``LOKI_NOW`` moves a
+machine's.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 
+from loki.clock import UTC, Clock
 from loki.storage.postgres import connect as connecting
 from loki.storage.postgres import migrations
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from contextlib import AbstractContextManager
+    from datetime import datetime
     from typing import Any
 
     import psycopg
+
+
+NOW = "SELECT coalesce(nullif(current_setting('loki.now', true), '')::timestamptz, clock_timestamp())"
+"""The database's clock: the statement's time, not the transaction's (a unit that waited for a lock
+judges leases as of when it got it, so judgements follow the commit order)."""
 
 
 class Database:
@@ -58,11 +73,15 @@ class Database:
         self.close()
         conn = connecting.connect(self.url, autocommit=True, application_name=self.application_name,
                                   mid_run=mid_run)
+        psycopg = connecting.driver()
         try:
             strict_json(conn)
             self.schema = migrations.schema_name(conn)
             if self.check_schema:
                 self.schema_version = migrations.check(conn)
+        except psycopg.Error as exc:  # the server went away again right after accepting us
+            conn.close()
+            raise connecting.as_loki_error(self.url, exc, conn=conn) from None
         except BaseException:
             conn.close()
             raise
@@ -89,21 +108,75 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
-        """One transaction (a savepoint when nested): committed when the block ends cleanly."""
-        psycopg = connecting.driver()
+        """One transaction (a savepoint when nested): committed when the block ends cleanly.
+
+        A unit whose ``BEGIN`` finds the connection dropped since the last unit (a server restarted, a
+        backend terminated) reconnects, within the bounded retries, and begins again: nothing of it had
+        run. A connection that drops once the unit has begun is :class:`DatabaseUnavailable` (exit 5):
+        the server rolled the unit back, and the caller may run it again."""
+        pg = connecting.driver()
         if self._depth == 0 and self.guard is not None:
-            self.guard()
-        conn = self.conn
+            self.guard()  # a tree being migrated takes no write (loki/storage/moving.py)
         self._depth += 1
+        outermost = self._depth == 1
+        conn: psycopg.Connection[Any] | None = self._conn
         try:
-            with conn.transaction():
+            conn, unit = self._begin(outermost)
+            try:
                 yield conn
-        except psycopg.OperationalError as exc:
-            if conn.broken or connecting.is_transient(exc):
-                raise connecting.unreachable(self.url, exc, mid_run=True) from None
+            except BaseException as error:
+                if not unit.__exit__(type(error), error, error.__traceback__):
+                    raise
+            else:
+                unit.__exit__(None, None, None)
+        except pg.OperationalError as exc:
+            if conn is not None and (conn.broken or connecting.is_transient(exc)):
+                raise connecting.dropped(self.url, exc) from None
+            if outermost:
+                raise connecting.as_loki_error(self.url, exc, conn=conn) from None
+            raise
+        except pg.Error as exc:
+            # Inside, code may catch the driver's own errors (a lock wait that ran out, in a savepoint);
+            # what leaves the unit is loki's, with an exit code (never "internal error").
+            if outermost:
+                raise connecting.as_loki_error(self.url, exc, conn=conn) from None
             raise
         finally:
             self._depth -= 1
+
+    def _begin(self, outermost: bool) -> tuple[psycopg.Connection[Any], AbstractContextManager[Any]]:
+        """The connection and its entered transaction (see :meth:`transaction` for the one retry)."""
+        pg = connecting.driver()
+        conn = self.conn
+        unit = conn.transaction()
+        try:
+            unit.__enter__()
+        except pg.OperationalError as exc:
+            if not (outermost and (conn.broken or connecting.is_transient(exc))):
+                raise
+            conn = self._open(mid_run=True)
+            unit = conn.transaction()
+            unit.__enter__()
+        return conn, unit
+
+    def now(self) -> datetime:
+        """The database's clock, in whole seconds (``loki.now`` when the session sets it: see the module)."""
+        pg = connecting.driver()
+        row = None
+        for attempt in (1, 2):
+            conn = self.conn
+            try:
+                row = conn.execute(NOW).fetchone()
+                break
+            except pg.Error as exc:
+                # Outside a unit a read is safe to repeat: a connection dropped since the last unit is replaced.
+                retry = attempt == 1 and self._depth == 0 and isinstance(exc, pg.OperationalError) and (
+                    conn.broken or connecting.is_transient(exc))
+                if not retry:
+                    raise connecting.as_loki_error(self.url, exc, conn=conn) from None
+        assert row is not None
+        when: datetime = row[0]
+        return when.astimezone(UTC).replace(microsecond=0)
 
     def lock(self, name: str) -> None:
         """Hold the lock ``name`` until the current transaction ends (a lock domain of the tree)."""
@@ -145,3 +218,13 @@ def _strict_loads(data: bytes | str) -> Any:
         return jsonio.loads_strict(data)
     except jsonio.JsonError as exc:
         return BadJson(exc.reason)
+
+
+class DatabaseClock(Clock):
+    """The clock leases are judged by on PostgreSQL: the database's (:meth:`Database.now`)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def now(self) -> datetime:
+        return self.db.now()

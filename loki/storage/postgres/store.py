@@ -18,7 +18,7 @@ from loki.clock import default_clock, format_ts
 from loki.storage.postgres.documents import Documents
 from loki.storage.postgres.items import Items
 from loki.storage.postgres.logs import Logs
-from loki.storage.postgres.session import Database
+from loki.storage.postgres.session import Database, DatabaseClock
 from loki.storage.schema import registry
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -44,12 +44,16 @@ class PgStore(Items, Logs, Documents):
 
     def __init__(self, db: Database, *, local_root: str | None = None, clock: Clock | None = None,
                  schemas: Registry | None = None, config: dict[str, Any] | None = None,
-                 lock_timeout: float | None = None, validate_all: bool | None = None) -> None:
+                 lock_timeout: float | None = None, validate_all: bool | None = None,
+                 lease_clock: Clock | None = None) -> None:
         import os
 
         self.db = db
         self.local_root = local_root
         self.clock = clock or default_clock()
+        # Leases are judged by one clock for every machine: the database's (docs/postgres.md, "Clock
+        # skew"); a test may pass its own to move the database's time by hand.
+        self.lease_clock: Clock = lease_clock or DatabaseClock(db)
         self.schemas = schemas or registry()
         self.notes: list[str] = []
         self.max_file_bytes = DEFAULT_MAX_BYTES

@@ -507,6 +507,14 @@ class PgTaskTxn:
         rows = self._merge(self._execute(EXPIRED, (parse_ts(now),)))
         return [row.doc for row in rows if row.state == "in-progress"]
 
+    def newest_in_progress(self) -> str | None:
+        """Not a lease rule's evidence here (leases are on the database's clock), but the same answer."""
+        self._flush()
+        found = self._execute("SELECT max(greatest(t.doc->>'claimed_at', t.doc->>'updated_at')) FROM loki_tasks t "
+                              "WHERE t.state = 'in-progress' AND t.lease_until IS NOT NULL")
+        latest: str | None = found[0][0] if found else None
+        return latest
+
     def waiting_chain(self, task_ids: Iterable[str]) -> list[dict[str, Any]]:
         wanted = list(task_ids)
         if not wanted:
