@@ -102,3 +102,24 @@ def test_the_watcher_reports_a_failure_through_the_cli_once(store: Store, clock:
     watcher.close()
     tasks = [event_line(e, "") for e in seen if e["event"] == "task"]
     assert tasks == ["10:05:00 task t9 moved to the dead-letter queue (attempt 1 of 1 failed); other: exit 1"]
+
+
+def test_a_watcher_started_later_shows_an_escalation_resolved_before_it_started(store: Store,
+                                                                              clock: ManualClock) -> None:
+    """The resolution is dated by what loki recorded (the header's ``resolved_at``), so the live feed and
+    the history a later watcher begins with say the same line."""
+    from loki.queue.escalations import close, escalate
+
+    activity = Activity(store)
+    activity.start()
+    Queue(store).add("ship it", task_id="t7")
+    clock.advance(60)
+    opened = escalate(store, "t7", "security_decision", analysis="needs a human")
+    clock.advance(60)
+    close(store, opened["file"].rsplit("/", 1)[-1].removesuffix(".md"), note="answered on the ticket", by="ops")
+    clock.advance(60)  # the live watcher looks a minute later: the line is still dated by the record
+    live = lines([e for e in activity.poll() if e["event"] == "escalation"])
+    later = lines([e for e in history(store) if e["event"] == "escalation"])
+    assert later == live
+    assert [line.split(" ", 2)[1] for line in later] == ["escalation", "escalation"]
+    assert "resolved" in later[-1] and later[-1].startswith("10:02:00")

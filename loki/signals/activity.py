@@ -91,8 +91,10 @@ def strikes_cleared_event(branch: str, entry: dict[str, Any], now: str) -> dict[
 
 
 def escalation_event(row: dict[str, Any], change: str, now: str) -> dict[str, Any]:
-    """An escalation file opened (dated by its header) or resolved (dated when it was seen)."""
-    when = row.get("created_at") if change == "opened" and row.get("created_at") else now
+    """An escalation file opened or resolved, dated by what loki recorded in its header (``created_at``,
+    ``resolved_at``), else when it was seen (a file written before the header kept ``resolved_at``)."""
+    recorded = row.get("created_at") if change == "opened" else row.get("resolved_at")
+    when = recorded if isinstance(recorded, str) and recorded else now
     about = ", ".join(str(v) for v in (row.get("task_id") and f"task {row['task_id']}", row.get("trigger")) if v)
     detail = f"{row['id']} ({about})" if about else str(row["id"])
     if change == "resolved" and row.get("resolution"):
@@ -316,7 +318,7 @@ def history(store: Store, limit: int = 100) -> list[dict[str, Any]]:
     """The latest ``limit`` events already on record, oldest first, each happening once.
 
     Signals and the tick's actions from the tails of their logs, breaker changes from the recovery
-    log, strikes from the branches' files, escalations from their headers, the last dead-letter
+    log, strikes from the branches' files, escalations (opened and resolved) from their headers, the last dead-letter
     review from its metadata. The live view starts with these, so it is never blank.
     """
     events = [{"event": "signal", **r} for r in outcomes.tail(store, HISTORY_BYTES)]
@@ -327,8 +329,10 @@ def history(store: Store, limit: int = 100) -> list[dict[str, Any]]:
     events += [{"event": "tick", **r} for r in outcomes.parse_lines(b"\n".join(store.read_tail(EVENTS_LOG,
                                                                                              HISTORY_BYTES)))]
     events += _recorded_strikes(store)
-    events += [escalation_event(row, "opened", store.now_ts()) for row in EscalationFiles(store).rows()
-               if row.get("created_at")]
+    escalations = EscalationFiles(store).rows()
+    events += [escalation_event(row, "opened", store.now_ts()) for row in escalations if row.get("created_at")]
+    events += [escalation_event(row, "resolved", store.now_ts()) for row in escalations
+               if not row["open"] and row.get("resolved_at")]
     events += tasklog.tail(store, HISTORY_BYTES)  # before the file's last review: its words win a tie
     deadletter = store.tasks().dead_letter_doc()
     if deadletter["metadata"].get("last_reviewed"):
