@@ -1,17 +1,16 @@
 """A `complete` repeated with the claim's token after its answer was lost is a no-op on every backend (issue 22):
 the queue recognises it (loki/queue/queue.py, ``_completed_by_this_claim``), and `loki work` relies on that
-alone for a complete whose acknowledgement a dropped connection took (loki/work/loop.py)."""
+alone for a complete whose acknowledgement a dropped connection took (loki/work/loop.py). Through the CLI on
+files: tests/test_clock_bounds.py::test_a_complete_repeated_with_the_same_token_is_a_no_op."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loki.errors import Conflict
 from loki.queue.queue import Queue
-from tests.helpers import cli
 
 
 def test_a_repeated_complete_with_the_claims_token_returns_the_completed_task_unchanged(backend_store: Any) -> None:
@@ -30,12 +29,3 @@ def test_a_repeated_complete_with_the_claims_token_returns_the_completed_task_un
     with pytest.raises(Conflict, match="is completed, not in progress"):
         queue.complete("t1", "a")  # without the token nothing says it is the same completion
 
-
-def test_the_cli_answers_a_repeated_complete_with_exit_0_on_files(project: Path) -> None:
-    assert cli(["queue", "add", "t", "--id", "t1"], root=project).code == 0
-    token = cli(["queue", "claim", "--agent", "a", "--json"], root=project).json()["task"]["claim_token"]
-    for _ in range(2):
-        done = cli(["queue", "complete", "t1", "--agent", "a", "--token", token, "--json"], root=project)
-        assert done.code == 0 and done.json()["task"]["status"] == "completed", done.stderr
-    other = cli(["queue", "complete", "t1", "--agent", "a", "--token", "another-claim"], root=project)
-    assert other.code == 4 and "is completed, not in progress" in other.stderr
