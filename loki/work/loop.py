@@ -452,13 +452,9 @@ class Worker:
                     raise _Unrecorded(run.task_id, ended, exc, spent) from None
                 self._notify(f"could not record {run.task_id} yet ({ended}): {exc.message}; keeping its result, "
                              f"trying again in {pause:g}s")
-                self._pause(pause)
+                self._sleep(pause)  # the stop event's wait: a signal ends the pause, and the retries with it
                 paused += pause
                 pause = min(pause * 2, RECORD_MAX_PAUSE)
-
-    def _pause(self, seconds: float) -> None:
-        # The stop event's wait (the loop's own): a signal ends the pause, and the retries with it.
-        self._sleep(seconds)
 
     def _failed_already(self, task: dict[str, Any]) -> dict[str, Any] | None:
         """After a retried fail was refused: did an earlier try land? Then the task's last attempt is
