@@ -514,6 +514,16 @@ def effective(name: str, entry: dict[str, Any], settings: Settings, now: datetim
 # -- the shared file -------------------------------------------------------------------------------
 
 
+def _closest(name: str, doc: dict[str, Any]) -> str | None:
+    """The recorded breaker name closest to ``name`` (difflib's ratio at least :data:`SIMILAR_CUTOFF`), else None."""
+    if not doc:
+        return None
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(doc), n=1, cutoff=SIMILAR_CUTOFF)
+    return close[0] if close else None
+
+
 class Breakers:
     """Every named circuit breaker of one ``.loki/`` directory.
 
@@ -556,12 +566,7 @@ class Breakers:
         """A recorded breaker whose name is close to ``name`` when ``name`` itself was never recorded (a typo
         such as ``api/cluade`` is silently a new, CLOSED breaker): what "did you mean" names, else None."""
         doc = self.store.read(layout.BREAKERS)
-        if name in doc or not doc:
-            return None
-        import difflib
-
-        close = difflib.get_close_matches(name, sorted(doc), n=1, cutoff=SIMILAR_CUTOFF)
-        return close[0] if close else None
+        return None if name in doc else _closest(name, doc)
 
     def _status_of(self, name: str, entry: dict[str, Any] | None, now: datetime) -> BreakerStatus:
         settings = self.settings(name)
@@ -654,12 +659,9 @@ class Breakers:
         return self._decision(machine, now, allowed, retry_at, probe)
 
     def _refuse_a_typo(self, name: str, doc: dict[str, Any], now: datetime) -> None:
-        import difflib
-
-        close = difflib.get_close_matches(name, sorted(doc), n=1, cutoff=SIMILAR_CUTOFF)
-        if not close:
+        similar = _closest(name, doc)  # what `similar` names: the gate and the note agree
+        if similar is None:
             return
-        similar = close[0]
         state = effective(similar, doc[similar], self.settings(similar), now).state
         if state is State.CLOSED:
             return  # nothing to go past: the note after the go-ahead is enough

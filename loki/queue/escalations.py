@@ -262,17 +262,25 @@ def _default_analysis(attempts: list[dict[str, Any]]) -> str:
 
 def read_header(store: Store, rel: str) -> dict[str, Any]:
     """The machine-readable first line of an escalation file, plus whether it is resolved."""
-    text = store.read_text(rel) or ""
-    first = text.split("\n", 1)[0]
-    match = _HEADER.match(first)
-    info: dict[str, Any] = {}
+    return _row(rel, store.read_text(rel) or "")
+
+
+def _header_fields(first_line: str) -> dict[str, Any]:
+    """The fields of the header line (an empty dict when the line is not one, or its JSON is not an object)."""
+    match = _HEADER.match(first_line)
     if match:
         try:
             parsed = jsonio.loads_strict(match.group(1))
-            if isinstance(parsed, dict):
-                info = parsed
         except jsonio.JsonError:
-            pass
+            return {}
+        if isinstance(parsed, dict):
+            return parsed
+    return {}
+
+
+def _row(rel: str, text: str) -> dict[str, Any]:
+    """:func:`read_header` of the file at ``rel`` whose text is ``text``."""
+    info = _header_fields(text.split("\n", 1)[0])
     name = rel.rsplit("/", 1)[-1]
     info.setdefault("task_id", None)
     info.setdefault("trigger", None)
@@ -362,22 +370,15 @@ def mark_resolved(store: Store, file_name: str | None, text: str) -> None:
     if not file_name:
         return
     rel = f"{layout.ESCALATIONS_DIR}/{file_name}"
-    current = store.read_text(rel)
-    if current is None or not read_header(store, rel)["open"]:
+    current = store.read_text(rel)  # read once: the state checked and the header rewritten are this text's
+    if current is None or not _row(rel, current)["open"]:
         return
     from loki.hooks.redact import redact
 
     line = " ".join(redact(text).split()) or "resolved"
     first, _, body = current.partition("\n")
-    match = _HEADER.match(first)
-    fields: dict[str, Any] = {}
-    if match:
-        try:
-            parsed = jsonio.loads_strict(match.group(1))
-            fields = parsed if isinstance(parsed, dict) else {}
-        except jsonio.JsonError:
-            fields = {}
-    if match and fields:
+    fields = _header_fields(first)
+    if fields:
         head = header_line({**fields, "state": "resolved", "resolution": line, "resolved_at": store.now_ts()})
         current = head + body
     store.write_text(rel, current.rstrip("\n") + f"\n\n{RESOLUTION_HEADING}\n{markdown_text(line)}\n")

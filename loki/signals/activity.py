@@ -182,7 +182,7 @@ class Activity:
         self.store = store
         self.escalations = EscalationFiles(store)
         self._breaker_position: Any = None
-        self._tasks_position: Any = None
+        self._tasks: outcomes.Follower | None = None
         self._strikes: dict[str, tuple[Hashable | None, set[tuple[Any, ...]], dict[str, dict[str, Any]]]] = {}
         self._open: dict[str, bool] = {}
         self._deadletter: tuple[Hashable | None, dict[str, Any] | None] = (None, None)
@@ -194,7 +194,7 @@ class Activity:
 
         When the store cannot answer (a database away), this raises and :meth:`poll` starts again."""
         self._breaker_position = self.store.log_end(RECOVERY_LOG)
-        self._tasks_position = self.store.log_end(tasklog.LOG)
+        self._tasks = outcomes.Follower(self.store, log=tasklog.LOG)  # from the log's end
         for source in (self._strike_events, self._escalation_events, self._review_events):
             self._guarded(source)
         self.started = True
@@ -236,10 +236,8 @@ class Activity:
         return [event for event in events if event is not None]
 
     def _task_events(self) -> list[dict[str, Any]]:
-        if not self.store.log_valid(tasklog.LOG, self._tasks_position):
-            self._tasks_position = None
-        lines, self._tasks_position = self.store.read_after(tasklog.LOG, self._tasks_position)
-        return outcomes.parse_lines(b"\n".join(line.data for line in lines if line.data is not None))
+        # Its lines are the feed's events as they are shown: followed as the outcome log is.
+        return [] if self._tasks is None else self._tasks.poll()
 
     def _strike_events(self) -> list[dict[str, Any]]:
         from loki.strikes.tiers import Tiers

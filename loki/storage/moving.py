@@ -80,13 +80,9 @@ def backend_of(root: str) -> str:
     cached = _backends.get(root)
     if cached is not None and cached[0] == key:
         return cached[1]
-    try:
-        with open(path, "rb") as handle:
-            config = json.loads(handle.read(1 << 20))
-    except (OSError, ValueError):
-        return "files"  # broken: the store reports it where it reads it
-    storage = config.get("storage") if isinstance(config, dict) else None
-    found = "postgresql" if isinstance(storage, dict) and storage.get("backend") == "postgresql" else "files"
+    from loki.storage.opening import postgres_storage  # the one reading of what the config names
+
+    found = "files" if postgres_storage(root) is None else "postgresql"
     _backends[root] = (key, found)
     return found
 

@@ -20,9 +20,10 @@ if TYPE_CHECKING:
 URL_ENV = "LOKI_DATABASE_URL"
 
 
-def database_url(root: str) -> str | None:
-    """The database a tree is on, or None for a file tree. Reads the config without validating it
-    (the store validates it when it is used): one small read, no jsonschema on the hot path."""
+def postgres_storage(root: str) -> dict[str, Any] | None:
+    """The config's ``storage`` object when it says the state is in PostgreSQL; None for a file tree. Reads
+    the config without validating it (the store validates it when it is used): one small read, no
+    jsonschema on the hot path. An absent or broken config is a file tree's: the store reports it."""
     import json
 
     from loki.storage.layout import CONFIG
@@ -31,15 +32,24 @@ def database_url(root: str) -> str | None:
         with open(os.path.join(root, *CONFIG.split("/")), "rb") as handle:
             config = json.loads(handle.read(1 << 20))
     except (OSError, ValueError):
-        return None  # absent or broken: the file store reports it where it matters
+        return None
     storage = config.get("storage") if isinstance(config, dict) else None
     if not isinstance(storage, dict) or storage.get("backend") != "postgresql":
+        return None
+    return storage
+
+
+def database_url(root: str) -> str | None:
+    """The database a tree is on, or None for a file tree (:func:`postgres_storage`)."""
+    storage = postgres_storage(root)
+    if storage is None:
         return None
     from_env = os.environ.get(URL_ENV)
     if from_env:
         return from_env
     saved = storage.get("database")
     if not isinstance(saved, str) or not saved:
+        from loki.storage.layout import CONFIG
         from loki.storage.postgres.connect import DatabaseError
 
         raise DatabaseError(f"{os.path.join(root, *CONFIG.split('/'))}: storage.backend is postgresql but no "

@@ -405,9 +405,10 @@ class Worker:
             self._recording(run, "exit 0", lambda: self.queue.complete(
                 task["id"], self.options.agent, token=task["claim_token"], result=result))
         except (Conflict, NotFound) as exc:
-            if not self._completed_already(task, result):
-                self._lost(run, exc)
-                return
+            # A repeat of a complete that landed (its answer lost) is not refused: the queue recognises the
+            # claim's token on the completed task (Queue.complete) and returns it.
+            self._lost(run, exc)
+            return
         run.outcome, run.state = "completed", "completed"
         self._notify(f"completed {task['id']} in {run.duration_seconds:g}s (exit 0)")
 
@@ -451,24 +452,9 @@ class Worker:
                     raise _Unrecorded(run.task_id, ended, exc, spent) from None
                 self._notify(f"could not record {run.task_id} yet ({ended}): {exc.message}; keeping its result, "
                              f"trying again in {pause:g}s")
-                self._pause(pause)
+                self._sleep(pause)  # the stop event's wait: a signal ends the pause, and the retries with it
                 paused += pause
                 pause = min(pause * 2, RECORD_MAX_PAUSE)
-
-    def _pause(self, seconds: float) -> None:
-        # The stop event's wait (the loop's own): a signal ends the pause, and the retries with it.
-        self._sleep(seconds)
-
-    def _completed_already(self, task: dict[str, Any], result: dict[str, Any]) -> bool:
-        """After a retried complete was refused: did an earlier try land (committed, its answer lost
-        with the connection)? Then the task is completed by this agent with exactly this result."""
-        try:
-            shown = self.queue.show(task["id"])
-        except LokiError:
-            return False
-        done = shown.get("task") or {}
-        return (shown.get("state") == "completed" and done.get("completed_by") == self.options.agent
-                and done.get("result") == result)
 
     def _failed_already(self, task: dict[str, Any]) -> dict[str, Any] | None:
         """After a retried fail was refused: did an earlier try land? Then the task's last attempt is

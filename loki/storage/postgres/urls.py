@@ -38,26 +38,23 @@ class _Parts:
             scheme, rest = "", url
         self.scheme = scheme
         # libpq: the userinfo ends at the first '@' met before any '/'
-        stop = len(rest)
-        for index, char in enumerate(rest):
-            if char in "@/":
-                stop = index
-                break
+        stop = _first_of(rest, "@/")
         if stop < len(rest) and rest[stop] == "@":
             self.userinfo: str | None = rest[:stop]
             rest = rest[stop + 1 :]
         else:
             self.userinfo = None
-        host_end = len(rest)
-        for index, char in enumerate(rest):
-            if char in "/?":
-                host_end = index
-                break
+        host_end = _first_of(rest, "/?")
         self.hosts = rest[:host_end]
         rest = rest[host_end:]
         path, _, self.query = rest.partition("?")
         self.path = path.partition("#")[0]
         self.query = self.query.partition("#")[0]
+
+
+def _first_of(text: str, chars: str) -> int:
+    """The index of the first of ``chars`` in ``text`` (its length when there is none)."""
+    return next((index for index, char in enumerate(text) if char in chars), len(text))
 
 
 def problem(url: str) -> str | None:
