@@ -22,6 +22,10 @@ together, once nothing of their types is held or may become ready.
 
 Dependencies on tasks waiting for each other (a cycle, refused when tasks are added, possible in a
 hand-edited file) are not waited for.
+
+This is not a second readiness rule: the loop asks it only after ``claim`` (the one rule,
+loki/queue/readiness.py) found nothing ready, and it sorts what the claim refused by whether the wait
+ends without a human. ``tests/contract/test_readiness.py`` checks that the two agree on every backend.
 """
 
 from __future__ import annotations
