@@ -21,25 +21,18 @@ URL_ENV = "LOKI_DATABASE_URL"
 
 
 def database_url(root: str) -> str | None:
-    """The database a tree is on, or None for a file tree. Reads the config without validating it
-    (the store validates it when it is used): one small read, no jsonschema on the hot path."""
-    import json
+    """The database a tree is on, or None for a file tree."""
+    from loki.storage.backendof import storage_section
 
-    from loki.storage.layout import CONFIG
-
-    try:
-        with open(os.path.join(root, *CONFIG.split("/")), "rb") as handle:
-            config = json.loads(handle.read(1 << 20))
-    except (OSError, ValueError):
-        return None  # absent or broken: the file store reports it where it matters
-    storage = config.get("storage") if isinstance(config, dict) else None
-    if not isinstance(storage, dict) or storage.get("backend") != "postgresql":
+    storage = storage_section(root)
+    if storage is None:
         return None
     from_env = os.environ.get(URL_ENV)
     if from_env:
         return from_env
     saved = storage.get("database")
     if not isinstance(saved, str) or not saved:
+        from loki.storage.layout import CONFIG
         from loki.storage.postgres.connect import DatabaseError
 
         raise DatabaseError(f"{os.path.join(root, *CONFIG.split('/'))}: storage.backend is postgresql but no "
@@ -48,7 +41,8 @@ def database_url(root: str) -> str | None:
 
 
 def open_store(root: str | os.PathLike[str] | None = None, **kwargs: Any) -> StateStore:
-    """The store of the tree at ``root`` (found like git finds ``.git`` when None).
+    """The store of the tree at ``root`` (found like git finds ``.git`` when None): the one public way
+    to open a tree (``loki.open_store``), the files or the database its config names.
 
     Refused (exit 5) while ``loki migrate`` moves the tree, or after one was interrupted: the message
     names the command that finishes it (loki/storage/moving.py)."""

@@ -23,8 +23,8 @@ from loki.clock import ManualClock
 from loki.errors import NothingToDo
 from loki.hooks import handlers
 from loki.queue.queue import Queue
-from loki.storage.store import Store
 from loki.storage import layout
+from loki.storage.store import Store
 from loki.work.loop import Worker, WorkOptions
 from tests.conftest import postgres_store
 from tests.helpers import cli, loki_proc, put_tasks, task
@@ -152,7 +152,7 @@ def test_the_briefing_counts_what_ready_counts(queue: Queue) -> None:
     assert "1 pending but not ready (`loki queue ready --explain` says why)" in line
 
 
-# -- the same through the CLI, on the backends with a tree (memory has none) ----------------------------------------------
+# -- the same through the CLI, on the backends with a tree (memory has none) ------------------------------
 
 
 @pytest.fixture(params=["file", "postgres"])
