@@ -167,6 +167,8 @@ class Store(LogReads):
         validate_all: bool | None = None,
     ) -> None:
         self.root = os.path.abspath(root)
+        """The ``.loki/`` directory this file store reads and writes (the file store's own: every path
+        of it is under this one; code that works on any store asks :attr:`where` or :attr:`local_root`)."""
         self.clock = clock or default_clock()
         self.schemas = schemas or registry()
         self._lock_timeout = lock_timeout
@@ -198,6 +200,16 @@ class Store(LogReads):
                                "Store.open opens only a tree's files; open it with loki.open_store(...)",
                                file=layout.CONFIG)
         return cls(found, **kwargs)
+
+    @property
+    def where(self) -> str:
+        """The ``.loki/`` directory, shown to people (:class:`loki.storage.state.StateStore`)."""
+        return self.root
+
+    @property
+    def local_root(self) -> str:
+        """The ``.loki/`` directory: a file tree is this machine's."""
+        return self.root
 
     # -- paths ---------------------------------------------------------------------------------
 
