@@ -320,16 +320,16 @@ def _call(entry: dict[str, Any]) -> str:
 def _queue_section(store: Store, payload: dict[str, Any]) -> str | None:
     """How to get work: how many tasks are ready now, and the command that takes the best one.
 
-    "Ready" is what ``claim`` would hand out: :meth:`loki.queue.queue.Queue.ready` asks the one rule
-    (loki/queue/readiness.py; deferred, backing off, held, dependencies, breakers), read without the lock."""
-    from loki.queue.queue import Queue
+    "Ready" is what ``claim`` would hand out, counted as ``loki queue ready`` counts it
+    (:func:`loki.queue.explain.ready_count`: the one rule of loki/queue/readiness.py; deferred, backing off,
+    held, dependencies, breakers), read without the lock."""
+    from loki.queue.explain import ready_count
 
     view = store.tasks().view(["in-progress", "blocked"])
-    report = Queue(store).ready()
-    if not report["pending"] and not view["in-progress"]:
+    ready, pending = ready_count(store)
+    if not pending and not view["in-progress"]:
         return None
-    ready = len(report["ready"])
-    waiting = report["pending"] - ready
+    waiting = pending - ready
     parts = [f"{ready} ready" + (" (`loki queue claim --agent NAME -q` takes the best one and prints its id; "
                                  "heartbeat, then complete or fail it)" if ready else "")]
     if waiting:

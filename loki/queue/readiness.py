@@ -71,6 +71,15 @@ class Census:
         self.skipped: dict[str, int] = {}
 
 
+def skew_bound(now: str, backoff_max: float) -> str:
+    """``not_after`` for ``now``: no rule sets ``available_at`` further ahead than the longest backoff
+    (``queue.backoff_max``), so a later one was written under a clock that has since gone back
+    (LOKI_NOW, a clock set ahead), and is not waited for."""
+    from loki.clock import add_seconds, format_ts, parse_ts
+
+    return format_ts(add_seconds(parse_ts(now), backoff_max))
+
+
 def time_gate(task: dict[str, Any], now: str, not_after: str) -> tuple[str, str] | None:
     """What holds a pending task back until a time, and that time: ``(DEFERRED, until)``,
     ``(BACKOFF, available_at)``, ``(CLAIMED_IN_PLACE, lease_until)``; None when nothing does.

@@ -28,7 +28,8 @@ RECORD = ("import json, os, subprocess, sys\n"
           "shown = subprocess.run([sys.executable, '-m', 'loki', 'queue', 'show', os.environ['LOKI_TASK_ID'],"
           " '--json'], capture_output=True, text=True, cwd='/')\n"
           "state = json.loads(shown.stdout)['state'] if shown.returncode == 0 else shown.stderr.strip()\n"
-          "json.dump({'root': os.environ.get('LOKI_ROOT'), 'state': state}, open(os.environ['LOKI_RESULT_FILE'], 'w'))\n")
+          "with open(os.environ['LOKI_RESULT_FILE'], 'w') as out:\n"
+          "    json.dump({'root': os.environ.get('LOKI_ROOT'), 'state': state}, out)\n")
 
 
 def test_where_and_local_root_on_every_backend(backend: str, backend_store: Any, root: Path) -> None:
