@@ -193,3 +193,18 @@ def test_the_session_start_hook_agrees_on_a_task_that_is_not_ready(tree_queue: Q
     assert hook.code == 0, hook.stderr
     context = json.loads(hook.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "- Queue: 0 ready" in context
+
+
+def test_until_empty_weighs_a_backoff_as_the_rule_does(queue: Queue) -> None:
+    """A retry time further ahead than the longest backoff (a clock since set back wrote it) is not waited
+    for by the rule; when its breaker holds the task back, ``--until-empty`` says the breaker, as
+    ``ready --explain`` does, not a backoff until that far time."""
+    from loki.work.outlook import outlook
+
+    put_tasks(queue.store, "pending", [task("t", type="api", available_at="2027-01-25T10:00:00Z")])
+    Breakers(queue.store).trip("api")
+    reasons = [r["reason"] for r in queue.ready()["not_ready"][0]["reasons"]]
+    assert reasons == ["breaker"]
+    ahead = outlook(queue, (), queue.store.clock.now())
+    assert ahead.describe() == "1 held back by a breaker"
+    assert ahead.next_at is None
