@@ -25,7 +25,8 @@ hand-edited file) are not waited for.
 
 This is not a second readiness rule: the loop asks it only after ``claim`` (the one rule,
 loki/queue/readiness.py) found nothing ready, and it sorts what the claim refused by whether the wait
-ends without a human, timing deferrals and backoffs with the rule's own ``time_gate``. ``tests/contract/test_readiness.py`` checks that the two agree on every backend.
+ends without a human, timing deferrals and backoffs with the rule's own ``time_gate``.
+``tests/contract/test_readiness.py`` checks that the two agree on every backend.
 """
 
 from __future__ import annotations
