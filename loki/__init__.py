@@ -3,6 +3,10 @@
 The package imports lazily: ``import loki`` costs almost nothing, so the hot hook
 path (``loki hook pre-tool-use``) never pays for the queue, the schemas or typer.
 ``from loki import Queue`` loads what it names on first use.
+
+``loki.open_store(root=None)`` is the one public way to open a tree: the files, or the PostgreSQL
+database its ``config/loki.json`` names (``Queue.open``, ``Breakers.open`` ... use it). ``loki.Store``
+is the file store itself, and its ``open`` refuses a tree kept in a database.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ if TYPE_CHECKING:
     from loki.memory.memory import ErrorMemory
     from loki.queue.deadletter import DeadLetter
     from loki.queue.queue import Queue
+    from loki.storage.opening import open_store
     from loki.storage.store import Store
     from loki.strikes.strikes import Strikes
 
 # public name -> module that defines it
 _EXPORTS = {
     "LokiError": "loki.errors",
+    "open_store": "loki.storage.opening",
     "Store": "loki.storage.store",
     "Clock": "loki.clock",
     "SystemClock": "loki.clock",
@@ -39,7 +45,7 @@ _EXPORTS = {
 }
 
 __all__ = ["Breakers", "Clock", "DeadLetter", "ErrorMemory", "LokiError", "ManualClock", "Queue", "Store", "Strikes",
-           "SystemClock", "__version__"]
+           "SystemClock", "__version__", "open_store"]
 
 
 def __getattr__(name: str) -> Any:

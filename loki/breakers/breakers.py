@@ -4,7 +4,7 @@ One file, ``state/circuit-breakers.json``, maps a breaker name (``api/claude``) 
 the reference's schema. Every agent and shell loop reads and changes it through the store, so
 a dependency that keeps failing for one agent is held off for all of them::
 
-    breakers = Breakers(Store.open())
+    breakers = Breakers(open_store())
     decision = breakers.check("api/claude")      # may claim the half-open probe slot
     if decision.allowed:
         try:

@@ -143,14 +143,14 @@ def validate(ctx: typer.Context, json_output: bool = typer.Option(False, "--json
     store = store_from(ctx)
     problems = validate_tree(store)
     if json_output:
-        print_json({"root": store.root, "backend": store.backend, "valid": not problems,
+        print_json({"root": store.where, "backend": store.backend, "valid": not problems,
                     "problems": [{"file": p.file, "pointer": p.pointer, "message": p.message} for p in problems]})
     elif problems:
         for problem in problems:
             echo(f"{problem}", err=True)
-        echo(f"{plural(len(problems), 'problem')} in {store.root} ({store.backend})", err=True)
+        echo(f"{plural(len(problems), 'problem')} in {store.where} ({store.backend})", err=True)
     else:
-        say(f"{store.root} ({store.backend}): valid")
+        say(f"{store.where} ({store.backend}): valid")
     if problems:
         raise typer.Exit(1)
 
@@ -166,7 +166,7 @@ def doctor(
     store = store_from(ctx)
     report = run_doctor(store, repair=repair)
     if json_output:
-        print_json({**report.to_json(), "root": store.root, "backend": store.backend})
+        print_json({**report.to_json(), "root": store.where, "backend": store.backend})
     else:
         for rel in report.journals_finished:
             say(f"finished interrupted change: {rel}")
@@ -188,7 +188,7 @@ def doctor(
             echo(f"{problem}", err=True)
         remaining = len(report.problems)
         verb = "remains" if remaining == 1 else "remain"
-        say(f"{store.root} ({store.backend}): " + ("healthy" if report.healthy
+        say(f"{store.where} ({store.backend}): " + ("healthy" if report.healthy
                                                    else f"{plural(remaining, 'problem')} {verb}"))
     if not report.healthy:
         raise typer.Exit(1)

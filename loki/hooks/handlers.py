@@ -264,9 +264,13 @@ def _memory_skipped(what: str, exc: Exception) -> None:
 
 
 def session_start(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+    return briefing(_store(root), payload)
+
+
+def briefing(store: Store, payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The SessionStart answer for ``store``'s tree: the briefing's sections, each guarded."""
     from loki.errors import LokiError
 
-    store = _store(root)
     sections: list[str] = []
     builders: list[tuple[str, Callable[[Store, dict[str, Any]], str | None]]] = [
         ("Queue", _queue_section),
@@ -286,11 +290,11 @@ def session_start(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
     _refresh_local_copies(store)
     if not sections:
         return None
-    briefing = "loki briefing (this repository's shared agent state in .loki/; `loki status` shows more):\n"
-    briefing += "\n".join(sections)
-    if len(briefing) > BRIEFING_MAX_CHARS:
-        briefing = briefing[: BRIEFING_MAX_CHARS - 20] + "\n[... cut short]"
-    return context_answer("SessionStart", briefing)
+    text = "loki briefing (this repository's shared agent state in .loki/; `loki status` shows more):\n"
+    text += "\n".join(sections)
+    if len(text) > BRIEFING_MAX_CHARS:
+        text = text[: BRIEFING_MAX_CHARS - 20] + "\n[... cut short]"
+    return context_answer("SessionStart", text)
 
 
 def _refresh_local_copies(store: Store) -> None:
@@ -314,28 +318,22 @@ def _call(entry: dict[str, Any]) -> str:
 
 
 def _queue_section(store: Store, payload: dict[str, Any]) -> str | None:
-    """How to get work: how many tasks are ready now, and the command that takes the best one."""
-    from loki.clock import format_ts, ts_before_or_at
+    """How to get work: how many tasks are ready now, and the command that takes the best one.
 
-    view = store.tasks().view(["pending", "in-progress", "blocked", "completed"])
-    if not view["pending"] and not view["in-progress"]:
+    "Ready" is what ``claim`` would hand out, counted as ``loki queue ready`` counts it
+    (:func:`loki.queue.explain.ready_count`: the one rule of loki/queue/readiness.py; deferred, backing off,
+    held, dependencies, breakers), read without the lock."""
+    from loki.queue.explain import ready_count
+
+    view = store.tasks().view(["in-progress", "blocked"])
+    ready, pending = ready_count(store)
+    if not pending and not view["in-progress"]:
         return None
-    now = format_ts(store.clock.now())
-    done = {t["id"] for t in view["completed"]}
-
-    def completed(dep: str) -> bool:
-        if dep in done:
-            return True
-        found = store.tasks().find_archived(dep)
-        return found is not None and found[0] == "completed"
-
-    ready = sum(1 for t in view["pending"] if ts_before_or_at(t["available_at"], now)
-                and all(completed(dep) for dep in t.get("dependencies", [])))
-    waiting = len(view["pending"]) - ready
+    waiting = pending - ready
     parts = [f"{ready} ready" + (" (`loki queue claim --agent NAME -q` takes the best one and prints its id; "
                                  "heartbeat, then complete or fail it)" if ready else "")]
     if waiting:
-        parts.append(f"{waiting} pending but not ready (dependencies, backoff: `loki queue list`)")
+        parts.append(f"{waiting} pending but not ready (`loki queue ready --explain` says why)")
     parts.append(f"{len(view['in-progress'])} in progress")
     if view["blocked"]:
         parts.append(f"{len(view['blocked'])} blocked on a human")

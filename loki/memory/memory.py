@@ -22,10 +22,10 @@ every ``memory.resolution_half_life`` calls between the streak's last failure an
 
 Python use::
 
-    from loki import Store
+    from loki import open_store
     from loki.memory.memory import ErrorMemory
 
-    with ErrorMemory(Store.open()) as memory:
+    with ErrorMemory(open_store()) as memory:
         for hit in memory.search("ModuleNotFoundError requests", limit=5):
             print(hit["command"], hit["error_message"], hit["occurrences"], hit["resolution"])
         memory.stats(); memory.reindex(); memory.compact()

@@ -7,10 +7,10 @@ consuming, applies it at once; with a watcher running, the watcher applies it an
 that watcher. A decision that was recorded but failed to apply is an error that says where the
 signal is kept, never a silent "applied later"::
 
-    from loki import Store
+    from loki import open_store
     from loki.queue.approvals import approve
 
-    result = approve(Store.open(), "task-1", "approve", note="use staging", approver="alice")
+    result = approve(open_store(), "task-1", "approve", note="use staging", approver="alice")
     print(result.applied_now, result.outcome)
 
 Kept out of :mod:`loki.queue.escalations`, which writes and resolves the escalation files: approving goes

@@ -93,6 +93,20 @@ class BreakerView:
         return None
 
 
+def ready_count(store: StateStore) -> tuple[int, int]:
+    """``(ready, pending)``: how many pending tasks ``claim`` would hand out now, and how many are pending;
+    what ``Queue.ready()`` counts with no filter, without importing the queue (the SessionStart briefing
+    asks it at every session's start)."""
+    from loki.clock import format_ts
+    from loki.config import setting
+    from loki.queue.readiness import skew_bound
+
+    now = format_ts(store.clock.now())
+    bound = skew_bound(now, float(setting(store.config, "queue", "backoff_max")))
+    report = ready_rows(store.tasks(), store, now=now, not_after=bound, fits=lambda task: True)
+    return sum(1 for row in report["rows"] if row["ready"]), int(report["pending"])
+
+
 def ready_rows(tasks: TaskStore, store: StateStore, *, now: str, not_after: str,
                fits: Callable[[dict[str, Any]], bool], lease_now: str | None = None) -> dict[str, Any]:
     """The pending tasks that ``fits`` accepts, in claim order, each ``{"task", "ready", "reasons"}``;

@@ -596,7 +596,9 @@ class Queue:
     def _skew_bound(self, now: str) -> str:
         """No rule sets available_at further ahead than the longest backoff: a later one was written
         under a clock that has since gone back (LOKI_NOW, a clock set ahead), and is not waited for."""
-        return format_ts(add_seconds(parse_ts(now), float(self._setting("backoff_max"))))
+        from loki.queue.readiness import skew_bound
+
+        return skew_bound(now, float(self._setting("backoff_max")))
 
     def _next_ready(self, unit: TaskTxn, wanted: Wanted, now: str, refused: dict[str, str]) -> tuple[Any, Any, int]:
         """The store's best ready task of the wanted types, and its census; labels and priorities, which

@@ -15,6 +15,16 @@ file. :func:`select_ready` is that choice as both task stores that scan in Pytho
 (``TaskTxn.next_ready``); :func:`explain` walks the same rule over every pending task and says, for
 each one that is not ready, every reason why. A leaf of the queue package: the stores import it,
 and it imports no store.
+
+This is the one rule. Everything that says "ready" asks it: ``claim`` (``TaskTxn.next_ready``),
+``ready`` and ``ready --explain`` and the pending listing (:mod:`loki.queue.explain`), the SessionStart
+briefing (``Queue.ready``), and ``loki work --until-empty`` (:mod:`loki.work.outlook` only weighs what
+the claim found not ready). Its **SQL twin** on PostgreSQL is the ``claim`` and ``census`` queries (with
+their fragments ``deferred``, ``waiting``, ``held`` and ``dependencies_done``;
+``storage/postgres/sql/queries.sql``, the ``CLAIM``/``CENSUS`` statements of
+``loki/storage/postgres/tasks.py`` before that file existed): a change here is a change there.
+``tests/contract/test_readiness.py`` holds them together over deferred, backing off, held, a dependency
+not done, a dead dependency and an open breaker, on the files, in memory and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -59,6 +69,15 @@ class Census:
         self.deferred_until: str | None = None
         self.on_dependencies: list[str] = []
         self.skipped: dict[str, int] = {}
+
+
+def skew_bound(now: str, backoff_max: float) -> str:
+    """``not_after`` for ``now``: no rule sets ``available_at`` further ahead than the longest backoff
+    (``queue.backoff_max``), so a later one was written under a clock that has since gone back
+    (LOKI_NOW, a clock set ahead), and is not waited for."""
+    from loki.clock import add_seconds, format_ts, parse_ts
+
+    return format_ts(add_seconds(parse_ts(now), backoff_max))
 
 
 def time_gate(task: dict[str, Any], now: str, not_after: str) -> tuple[str, str] | None:

@@ -63,7 +63,7 @@ class Dashboard:
         escalations = self._open_escalations()
         return {
             "now": format_ts(now),
-            "root": self.store.root,
+            "root": self.store.where,
             "consuming": consuming,
             "holder": holder,
             "queue": queue,

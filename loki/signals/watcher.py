@@ -146,7 +146,7 @@ class Watcher:
         self._tick_follower = None
         how = f" (observer: {self.observer})" if self._observe else ""
         self._emit({"event": "started", "consuming": True, "observer": self.observer,
-                    "detail": f"consuming signals in {self.store.root}{how}"})
+                    "detail": f"consuming signals in {self.store.where}{how}"})
         consumer.recover()
         self._next_tick = self._timer()
 

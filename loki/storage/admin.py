@@ -30,7 +30,7 @@ def status(store: StateStore) -> dict[str, Any]:
     for breaker in Breakers(store).status():
         by_state[breaker.state.value] += 1  # the effective state: an OPEN one past its cooldown is probing
     return {
-        "root": store.root,
+        "root": store.where,
         "backend": store.backend,
         "queue": counts,
         "breakers": by_state,

@@ -51,7 +51,8 @@ class MemoryStore(LogReads):
         self.validate_all = True
         self.lock_timeout = lock_timeout
         self.max_file_bytes = DEFAULT_MAX_BYTES
-        self.root = ":memory:"
+        self.where = ":memory:"
+        self.local_root: str | None = None  # no tree on any disk
         self._lock = threading.RLock()
         self._items: dict[str, bytes] = {}
         self._versions: dict[str, int] = {}

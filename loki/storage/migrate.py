@@ -223,17 +223,17 @@ def migrate(source: StateStore, target: StateStore, held: dict[str, Section] | N
     held = content(source) if held is None else held
     there = occupied(content(target))
     if there:
-        raise InvalidInput(f"the target {target.root} already holds state ({', '.join(there)}): a migration only "
-                           "fills an empty one", target=target.root)
+        raise InvalidInput(f"the target {target.where} already holds state ({', '.join(there)}): a migration only "
+                           "fills an empty one", target=target.where)
     _copy(held, target)
     before = verify(held, target)
     again = digest(content(source))
     changed = [section for section in before if before[section] != again[section]]
     if changed:
-        raise MigrationUnderWay(f"{source.root} changed during the migration (in {', '.join(changed)}: a write "
+        raise MigrationUnderWay(f"{source.where} changed during the migration (in {', '.join(changed)}: a write "
                                 "that was already under way when it began); nothing was switched: run `loki "
                                 "migrate` again", sections=changed)
-    return {"source": source.root, "target": target.root, "sections": before}
+    return {"source": source.where, "target": target.where, "sections": before}
 
 
 def verify(held: dict[str, Section], target: StateStore) -> dict[str, dict[str, Any]]:
@@ -241,7 +241,7 @@ def verify(held: dict[str, Section], target: StateStore) -> dict[str, dict[str, 
     before, after = digest(held), digest(content(target))
     differing = [section for section in before if before[section] != after[section]]
     if differing:
-        raise InvalidInput(f"the copy in {target.root} differs from the source in {', '.join(differing)}: "
+        raise InvalidInput(f"the copy in {target.where} differs from the source in {', '.join(differing)}: "
                            "the source is unchanged; do not switch to the target", sections=differing)
     return before
 
@@ -287,7 +287,7 @@ def _copy(held: dict[str, Section], target: StateStore) -> None:
         target.ensure_dir(directory)
         got = target.create_unique(directory, name, data.encode("utf-8", "surrogateescape"))
         if got != rel:
-            raise InvalidInput(f"{target.root}: {rel} arrived as {got}", file=rel)
+            raise InvalidInput(f"{target.where}: {rel} arrived as {got}", file=rel)
         crashpoint("migrate-copied")
 
 
@@ -399,7 +399,7 @@ def _move(found: str, to: str, wanted: str, unfinished: dict[str, Any] | None) -
             if without_password(to) == without_password(url):
                 raise InvalidInput(f"{found} is already on {without_password(to)}", root=found)
     source = open_found(found, guarded=False)
-    named = source.root
+    named = source.where
     if source.backend != "files":
         from loki.storage.postgres.connect import without_password
 
@@ -444,7 +444,7 @@ def _copy_to_database(source: StateStore, to: str, held: dict[str, Section], fou
             there = content(pg)
             if occupied(there) and unfinished is not None and digest(there) == digest(held):
                 # A killed run committed its copy just before it could say so: the copy is ours.
-                report = {"source": source.root, "target": pg.root, "sections": digest(held)}
+                report = {"source": source.where, "target": pg.where, "sections": digest(held)}
             else:
                 report = migrate(source, pg, held)
                 _check_valid(pg)
@@ -487,7 +487,7 @@ def _check_valid(target: StateStore) -> None:
     problems = validate(target)
     if problems:
         first = problems[0]
-        raise InvalidInput(f"the copy in {target.root} fails `loki validate` ({len(problems)} problem(s); first: "
+        raise InvalidInput(f"the copy in {target.where} fails `loki validate` ({len(problems)} problem(s); first: "
                            f"{first}): nothing was switched", file=first.file)
 
 
@@ -551,7 +551,7 @@ def _switch(found: str, mark: dict[str, Any], *, finished_now: bool,
 
         live = open_found(found, guarded=False)
         sections = digest(content(live))  # read first: a database's root names its schema once connected
-        report = {"source": str(mark.get("source") or "the source"), "target": live.root, "sections": sections}
+        report = {"source": str(mark.get("source") or "the source"), "target": live.where, "sections": sections}
     return {**report, "backend": "files" if target == "files" else "postgresql", "set_aside": set_aside,
             "finished_interrupted": finished_now}
 

@@ -80,9 +80,9 @@ def backend_of(root: str) -> str:
     cached = _backends.get(root)
     if cached is not None and cached[0] == key:
         return cached[1]
-    from loki.storage.opening import postgres_storage  # the one reading of what the config names
+    from loki.storage.backendof import storage_section  # the one reading of what the config names
 
-    found = "files" if postgres_storage(root) is None else "postgresql"
+    found = "files" if storage_section(root) is None else "postgresql"
     _backends[root] = (key, found)
     return found
 

@@ -20,28 +20,11 @@ if TYPE_CHECKING:
 URL_ENV = "LOKI_DATABASE_URL"
 
 
-def postgres_storage(root: str) -> dict[str, Any] | None:
-    """The config's ``storage`` object when it says the state is in PostgreSQL; None for a file tree. Reads
-    the config without validating it (the store validates it when it is used): one small read, no
-    jsonschema on the hot path. An absent or broken config is a file tree's: the store reports it."""
-    import json
-
-    from loki.storage.layout import CONFIG
-
-    try:
-        with open(os.path.join(root, *CONFIG.split("/")), "rb") as handle:
-            config = json.loads(handle.read(1 << 20))
-    except (OSError, ValueError):
-        return None
-    storage = config.get("storage") if isinstance(config, dict) else None
-    if not isinstance(storage, dict) or storage.get("backend") != "postgresql":
-        return None
-    return storage
-
-
 def database_url(root: str) -> str | None:
-    """The database a tree is on, or None for a file tree (:func:`postgres_storage`)."""
-    storage = postgres_storage(root)
+    """The database a tree is on, or None for a file tree."""
+    from loki.storage.backendof import storage_section
+
+    storage = storage_section(root)
     if storage is None:
         return None
     from_env = os.environ.get(URL_ENV)
@@ -58,7 +41,8 @@ def database_url(root: str) -> str | None:
 
 
 def open_store(root: str | os.PathLike[str] | None = None, **kwargs: Any) -> StateStore:
-    """The store of the tree at ``root`` (found like git finds ``.git`` when None).
+    """The store of the tree at ``root`` (found like git finds ``.git`` when None): the one public way
+    to open a tree (``loki.open_store``), the files or the database its config names.
 
     Refused (exit 5) while ``loki migrate`` moves the tree, or after one was interrupted: the message
     names the command that finishes it (loki/storage/moving.py)."""

@@ -81,9 +81,15 @@ class StateStore(Protocol):
     schemas: Registry
     notes: list[str]
     @property
-    def root(self) -> str:
-        """Where the state lives, for messages (files: the ``.loki/`` directory; memory: ``:memory:``;
-        PostgreSQL: the database without its password, and the schema)."""
+    def where(self) -> str:
+        """Where the state lives, for people (messages, ``status``, the live view): files: the ``.loki/``
+        directory; memory: ``:memory:``; PostgreSQL: the database without its password, and the schema.
+        Never a path to open: that is :attr:`local_root`."""
+    @property
+    def local_root(self) -> str | None:
+        """This machine's ``.loki/`` directory (the file tree; on PostgreSQL the tree whose config names the
+        database, where the hooks' local caches live), or None when there is none (memory; a database
+        opened by URL alone). What ``loki work`` exports as ``LOKI_ROOT``."""
     backend: str
     """``files``, ``memory`` or ``postgresql``: what ``status``, ``validate`` and ``doctor`` say they are on."""
 

@@ -167,6 +167,8 @@ class Store(LogReads):
         validate_all: bool | None = None,
     ) -> None:
         self.root = os.path.abspath(root)
+        """The ``.loki/`` directory this file store reads and writes (the file store's own: every path
+        of it is under this one; code that works on any store asks :attr:`where` or :attr:`local_root`)."""
         self.clock = clock or default_clock()
         self.schemas = schemas or registry()
         self._lock_timeout = lock_timeout
@@ -184,9 +186,30 @@ class Store(LogReads):
 
     @classmethod
     def open(cls, root: str | os.PathLike[str] | None = None, **kwargs: Any) -> Store:
+        """The file store of the tree at ``root`` (found like git finds ``.git`` when None).
+
+        Refused (exit 1) for a tree whose config keeps the state in a database: this store would read
+        and write this machine's files while the team's state is elsewhere. ``loki.open_store`` opens
+        either."""
+        from loki.storage.backendof import storage_section
         from loki.storage.paths import find_root
 
-        return cls(find_root(root), **kwargs)
+        found = find_root(root)
+        if storage_section(found) is not None:
+            raise InvalidInput(f"{found} keeps its state in a postgresql database ({layout.CONFIG} /storage): "
+                               "Store.open opens only a tree's files; open it with loki.open_store(...)",
+                               file=layout.CONFIG)
+        return cls(found, **kwargs)
+
+    @property
+    def where(self) -> str:
+        """The ``.loki/`` directory, shown to people (:class:`loki.storage.state.StateStore`)."""
+        return self.root
+
+    @property
+    def local_root(self) -> str:
+        """The ``.loki/`` directory: a file tree is this machine's."""
+        return self.root
 
     # -- paths ---------------------------------------------------------------------------------
 

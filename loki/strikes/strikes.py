@@ -19,10 +19,10 @@ messages, the escalation. The file is written only through :class:`loki.storage.
 
 Python use::
 
-    from loki import Store
+    from loki import open_store
     from loki.strikes.strikes import Strikes
 
-    strikes = Strikes(Store.open())            # the branch of the working directory
+    strikes = Strikes(open_store())            # the branch of the working directory
     outcome = strikes.record_failure("Bash", {"command": "cargo build"}, "bash: cargo: command not found")
     outcome.strike_count, outcome.tier, outcome.guidance
     strikes.record_success("Bash", {"command": "cargo build"})

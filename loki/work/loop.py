@@ -174,15 +174,17 @@ class Summary:
                 "tasks": [run.to_json() for run in self.runs]}
 
 
-def environment(values: dict[str, str], root: str) -> dict[str, str]:
-    """The variables the command gets on top of ``loki work``'s own environment."""
+def environment(values: dict[str, str], local_root: str | None) -> dict[str, str]:
+    """The variables the command gets on top of ``loki work``'s own environment; ``local_root``: the
+    store's (:attr:`loki.storage.state.StateStore.local_root`), this machine's ``.loki/``."""
     keys = {"LOKI_TASK_ID": "id", "LOKI_TASK_TITLE": "title", "LOKI_TASK_TYPE": "type",
             "LOKI_TASK_PRIORITY": "priority", "LOKI_TASK_ATTEMPT": "attempt", "LOKI_TASK_TOKEN": "token",
             "LOKI_TASK_FILE": "task_file", "LOKI_RESULT_FILE": "result_file", "LOKI_AGENT": "agent"}
     env = {name: placeholders.exec_safe(values[key]) for name, key in keys.items()}
-    if os.path.isabs(root):  # a tree on disk (the memory store of the tests has none)
-        # Nested `loki` commands (a heartbeat, a signal) find the same tree, whatever --root said.
-        env["LOKI_ROOT"] = root
+    if local_root is not None:  # the memory store of the tests has no tree
+        # Nested `loki` commands (a heartbeat, a signal) find the same tree, whatever --root said; on
+        # PostgreSQL that tree's config names the database, so they open the same state.
+        env["LOKI_ROOT"] = local_root
     return env
 
 
@@ -330,7 +332,7 @@ class Worker:
             values = placeholders.values(task, agent=self.options.agent, task_file=scratch.task_file,
                                          result_file=scratch.result_file)
             command = placeholders.expand(self.options.command, values)
-            launcher.env = {**os.environ, **environment(values, self.store.root)}
+            launcher.env = {**os.environ, **environment(values, self.store.local_root)}
             runner = self._runner_for(command, launcher)
             heartbeat = Heartbeat(lambda: self.queue.heartbeat(task["id"], self.options.agent,
                                                                token=task["claim_token"], lease_seconds=lease),

@@ -22,6 +22,11 @@ together, once nothing of their types is held or may become ready.
 
 Dependencies on tasks waiting for each other (a cycle, refused when tasks are added, possible in a
 hand-edited file) are not waited for.
+
+This is not a second readiness rule: the loop asks it only after ``claim`` (the one rule,
+loki/queue/readiness.py) found nothing ready, and it sorts what the claim refused by whether the wait
+ends without a human, timing deferrals and backoffs with the rule's own ``time_gate``.
+``tests/contract/test_readiness.py`` checks that the two agree on every backend.
 """
 
 from __future__ import annotations
@@ -97,18 +102,22 @@ def outlook(queue: Queue, types: Collection[str], now: datetime) -> Outlook:
                    for dep in task.get("dependencies") or []):
                 waiting[task["id"]] = task
                 grew = True
+    from loki.config import setting
+    from loki.queue.readiness import BACKOFF, DEFERRED, skew_bound, time_gate
+
     now_text = format_ts(now)
+    not_after = skew_bound(now_text, float(setting(queue.store.config, "queue", "backoff_max")))
     events: list[str] = []
     reasons = {"held by another agent": len(held), "backing off": 0, "deferred": 0, "waiting on dependencies": 0,
                "held back by a breaker": 0}
     for task in waiting.values():
-        until = (task.get("deferred") or {}).get("until")
-        if until and ts_before(now_text, until):
+        gate = time_gate(task, now_text, not_after)  # the rule's own time gate, as claim applies it
+        if gate is not None and gate[0] == DEFERRED:
             reasons["deferred"] += 1
-            events.append(until)
-        elif ts_before(now_text, task["available_at"]):
+            events.append(gate[1])
+        elif gate is not None and gate[0] == BACKOFF:
             reasons["backing off"] += 1
-            events.append(task["available_at"])
+            events.append(gate[1])
         elif not all(dep in completed or completed_in_archive(dep) for dep in task.get("dependencies") or []):
             reasons["waiting on dependencies"] += 1
         else:

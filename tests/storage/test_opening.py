@@ -1,5 +1,5 @@
 """What a tree's config says about where its state is, read in one place (loki/storage/opening.py,
-``postgres_storage``) by the opener and by the check every guarded write makes (loki/storage/moving.py)."""
+``storage_section``) by the opener and by the check every guarded write makes (loki/storage/moving.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from loki.errors import ExitCode, LokiError
+from loki.storage.backendof import storage_section
 from loki.storage.moving import backend_of
-from loki.storage.opening import database_url, open_store, postgres_storage
+from loki.storage.opening import database_url, open_store
 from tests.helpers import cli
 
 
@@ -19,15 +20,15 @@ def _config(root: Path, doc: object) -> None:
 
 
 def test_a_tree_names_postgresql_only_with_a_storage_object_that_says_so(root: Path) -> None:
-    assert (postgres_storage(str(root)), database_url(str(root)), backend_of(str(root))) == (None, None, "files")
+    assert (storage_section(str(root)), database_url(str(root)), backend_of(str(root))) == (None, None, "files")
     for doc in ([], {"storage": "postgresql"}, {"storage": {"backend": "files"}}):
         _config(root, doc)
-        assert (postgres_storage(str(root)), backend_of(str(root))) == (None, "files"), doc
+        assert (storage_section(str(root)), backend_of(str(root))) == (None, "files"), doc
     (root / "config" / "loki.json").write_text("{broken")
-    assert (postgres_storage(str(root)), backend_of(str(root))) == (None, "files")
+    assert (storage_section(str(root)), backend_of(str(root))) == (None, "files")
     storage = {"backend": "postgresql", "database": "postgresql://loki@db.example/loki"}
     _config(root, {"storage": storage})
-    assert (postgres_storage(str(root)), backend_of(str(root))) == (storage, "postgresql")
+    assert (storage_section(str(root)), backend_of(str(root))) == (storage, "postgresql")
     assert database_url(str(root)) == "postgresql://loki@db.example/loki"
 
 

@@ -7,7 +7,7 @@ connection (:class:`loki.storage.postgres.session.Database`).
 
 The team's settings (``config/loki.json``'s document: leases, breakers, strikes ...) live in the
 database, so every machine runs by the same rules; the local ``.loki/config/loki.json`` only says
-where the database is. ``root`` is the database for messages (its URL without a password, and the
+where the database is. ``where`` is the database for messages (its URL without a password, and the
 schema); ``local_root`` is this machine's ``.loki/`` directory (None when opened by URL alone), where the
 hooks' local caches live.
 """
@@ -70,10 +70,11 @@ class PgStore(Items, Logs, Documents):
         return cls(Database(url), local_root=root, **kwargs)
 
     def __repr__(self) -> str:
-        return f"PgStore({self.root})"
+        return f"PgStore({self.where})"
 
     @property
-    def root(self) -> str:
+    def where(self) -> str:
+        """The database without its password, and the schema: what people are shown."""
         return self.db.where
 
     @property
