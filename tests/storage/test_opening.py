@@ -1,4 +1,4 @@
-"""What a tree's config says about where its state is, read in one place (loki/storage/opening.py,
+"""What a tree's config says about where its state is, read in one place (loki/storage/backendof.py,
 ``storage_section``) by the opener and by the check every guarded write makes (loki/storage/moving.py)."""
 
 from __future__ import annotations
