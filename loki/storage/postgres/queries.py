@@ -69,7 +69,10 @@ def parse(text: str, source: str = "queries.sql") -> dict[str, str]:
     for name, body in bodies.items():
         if not body:
             raise QueryFileError(f"{source}:{lines_of[name]}: the query {name!r} has no statement")
-    return {name: _splice(name, bodies, source, lines_of, ()) for name in bodies}
+    spliced: dict[str, str] = {}
+    for name in bodies:
+        spliced[name] = _splice(name, bodies, source, lines_of, (), spliced)
+    return spliced
 
 
 def fragments(text: str) -> list[str]:
@@ -84,15 +87,21 @@ def fragments(text: str) -> list[str]:
     return found
 
 
-def _splice(name: str, bodies: dict[str, str], source: str, lines_of: dict[str, int], seen: tuple[str, ...]) -> str:
+def _splice(name: str, bodies: dict[str, str], source: str, lines_of: dict[str, int], seen: tuple[str, ...],
+            done: dict[str, str]) -> str:
+    """``name``'s statement with its fragments spliced in (``done``: those already spliced)."""
+    if name in done:
+        return done[name]
     body = bodies[name]
+    if "{{" not in body:
+        return body
     for used in fragments(body):
         if used not in bodies:
             raise QueryFileError(f"{source}:{lines_of[name]}: the query {name!r} uses {{{{{used}}}}}, which is not "
                                  "a query of the file")
         if used in seen or used == name:
             raise QueryFileError(f"{source}:{lines_of[name]}: the fragment {used!r} includes itself")
-        body = body.replace("{{" + used + "}}", _splice(used, bodies, source, lines_of, (*seen, name)))
+        body = body.replace("{{" + used + "}}", _splice(used, bodies, source, lines_of, (*seen, name), done))
     return body
 
 
