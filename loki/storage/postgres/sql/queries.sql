@@ -572,15 +572,19 @@ SELECT key, value FROM loki_memory_meta
 DELETE FROM loki_memory_patterns
 
 -- empty_memory_records --
+-- (then the record ids that named a pattern)
 DELETE FROM loki_memory_records
 
 -- empty_memory_resolutions --
+-- (then the resolutions of patterns)
 DELETE FROM loki_memory_resolutions
 
 -- empty_memory_resolution_log --
+-- (then the resolution records kept whole)
 DELETE FROM loki_memory_resolution_log
 
 -- empty_memory_meta --
+-- (last: where the tables stood in the log; the whole rebuild is one transaction)
 DELETE FROM loki_memory_meta
 
 -- write_memory_meta --
