@@ -178,7 +178,7 @@ def test_an_unknown_name_is_refused_naming_the_file() -> None:
 
 
 def test_the_benchmarks_explain_runs_the_named_claim_and_claims_nothing(root: Path, clock: ManualClock) -> None:
-    from bench.bench_postgres import claim_plan
+    from bench.bench_postgres import claim_plan, execution_ms
     from loki.queue.queue import Queue
     from tests.conftest import postgres_store
 
@@ -188,6 +188,7 @@ def test_the_benchmarks_explain_runs_the_named_claim_and_claims_nothing(root: Pa
         task = queue.add("the one task")
         plan = claim_plan(queue)
         assert plan[0].startswith("Limit") and any("LockRows" in line for line in plan), plan
+        assert execution_ms(plan) > 0
         assert [t["id"] for t in queue.ready()["ready"]] == [task["id"]]  # still pending, unclaimed
         assert queue.claim("a1")["id"] == task["id"]  # the lock EXPLAIN took ended with its transaction
     finally:
