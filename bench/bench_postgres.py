@@ -113,7 +113,8 @@ def _plan_row(queue: Queue, size: int) -> dict[str, Any]:
     """The claim's execution time on the server at ``size`` pending, and whether it reads the claim index."""
     plan = claim_plan(queue)
     uses_index = any("loki_tasks_ready" in line for line in plan)
-    summary = " / ".join(line.strip() for line in plan[:4])
+    nodes = [line.strip().removeprefix("->").strip().split(" (actual")[0] for line in plan[:3]]
+    summary = " / ".join(nodes)  # the top of the plan: Limit / LockRows / the scan
     return row(f"postgres: EXPLAIN ANALYZE claim, {size:,} pending (server)", execution_ms(plan),
                note=f"{'reads the index loki_tasks_ready' if uses_index else 'DOES NOT read loki_tasks_ready'}: "
                     f"{summary}")
