@@ -128,9 +128,14 @@ def test_the_loader_refuses_an_unknown_fragment_an_empty_statement_and_a_fragmen
 
 def test_the_loader_keeps_the_statement_and_drops_the_description() -> None:
     parsed = parse("preamble, not a query\n-- ready --\n-- says what it promises\n-- over two lines\n"
-                   "t.state = 'pending'\n\n-- claim --\n-- the best ready task\nSELECT 1 FROM t WHERE {{ready}}\n"
-                   " LIMIT 1;\n", "x.sql")
-    assert parsed == {"ready": "t.state = 'pending'", "claim": "SELECT 1 FROM t WHERE t.state = 'pending'\n LIMIT 1"}
+                   "t.state = 'pending'\n\n-- a note on the next section, 100% a comment\n\n"
+                   "-- claim --\n-- the best ready task\nSELECT 1 FROM t WHERE {{ready}}\n"
+                   "  -- a comment inside the statement stays\n LIMIT 1;\n\n-- ====\n", "x.sql")
+    assert parsed == {"ready": "t.state = 'pending'",
+                      "claim": "SELECT 1 FROM t WHERE t.state = 'pending'\n  -- a comment inside the statement stays\n"
+                               " LIMIT 1"}
+    for name, statement in queries.load(queries.QUERIES_FILE).items():
+        assert not statement.splitlines()[-1].lstrip().startswith("--"), name
 
 
 def test_the_claim_and_the_census_share_the_readiness_fragments() -> None:

@@ -65,7 +65,7 @@ def parse(text: str, source: str = "queries.sql") -> dict[str, str]:
         else:
             in_header = False
             current.append(line)
-    bodies = {name: "\n".join(lines).strip().removesuffix(";").rstrip() for name, lines in raw.items()}
+    bodies = {name: _statement(lines) for name, lines in raw.items()}
     for name, body in bodies.items():
         if not body:
             raise QueryFileError(f"{source}:{lines_of[name]}: the query {name!r} has no statement")
@@ -73,6 +73,14 @@ def parse(text: str, source: str = "queries.sql") -> dict[str, str]:
     for name in bodies:
         spliced[name] = _splice(name, bodies, source, lines_of, (), spliced)
     return spliced
+
+
+def _statement(lines: list[str]) -> str:
+    """The statement of an entry: its lines without the comments and blank lines that follow it (a section's
+    banner, the preamble of the next entries belong to no statement) and without a final ``;``."""
+    while lines and (not lines[-1].strip() or lines[-1].lstrip().startswith("--")):
+        lines = lines[:-1]
+    return "\n".join(lines).strip().removesuffix(";").rstrip()
 
 
 def fragments(text: str) -> list[str]:

@@ -25,6 +25,10 @@ t.id, t.state, t.archived, t.doc, t.priority_rank
 -- skips them). A claim appends nothing: it never waits.
 FOR UPDATE OF t
 
+-- The readiness rule's SQL twin, a condition per entry: of_type, skipped_type, waiting, deferred, held and
+-- dependencies_done. The files and memory decide the same in Python (the readiness module of the task
+-- record, queue/readiness.py today); the contract suite runs both over the same cases.
+
 -- of_type --
 -- The claimer asked for these types (%(typed)s false: any type).
 (NOT %(typed)s OR coalesce(t.type = ANY(%(types)s::text[]), false))
@@ -35,7 +39,6 @@ coalesce(t.type = ANY(%(skip)s::text[]), false)
 
 -- waiting --
 -- Backing off after a failure: available_at still ahead, but not beyond the clock-skew bound.
--- The readiness twin of loki/tasks (queue/readiness.py): files and memory decide the same in Python.
 (t.available_at > %(now)s AND t.available_at <= %(not_after)s)
 
 -- deferred --
