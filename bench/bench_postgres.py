@@ -86,6 +86,40 @@ def _drop(urls: list[str]) -> None:
                 conn.execute(f'DROP SCHEMA "{schema[0]}" CASCADE')
 
 
+def claim_plan(queue: Queue, now: str = "2026-01-25T10:00:00Z") -> list[str]:
+    """``EXPLAIN ANALYZE`` of the claim as the store runs it: the named query ``claim`` itself (its text is
+    sql/queries.sql's, not a copy), with the parameters of a plain claim. It changes nothing: the row lock
+    it takes ends with its transaction."""
+    from loki.clock import parse_ts
+    from loki.storage.postgres.queries import query
+
+    store: Any = queue.store
+    params = {"typed": False, "types": [], "skip": [], "now": parse_ts(now), "not_after": parse_ts(now)}
+    with store.db.transaction() as conn:
+        plan = [str(r[0]) for r in conn.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + query("claim"),
+                                                params).fetchall()]
+    return plan
+
+
+def execution_ms(plan: list[str]) -> float:
+    """The server's execution time of the statement, from the last lines of ``EXPLAIN ANALYZE``."""
+    for line in reversed(plan):
+        if line.strip().startswith("Execution Time:"):
+            return float(line.split(":", 1)[1].split()[0])
+    raise ValueError(f"no execution time in the plan: {plan}")
+
+
+def _plan_row(queue: Queue, size: int) -> dict[str, Any]:
+    """The claim's execution time on the server at ``size`` pending, and whether it reads the claim index."""
+    plan = claim_plan(queue)
+    uses_index = any("loki_tasks_ready" in line for line in plan)
+    nodes = [line.strip().removeprefix("->").strip().split(" (actual")[0] for line in plan[:3]]
+    summary = " / ".join(nodes)  # the top of the plan: Limit / LockRows / the scan
+    return row(f"postgres: EXPLAIN ANALYZE claim, {size:,} pending (server)", execution_ms(plan),
+               note=f"{'reads the index loki_tasks_ready' if uses_index else 'DOES NOT read loki_tasks_ready'}: "
+                    f"{summary}")
+
+
 def _measure(queues: dict[int, Queue], repeat: dict[int, int]) -> dict[int, list[float]]:
     """Samples per size, taken in three interleaved rounds so the machine's noise hits every size alike."""
     samples: dict[int, list[float]] = {size: [] for size in queues}
@@ -121,6 +155,7 @@ def run() -> list[dict[str, Any]]:
             pg = {size: _pg_queue(base, size, schemas) for size in SIZES}
             samples = _measure(pg, {size: runs(60) for size in SIZES})
             rows += _rows("postgres", samples, 2, f"{where}; floor: the same at {SIZES[0]:,} pending")
+            rows.append(_plan_row(pg[SIZES[-1]], SIZES[-1]))
         finally:
             _drop(schemas)
     files = {size: _file_queue(size) for size in SIZES}

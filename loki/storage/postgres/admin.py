@@ -22,6 +22,7 @@ from loki.storage import jsonio, layout
 from loki.storage.layout import QUEUE_STATES
 from loki.storage.postgres import migrations
 from loki.storage.postgres.connect import DatabaseError, check_url, without_password
+from loki.storage.postgres.queries import query
 from loki.storage.postgres.session import Database
 from loki.storage.store import Store
 from loki.storage.tree import (
@@ -199,7 +200,7 @@ def validate(store: StateStore) -> list[Problem]:
     for name in store.list(layout.SIGNALS_DIR):
         if not name.startswith("."):
             _check_signal(store, f"{layout.SIGNALS_DIR}/{name}", problems, reference)
-    for (log,) in store.rows("SELECT name FROM loki_logs ORDER BY name"):  # type: ignore[attr-defined]
+    for (log,) in store.rows(query("log_names")):  # type: ignore[attr-defined]
         # The logs the file tree's validate reads line by line (a signal log is a signal, above).
         if log == layout.MEMORY_LOG:
             _check_jsonl(store, log, problems, reference, "memory-record.json")
@@ -232,7 +233,7 @@ def _checked_rows(store: StateStore, reference: _ReferenceValidator, problems: l
             problems.extend(Problem(where, pointer, message) for pointer, message in found)
         elif not archived:
             view[state].append(doc)
-    for (value,) in store.rows("SELECT value FROM loki_queue_meta WHERE key = 'dead-letter'"):  # type: ignore[attr-defined]
+    for (value,) in store.rows(query("dead_letter_metadata")):  # type: ignore[attr-defined]
         problems.extend(Problem(pgtasks.METADATA, pointer, message)
                         for pointer, message in pgtasks.metadata_problems(reference, value))
     return view

@@ -22,6 +22,7 @@ from __future__ import annotations
 from loki.errors import FileTooLarge, InvalidInput, SchemaViolation, StateFileError
 from loki.storage import jsonio, layout
 from loki.storage.postgres import domains
+from loki.storage.postgres.queries import query
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ class Documents:
         raise AssertionError("unreachable")
 
     def _data(self, rel: str) -> bytes | None:
-        found = self.rows("SELECT data FROM loki_documents WHERE name = %s", (rel,))
+        found = self.rows(query("document_data"), (rel,))
         return bytes(found[0][0]) if found else None
 
     def _decode(self, rel: str, data: bytes | None) -> Any:
@@ -138,10 +139,7 @@ class Documents:
                 raise SchemaViolation(rel, [(prefix + pointer, reason) for pointer, reason in found])
 
     def _put(self, rel: str, data: bytes, mtime_ns: int | None = None) -> None:
-        self.rows("""INSERT INTO loki_documents (name, data, mtime_ns) VALUES (%s, %s, %s)
-                     ON CONFLICT (name) DO UPDATE SET data = EXCLUDED.data, mtime_ns = EXCLUDED.mtime_ns,
-                         version = nextval('loki_version_seq'), modified_at = clock_timestamp()
-                     RETURNING version""", (rel, data, mtime_ns))
+        self.rows(query("put_document"), (rel, data, mtime_ns))
 
     # -- settings ----------------------------------------------------------------------------------
 
@@ -178,20 +176,18 @@ class Documents:
         """Several documents as of one instant: one statement, so one snapshot, and no lock."""
         names = list(rels)
         found = {name: bytes(data) for name, data in
-                 self.rows("SELECT name, data FROM loki_documents WHERE name = ANY(%s)", (names,))}
+                 self.rows(query("documents_snapshot"), (names,))}
         return {rel: self._decode(rel, found.get(rel)) for rel in names}
 
     def exists(self, rel: str) -> bool:
         """Whether ``rel`` is a document, or a "directory": the prefix of some (as ``lexists`` says)."""
         low, high = _prefix_range(rel)
-        return bool(self.rows("SELECT EXISTS (SELECT 1 FROM loki_documents WHERE name = %s OR "
-                              "(name >= %s AND name < %s))", (rel, low, high))[0][0])
+        return bool(self.rows(query("document_exists"), (rel, low, high))[0][0])
 
     def read_bytes(self, rel: str, *, limit: int | None = None) -> bytes | None:
         """An item's bytes (None: absent), refused over ``limit`` (the state-file limit unless given)."""
         limit = self.max_file_bytes if limit is None else limit
-        found = self.rows("SELECT octet_length(data), CASE WHEN octet_length(data) <= %s THEN data END "
-                          "FROM loki_documents WHERE name = %s", (limit, rel))
+        found = self.rows(query("document_bytes_up_to"), (limit, rel))
         if not found:
             return None
         size, data = found[0]
@@ -216,18 +212,18 @@ class Documents:
 
     def remove(self, rel: str) -> bool:
         """Delete an item loki derived and can rebuild (a hint); True if it existed."""
-        return bool(self.rows("DELETE FROM loki_documents WHERE name = %s RETURNING 1", (rel,)))
+        return bool(self.rows(query("delete_document"), (rel,)))
 
     def list(self, rel_dir: str) -> list[str]:
         """The names directly under ``rel_dir``, sorted ([] when there are none), as ``os.listdir`` sorted."""
         low, high = _prefix_range(rel_dir)
         names = {name[len(low):].split("/", 1)[0] for (name,) in
-                 self.rows("SELECT name FROM loki_documents WHERE name >= %s AND name < %s", (low, high))}
+                 self.rows(query("documents_in_range"), (low, high))}
         return sorted(names)
 
     def change_token(self, rel: str) -> int | None:
         """The row's version: a new number on every write (None: absent)."""
-        found = self.rows("SELECT version FROM loki_documents WHERE name = %s", (rel,))
+        found = self.rows(query("document_version"), (rel,))
         return int(found[0][0]) if found else None
 
 

@@ -12,6 +12,7 @@ holder of a file lock.
 from __future__ import annotations
 
 from loki.errors import LockTimeout
+from loki.storage.postgres.queries import query
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -24,10 +25,6 @@ if TYPE_CHECKING:
     from loki.storage.postgres.session import Database
 
     Unit = AbstractContextManager[psycopg.Connection[Any]]
-
-_KEY = "hashtext(current_schema() || ':' || %s)::bigint"
-"""The advisory key of a lock name, as :meth:`Database.lock` computes it."""
-
 
 def _milliseconds(timeout: float) -> str:
     """``lock_timeout``'s value for a wait of ``timeout`` seconds (0 would mean "wait for ever" to PostgreSQL)."""
@@ -70,8 +67,7 @@ def hold(db: Database, name: str, timeout: float) -> None:
 
     conn = db.conn
     # The usual case in one round trip: bound the waits of this transaction, and take the lock if free.
-    row = conn.execute(f"SELECT set_config('lock_timeout', %s, true), pg_try_advisory_xact_lock({_KEY})",
-                       (_milliseconds(timeout), name)).fetchone()
+    row = conn.execute(query("bound_and_try_domain"), (_milliseconds(timeout), name)).fetchone()
     if row is not None and row[1]:
         return
     try:
@@ -92,16 +88,7 @@ def timed_out(db: Database, name: str, timeout: float) -> LockTimeout:
 
 def holder_of(db: Database, name: str) -> dict[str, Any] | None:
     """The backend holding the advisory lock ``name`` now: pid, application, client, since; or None."""
-    row = db.conn.execute(
-        f"""SELECT a.pid, a.application_name, host(a.client_addr), a.client_hostname,
-                   to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
-              FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid,
-                   (SELECT {_KEY} AS k) key
-             WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-               AND l.classid::bigint = ((key.k >> 32) & 4294967295)
-               AND l.objid::bigint = (key.k & 4294967295)
-               AND a.pid <> pg_backend_pid()""", (name,)).fetchone()
+    row = db.conn.execute(query("domain_holder"), (name,)).fetchone()
     if row is None:
         return None
     return {"pid": row[0], "application": row[1], "client": row[3] or row[2] or "local socket", "since": row[4]}

@@ -39,6 +39,7 @@ from contextlib import suppress
 from loki.errors import LockTimeout, StateFileError
 from loki.storage import jsonio, layout
 from loki.storage.postgres import domains, listen
+from loki.storage.postgres.queries import query
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -55,10 +56,6 @@ HELD_NAMESPACE = "loki:held"
 PROBE_SECONDS = 1.0
 """How often a held lock's connection is checked for life when asked."""
 
-_MTIME = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000 + nextval('loki_items_order') %% 1000"
-"""The database's clock in microseconds, with an order number in the nanoseconds: publication order."""
-
-
 def _without_waiting_for_the_disk(conn: psycopg.Connection[Any]) -> None:
     """Commit the current transaction without waiting for its WAL to reach the disk.
 
@@ -67,7 +64,7 @@ def _without_waiting_for_the_disk(conn: psycopg.Connection[Any]) -> None:
     first durable commit after them (the rule's effect, the outcome line) makes them durable too. A
     crash before that loses a claim whose rule has changed nothing yet (the signal is consumed again,
     from the start) or a finish whose outcome is logged already (recovery finishes it again)."""
-    conn.execute("SELECT set_config('synchronous_commit', 'off', true)")
+    conn.execute(query("commit_without_waiting_for_the_disk"))
 
 
 def _range(rel_dir: str) -> tuple[str, str]:
@@ -103,16 +100,13 @@ class Items:
                 key = first if number == 1 else f"{rel_dir}/{name}{separator}{number}{suffix}"
                 if taken is not None and key in taken:
                     continue
-                row = conn.execute(f"INSERT INTO loki_items (name, dir, data, mtime_ns) VALUES (%s, %s, %s, {_MTIME}) "
-                                   "ON CONFLICT (name) DO NOTHING RETURNING 1", (key, rel_dir, data)).fetchone()
+                row = conn.execute(query("publish_item"), (key, rel_dir, data)).fetchone()
                 if row is not None:
                     listen.notify(conn, self.db, key, key)
                     return key
                 if taken is None:  # one look at every taken number, rather than one insert per number
                     prefix = f"{rel_dir}/{name}{separator}"
-                    taken = {str(r[0]) for r in conn.execute(
-                        "SELECT name FROM loki_items WHERE dir = %s AND starts_with(name, %s)",
-                        (rel_dir, prefix)).fetchall()}
+                    taken = {str(r[0]) for r in conn.execute(query("taken_item_names"), (rel_dir, prefix)).fetchall()}
         raise StateFileError(first, "could not find a free name")
 
     # -- claiming (the signal consumer's protocol) ----------------------------------------------------
@@ -123,10 +117,7 @@ class Items:
         :func:`_without_waiting_for_the_disk`)."""
         with self.db.transaction() as conn:
             _without_waiting_for_the_disk(conn)
-            row = conn.execute(
-                "UPDATE loki_items SET name = %s, dir = %s, version = version + 1 "
-                "WHERE name = (SELECT name FROM loki_items WHERE name = %s FOR UPDATE SKIP LOCKED) RETURNING 1",
-                (f"{rel_dir}/{entry}", rel_dir, rel)).fetchone()
+            row = conn.execute(query("claim_item"), (f"{rel_dir}/{entry}", rel_dir, rel)).fetchone()
         return row is not None
 
     def drop_twin(self, claimed_rel: str, waiting_rel: str) -> None:
@@ -138,23 +129,17 @@ class Items:
         with self.db.transaction() as conn:
             _without_waiting_for_the_disk(conn)
             if target_dir is None:
-                conn.execute("DELETE FROM loki_items WHERE name = %s", (rel,))
+                conn.execute(query("delete_item"), (rel,))
                 return
             target = f"{target_dir}/{rel.rsplit('/', 1)[-1]}"
-            conn.execute("DELETE FROM loki_items WHERE name = %s", (target,))  # as a rename replaces
-            conn.execute("UPDATE loki_items SET name = %s, dir = %s, version = version + 1 WHERE name = %s",
-                         (target, target_dir, rel))
+            conn.execute(query("delete_item"), (target,))  # as a rename replaces
+            conn.execute(query("move_item"), (target, target_dir, rel))
 
     # -- looking -------------------------------------------------------------------------------------
 
-    _CHILDREN = ("SELECT substr(name, %(cut)s), length(data), mtime_ns FROM loki_items WHERE dir = %(dir)s "
-                 "UNION ALL SELECT DISTINCT split_part(substr(dir, %(cut)s), '/', 1), NULL::integer, NULL::bigint "
-                 "FROM loki_items WHERE dir > %(low)s AND dir < %(high)s")
-    """The items directly under a directory, and the directories of items below it (bytes NULL)."""
-
     def _children(self, rel_dir: str) -> list[tuple[Any, ...]]:
         low, high = _range(rel_dir)
-        return self.rows(self._CHILDREN, {"cut": len(low) + 1, "dir": rel_dir, "low": low, "high": high})
+        return self.rows(query("item_children"), {"cut": len(low) + 1, "dir": rel_dir, "low": low, "high": high})
 
     def scan(self, rel_dir: str) -> list[dict[str, Any]]:
         """Every item directly under ``rel_dir`` (``{"name", "kind", "bytes", "mtime_ns"}``), and the
@@ -167,10 +152,7 @@ class Items:
         """What is at ``rel``: an item (a file), a directory of items, or None."""
         name = rel.rsplit("/", 1)[-1]
         low, high = _range(rel)
-        found = self.rows("SELECT length(data), mtime_ns FROM loki_items WHERE name = %(rel)s UNION ALL "
-                          "(SELECT NULL, NULL FROM loki_items "
-                          " WHERE dir = %(rel)s OR (dir > %(low)s AND dir < %(high)s) LIMIT 1) LIMIT 1",
-                          {"rel": rel, "low": low, "high": high})
+        found = self.rows(query("item_entry"), {"rel": rel, "low": low, "high": high})
         if not found:
             return None
         size, mtime = found[0]
@@ -193,7 +175,7 @@ class Items:
     # -- names shared with logs and documents: items answer first, the rest goes down the chain --------
 
     def _item(self, rel: str) -> bytes | None:
-        found = self.rows("SELECT data FROM loki_items WHERE name = %s", (rel,))
+        found = self.rows(query("item_data"), (rel,))
         return bytes(found[0][0]) if found else None
 
     def read_text(self, rel: str) -> str | None:
@@ -209,15 +191,14 @@ class Items:
         """Replace an item's content (an escalation's resolution), else write the document."""
         data = text.encode("utf-8")
         self.check_size(rel, len(data))
-        if not self.rows(f"UPDATE loki_items SET data = %s, mtime_ns = {_MTIME}, version = version + 1 "
-                         "WHERE name = %s RETURNING 1", (data, rel)):
+        if not self.rows(query("replace_item"), (data, rel)):
             super().write_text(rel, text)  # type: ignore[misc]
 
     def exists(self, rel: str) -> bool:
         return self._item(rel) is not None or bool(super().exists(rel))  # type: ignore[misc]
 
     def remove(self, rel: str) -> bool:
-        removed = bool(self.rows("DELETE FROM loki_items WHERE name = %s RETURNING 1", (rel,)))
+        removed = bool(self.rows(query("delete_item_returning"), (rel,)))
         return removed or bool(super().remove(rel))  # type: ignore[misc]
 
     def list(self, rel_dir: str) -> list[str]:
@@ -228,7 +209,7 @@ class Items:
         return sorted(names)
 
     def change_token(self, rel: str) -> Any:  # Hashable | None (Any: the documents' is narrower)
-        found = self.rows("SELECT version, mtime_ns FROM loki_items WHERE name = %s", (rel,))
+        found = self.rows(query("item_version"), (rel,))
         if found:
             return ("item", int(found[0][0]), int(found[0][1]))
         token: Hashable | None = super().change_token(rel)  # type: ignore[misc]
@@ -256,17 +237,10 @@ class Items:
     def lock_holder(self, rel: str) -> dict[str, Any] | None:
         """Who holds the lock ``rel`` now (pid, command, host, since), or None when nobody does."""
         with self.db.transaction() as conn:  # the lock and its record as of one snapshot
-            held = conn.execute(
-                "SELECT l.pid, a.application_name, a.client_addr::text, a.backend_start FROM pg_locks l "
-                "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
-                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 "
-                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-                "AND l.classid = hashtext(%s)::oid AND l.objid = hashtext(current_schema() || ':' || %s)::oid",
-                (HELD_NAMESPACE, rel)).fetchone()
+            held = conn.execute(query("held_lock_backend"), (HELD_NAMESPACE, rel)).fetchone()
             if held is None:
                 return None
-            record = conn.execute("SELECT pid, host, command, since FROM loki_lock_holders "
-                                  "WHERE name = %s AND backend_pid = %s", (rel, held[0])).fetchone()
+            record = conn.execute(query("held_lock_record"), (rel, held[0])).fetchone()
         if record is not None:
             return {"pid": record[0], "host": record[1], "command": record[2], "since": record[3]}
         # Held by a backend that has not written its record yet (or never will): say what the server knows.
@@ -371,7 +345,7 @@ class PgHeldLock:
             return False
         self._probed = time.monotonic()
         try:
-            conn.execute("SELECT 1")
+            conn.execute(query("probe_connection"))
         except Exception:  # the connection is gone, and the server released the lock with it
             self._close()
             return False
@@ -392,24 +366,20 @@ class PgHeldLock:
         key = (HELD_NAMESPACE, self.rel)
         try:
             if self.timeout <= 0:
-                row = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s), hashtext(current_schema() || ':' || %s))",
-                                   key).fetchone()
+                row = conn.execute(query("try_held_lock"), key).fetchone()
                 got = bool(row and row[0])
             else:
                 wait = pg.sql.Literal(f"{int(self.timeout * 1000)}ms")
-                conn.execute(pg.sql.SQL("SET lock_timeout = {}").format(wait))
+                conn.execute(pg.sql.SQL(query("set_lock_timeout")).format(wait))
                 try:
-                    conn.execute("SELECT pg_advisory_lock(hashtext(%s), hashtext(current_schema() || ':' || %s))", key)
+                    conn.execute(query("wait_held_lock"), key)
                     got = True
                 except pg.errors.LockNotAvailable:
                     got = False
             if not got:
                 raise self._held(self.store.lock_holder(self.rel))
             conn.execute(
-                "INSERT INTO loki_lock_holders (name, backend_pid, pid, host, command, since) "
-                "VALUES (%s, pg_backend_pid(), %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET "
-                "backend_pid = EXCLUDED.backend_pid, pid = EXCLUDED.pid, host = EXCLUDED.host, "
-                "command = EXCLUDED.command, since = EXCLUDED.since",
+                query("record_held_lock"),
                 (self.rel, os.getpid(), os.uname().nodename, _describe_command(), self.store.now_ts()))
         except BaseException:
             conn.close()
@@ -428,12 +398,10 @@ class PgHeldLock:
         if conn is None:
             return
         try:
-            conn.execute("DELETE FROM loki_lock_holders WHERE name = %s AND backend_pid = pg_backend_pid()",
-                         (self.rel,))
+            conn.execute(query("forget_held_lock"), (self.rel,))
             # Unlocked here, not only by closing: the server ends a closed session a moment later, and
             # whoever asks next (a watcher taking over) must find the lock free already.
-            conn.execute("SELECT pg_advisory_unlock(hashtext(%s), hashtext(current_schema() || ':' || %s))",
-                         (HELD_NAMESPACE, self.rel))
+            conn.execute(query("release_held_lock"), (HELD_NAMESPACE, self.rel))
         except Exception:  # the connection is gone: so is the lock
             pass
         self._close()

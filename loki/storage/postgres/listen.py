@@ -18,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import threading
 
+from loki.storage.postgres.queries import query
+
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -49,7 +51,7 @@ def directory_of(rel: str) -> str:
 def notify(conn: psycopg.Connection[Any], db: Database, rel: str, payload: str) -> None:
     """Announce ``rel`` on its directory's channel (sent when the current transaction commits)."""
     assert db.schema is not None  # set when the connection was opened
-    conn.execute("SELECT pg_notify(%s, %s)", (channel(db.schema, directory_of(rel)), payload[:1000]))
+    conn.execute(query("notify"), (channel(db.schema, directory_of(rel)), payload[:1000]))
 
 
 class Listener:
@@ -93,7 +95,7 @@ class Listener:
             try:
                 conn = connecting.connect(self.url, autocommit=True, application_name="loki watch (listen)",
                                           mid_run=True)
-                conn.execute(pg.sql.SQL("LISTEN {}").format(pg.sql.Identifier(self.channel)))
+                conn.execute(pg.sql.SQL(query("listen")).format(pg.sql.Identifier(self.channel)))
                 self.error = None
                 self._listening.set()
                 self.wake()  # what was published while nobody listened sent its notification to no one

@@ -27,6 +27,7 @@ import builtins
 from loki.storage import jsonio, layout
 from loki.storage.logpos import LogLine
 from loki.storage.postgres import domains, listen
+from loki.storage.postgres.queries import query
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -40,21 +41,6 @@ if TYPE_CHECKING:
 BATCH_ROWS = 1000
 """Lines fetched or inserted per statement (a log may be far larger than memory should hold)."""
 
-_APPEND = """
-INSERT INTO loki_logs AS l (name, last_seq, bytes, torn) VALUES (%(name)s, %(count)s, %(size)s, %(torn)s)
-ON CONFLICT (name) DO UPDATE SET last_seq = l.last_seq + %(count)s,
-                                 bytes = l.bytes + l.torn::int + %(size)s, torn = %(torn)s
-RETURNING last_seq - %(count)s, bytes - %(size)s
-"""
-_INSERT_LINES = """
-INSERT INTO loki_log_lines (log, seq, "offset", data)
-SELECT %s, %s + t.n, t.off, t.d FROM unnest(%s::bigint[], %s::bytea[]) WITH ORDINALITY AS t(off, d, n)
-"""
-_RESTART = """
-INSERT INTO loki_logs AS l (name, base, last_seq) VALUES (%(name)s, 1, 1)
-ON CONFLICT (name) DO UPDATE SET base = l.last_seq + 1, last_seq = l.last_seq + 1, bytes = 0, torn = false
-RETURNING base
-"""
 
 
 class _Meta:
@@ -114,7 +100,8 @@ class Logs:
         with self.db.transaction() as conn:
             if lock:
                 domains.hold(self.db, layout.lock_for(rel), self.lock_timeout)
-            row = conn.execute(_APPEND, {"name": rel, "count": len(lines), "size": size, "torn": torn}).fetchone()
+            row = conn.execute(query("reserve_log_lines"),
+                               {"name": rel, "count": len(lines), "size": size, "torn": torn}).fetchone()
             assert row is not None
             start, offset = int(row[0]), int(row[1])
             self._insert_lines(conn, rel, start, offset, lines)
@@ -129,7 +116,7 @@ class Logs:
         for line in lines:
             offsets.append(offset)
             offset += len(line) + 1
-        conn.execute(_INSERT_LINES, (rel, start, offsets, lines))
+        conn.execute(query("insert_log_lines"), (rel, start, offsets, lines))
         return offset
 
     def _append_document(self, rel: str, payload: bytes) -> int:
@@ -152,8 +139,8 @@ class Logs:
         with self.db.transaction() as conn:
             # Re-entrant: the caller's transaction(rel) holds it already.
             domains.hold(self.db, layout.lock_for(rel), self.lock_timeout)
-            conn.execute("INSERT INTO loki_logs (name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (rel,))
-            row = conn.execute("SELECT last_seq FROM loki_logs WHERE name = %s FOR UPDATE", (rel,)).fetchone()
+            conn.execute(query("ensure_log"), (rel,))
+            row = conn.execute(query("lock_log"), (rel,)).fetchone()
             assert row is not None
             old_last = int(row[0])
             start = old_last + 1  # the new base: past every position the log ever had
@@ -168,36 +155,35 @@ class Logs:
             if batch:
                 offset = self._insert_lines(conn, rel, start + count, offset, batch)
                 count += len(batch)
-            conn.execute("DELETE FROM loki_log_lines WHERE log = %s AND seq <= %s", (rel, old_last))
-            conn.execute("UPDATE loki_logs SET base = %s, last_seq = %s, bytes = %s, torn = false WHERE name = %s",
-                         (start, start + count, offset, rel))
+            conn.execute(query("delete_log_lines_up_to"), (rel, old_last))
+            conn.execute(query("set_log_range"), (start, start + count, offset, rel))
         return count
 
     @staticmethod
     def _restart(conn: psycopg.Connection[Any], rel: str) -> int:
         """Empty a log and move its numbering past every position it ever had; returns the new base."""
-        row = conn.execute(_RESTART, {"name": rel}).fetchone()
+        row = conn.execute(query("restart_log"), {"name": rel}).fetchone()
         assert row is not None
-        conn.execute("DELETE FROM loki_log_lines WHERE log = %s", (rel,))
+        conn.execute(query("delete_log_lines"), (rel,))
         return int(row[0])
 
     # -- reading: one statement each, no unit of work (a reader takes no lock) ---------------------------
 
     def _meta(self, rel: str) -> _Meta:
-        found = self.rows("SELECT base, last_seq, bytes, torn FROM loki_logs WHERE name = %s", (rel,))
+        found = self.rows(query("log_meta"), (rel,))
         return _Meta(found[0] if found else None)
 
     def list(self, rel_dir: str) -> builtins.list[str]:
         """The names under ``rel_dir``, the logs among them (as a file tree lists its log files)."""
         low = rel_dir.rstrip("/") + "/"
         names = {str(name)[len(low):].split("/", 1)[0] for (name,) in
-                 self.rows('SELECT name FROM loki_logs WHERE name COLLATE "C" >= %s AND name COLLATE "C" < %s',
+                 self.rows(query("logs_in_range"),
                            (low, low[:-1] + "0"))}
         names.update(super().list(rel_dir))  # type: ignore[misc]
         return sorted(names)
 
     def _is_log(self, rel: str) -> bool:
-        return bool(self.rows("SELECT 1 FROM loki_logs WHERE name = %s AND last_seq > base", (rel,)))
+        return bool(self.rows(query("log_has_lines"), (rel,)))
 
     def log_end(self, rel: str) -> int:
         """The position after the last line now (its start when the log is absent)."""
@@ -215,7 +201,7 @@ class Logs:
         """The byte offset where the line after ``position`` starts (the log's size at its end)."""
         if position >= meta.last:
             return int(meta.size)
-        found = self.rows('SELECT "offset" FROM loki_log_lines WHERE log = %s AND seq = %s', (rel, position + 1))
+        found = self.rows(query("log_line_offset"), (rel, position + 1))
         return int(found[0][0]) if found else int(meta.size)
 
     def log_bytes_after(self, rel: str, position: Any) -> int:
@@ -240,9 +226,7 @@ class Logs:
         stop = meta.last if final else meta.readable
         while here < stop:
             found = self.rows(
-                "SELECT seq, length(data), CASE WHEN length(data) <= %(limit)s OR %(whole)s THEN data END "
-                "FROM loki_log_lines WHERE log = %(log)s AND seq > %(here)s AND seq <= %(stop)s "
-                "ORDER BY seq LIMIT %(rows)s",
+                query("log_lines_after"),
                 {"limit": limit, "whole": whole, "log": rel, "here": here, "stop": stop, "rows": BATCH_ROWS})
             for seq, length, data in found:
                 if lines and total + length + 1 > limit:
@@ -256,15 +240,12 @@ class Logs:
 
     def read_line(self, rel: str, position: Any) -> bytes:
         """The line starting at ``position`` (one :meth:`read_after` returned), without its newline."""
-        found = self.rows("SELECT data FROM loki_log_lines WHERE log = %s AND seq = %s", (rel, int(position) + 1))
+        found = self.rows(query("log_line"), (rel, int(position) + 1))
         return bytes(found[0][0]) if found else b""
 
     def read_tail(self, rel: str, limit: int) -> builtins.list[bytes]:
         """The complete lines within the last ``limit`` bytes, oldest first (not a torn last line)."""
-        found = self.rows(
-            'SELECT d.data FROM loki_logs l JOIN loki_log_lines d ON d.log = l.name '
-            'WHERE l.name = %s AND d."offset" >= l.bytes - %s AND d.seq <= l.last_seq - l.torn::int ORDER BY d.seq',
-            (rel, limit))
+        found = self.rows(query("log_tail"), (rel, limit))
         return [bytes(row[0]) for row in found]
 
     def log_windows(self, rel: str, position: Any, window: int) -> tuple[bytes, bytes]:
@@ -281,8 +262,7 @@ class Logs:
         """The log's bytes ``[start, end)`` as a file would hold them."""
         if end <= start:
             return b""
-        found = self.rows('SELECT seq, "offset", data FROM loki_log_lines WHERE log = %s AND "offset" < %s '
-                          'AND "offset" + length(data) + 1 > %s ORDER BY seq', (rel, end, start))
+        found = self.rows(query("log_lines_between"), (rel, end, start))
         if not found:
             return b""
         first = int(found[0][1])
@@ -306,8 +286,8 @@ class Logs:
     def remove(self, rel: str) -> bool:
         """Remove a log (its old positions stay invalid for good), else the next part's item or document."""
         with self.db.transaction() as conn:
-            if conn.execute("SELECT 1 FROM loki_logs WHERE name = %s FOR UPDATE", (rel,)).fetchone() is not None:
-                had = conn.execute("SELECT 1 FROM loki_log_lines WHERE log = %s LIMIT 1", (rel,)).fetchone()
+            if conn.execute(query("lock_log_row"), (rel,)).fetchone() is not None:
+                had = conn.execute(query("log_has_a_line"), (rel,)).fetchone()
                 self._restart(conn, rel)
                 if had is not None:
                     return True
@@ -315,8 +295,7 @@ class Logs:
 
     def change_token(self, rel: str) -> Any:  # Hashable | None (Any: the documents' is narrower)
         """A log's token: where its numbering starts and ends (appends and rewrites both change it)."""
-        found = self.rows("SELECT base, last_seq, bytes, torn FROM loki_logs WHERE name = %s AND last_seq > base",
-                          (rel,))
+        found = self.rows(query("log_token"), (rel,))
         if found:
             return ("log", *found[0])
         token: Hashable | None = super().change_token(rel)  # type: ignore[misc]

@@ -28,7 +28,8 @@ import json
 
 from loki.memory import patterns
 from loki.storage import jsonio, layout
-from loki.storage.postgres import domains
+from loki.storage.postgres import domains, queries
+from loki.storage.postgres.queries import query
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -42,32 +43,7 @@ if TYPE_CHECKING:
 VERSION = "1"
 CHUNK = 4 << 20
 INDEX_LOCK = f"{layout.MEMORY_DIR}/errors.index.lock"
-RANK_WEIGHTS = "{0.25, 0.5, 0.75, 1.0}"
-"""ts_rank's weights of the classes D, C, B, A (output and stack; references and fixes; command; message)."""
 SNIPPET_WORDS = 16
-
-_COLUMNS = ", ".join(f"p.{name}" for name in ("id", *patterns.COLUMNS))
-_TABLES = ("loki_memory_patterns", "loki_memory_records", "loki_memory_resolutions", "loki_memory_resolution_log",
-           "loki_memory_meta")
-_UPSERT_PATTERN = """
-INSERT INTO loki_memory_patterns AS p (content_hash, first_seen, last_seen, occurrences, tool, prefix, command,
-    error_message, error_class, exit_code, file_references, refs_text, stack_trace, output, cwd, branch, session_id,
-    last_id, last_line)
-VALUES (%(content_hash)s, %(first)s, %(seen)s, %(occurrences)s, %(tool)s, %(prefix)s, %(command)s,
-    %(error_message)s, %(error_class)s, %(exit_code)s, %(file_references)s, %(refs_text)s, %(stack_trace)s,
-    %(output)s, %(cwd)s, %(branch)s, %(session_id)s, %(last_id)s, %(last_line)s)
-ON CONFLICT (content_hash) DO UPDATE SET
-    occurrences = p.occurrences + EXCLUDED.occurrences,
-    first_seen = least(p.first_seen COLLATE "C", EXCLUDED.first_seen),
-    last_seen = greatest(p.last_seen COLLATE "C", EXCLUDED.last_seen),
-    tool = EXCLUDED.tool, prefix = EXCLUDED.prefix, command = EXCLUDED.command,
-    error_message = EXCLUDED.error_message, error_class = EXCLUDED.error_class, exit_code = EXCLUDED.exit_code,
-    file_references = EXCLUDED.file_references, refs_text = EXCLUDED.refs_text, stack_trace = EXCLUDED.stack_trace,
-    output = EXCLUDED.output, cwd = EXCLUDED.cwd, branch = EXCLUDED.branch, session_id = EXCLUDED.session_id,
-    last_id = EXCLUDED.last_id, last_line = EXCLUDED.last_line
-RETURNING id
-"""
-
 
 class _State:
     """Where the tables stand in the log (``loki_memory_meta``)."""
@@ -120,7 +96,7 @@ class PgMemorySearch:
 
     def _state(self) -> _State:
         with self.db.transaction() as conn:
-            return _State({str(k): str(v) for k, v in conn.execute("SELECT key, value FROM loki_memory_meta")})
+            return _State({str(k): str(v) for k, v in conn.execute(query("memory_meta"))})
 
     def _stale_reason(self, state: _State) -> str | None:
         if state.version is None:
@@ -132,8 +108,10 @@ class PgMemorySearch:
         return None
 
     def _refill(self, conn: psycopg.Connection[Any], reason: str) -> dict[str, Any]:
-        for table in _TABLES:
-            conn.execute(f"DELETE FROM {table}")  # our own table names
+        for statement in (query("empty_memory_patterns"), query("empty_memory_records"),
+                          query("empty_memory_resolutions"), query("empty_memory_resolution_log"),
+                          query("empty_memory_meta")):  # in this order
+            conn.execute(statement)
         report = self._consume(conn, _State({}))
         report["rebuilt"] = reason
         return report
@@ -173,37 +151,30 @@ class PgMemorySearch:
             position = self.store.log_end(layout.MEMORY_LOG)
         meta = {"version": VERSION, "position": str(position), "lines": str(line),
                 "skipped": json.dumps(state.skipped), "skipped_count": str(state.skipped_count)}
-        conn.cursor().executemany("INSERT INTO loki_memory_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) "
-                                  "DO UPDATE SET value = EXCLUDED.value", list(meta.items()))
+        conn.cursor().executemany(query("write_memory_meta"), list(meta.items()))
         return {"added": added, "skipped": skipped, "rebuilt": None, "offset": position}
 
     def _index_error(self, conn: psycopg.Connection[Any], record: dict[str, Any], line: int) -> None:
         fields = patterns.error_fields(record, line)
         seen = record["timestamp"]
-        row = conn.execute(_UPSERT_PATTERN, {
+        row = conn.execute(query("upsert_pattern"), {
             **fields, "content_hash": record["content_hash"], "first": record.get("first_seen") or seen,
             "seen": seen, "occurrences": int(record.get("occurrences") or 1),
             "refs_text": patterns.refs_text(fields["file_references"])}).fetchone()
         assert row is not None
         ids = [record["id"], *record.get("aliases", [])]
-        conn.execute("INSERT INTO loki_memory_records (id, pattern) SELECT unnest(%s::text[]), %s "
-                     "ON CONFLICT (id) DO NOTHING", (ids, row[0]))
+        conn.execute(query("record_ids_of_pattern"), (ids, row[0]))
 
     def _index_resolution(self, conn: psycopg.Connection[Any], record: dict[str, Any], raw: bytes, line: int) -> None:
-        conn.execute("INSERT INTO loki_memory_resolution_log (id, line, record) VALUES (%s, %s, %s) "
-                     "ON CONFLICT (id) DO NOTHING", (record["id"], line, raw.decode("utf-8")))
-        matched = conn.execute("SELECT DISTINCT r.pattern, p.resolution_text FROM loki_memory_records r "
-                               "JOIN loki_memory_patterns p ON p.id = r.pattern WHERE r.id = ANY(%s) ORDER BY 1",
-                               (list(dict.fromkeys(record["resolves"])),)).fetchall()
+        conn.execute(query("log_resolution"), (record["id"], line, raw.decode("utf-8")))
+        matched = conn.execute(query("patterns_resolved"), (list(dict.fromkeys(record["resolves"])),)).fetchall()
         for pattern, text in matched:
             added = conn.execute(
-                "INSERT INTO loki_memory_resolutions (pattern, id, resolution, confidence, calls_between, same_input, "
-                "timestamp, line) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1",
+                query("add_resolution"),
                 (pattern, record["id"], record["resolution"], record["confidence"], record["calls_between"],
                  bool(record.get("same_input")), record["timestamp"], line)).fetchone()
             if added is not None:
-                conn.execute("UPDATE loki_memory_patterns SET resolutions = resolutions + 1, resolution_text = %s "
-                             "WHERE id = %s", (patterns.with_resolution(text, record["resolution"]), pattern))
+                conn.execute(query("count_resolution"), (patterns.with_resolution(text, record["resolution"]), pattern))
 
     # -- reading ----------------------------------------------------------------------------------------
 
@@ -212,32 +183,21 @@ class PgMemorySearch:
         """Patterns matching ``query`` by ``ts_rank``, best first (see the module for the rules)."""
         words = [word.replace("_", " ") for word in patterns.query_words(query, limit)]  # as loki_words() splits
         self.sync()
-        every = ("plainto_tsquery('english', %s)", [" ".join(words)])
+        every = (queries.query("word_query"), [" ".join(words)])
         rows = self._match(every, limit, error_class, with_resolution, highlight)
         if not rows and len(words) > 1:
-            anyone = (" || ".join(["plainto_tsquery('english', %s)"] * len(words)), list(words))
+            anyone = (" || ".join([queries.query("word_query")] * len(words)), list(words))
             rows = self._match(anyone, limit, error_class, with_resolution, highlight)
         return rows
 
     def _match(self, tsquery: tuple[str, list[str]], limit: int, error_class: str | None, with_resolution: bool,
                highlight: tuple[str, str]) -> list[dict[str, Any]]:
         expression, words = tsquery
-        where = ["p.search @@ q.query"]
-        params: list[Any] = []
-        if error_class is not None:
-            where.append("p.error_class = %s")
-            params.append(error_class)
-        if with_resolution:
-            where.append("p.resolutions > 0")
         options = (f'StartSel="{highlight[0]}", StopSel="{highlight[1]}", MaxWords={SNIPPET_WORDS}, MinWords=4, '
                    'MaxFragments=1, FragmentDelimiter=" … "')
-        sql = (f"SELECT {_COLUMNS}, ts_rank('{RANK_WEIGHTS}', p.search, q.query) AS score, "
-               "ts_headline('english', concat_ws(' ', p.error_message, p.command, p.refs_text, p.resolution_text, "
-               "p.stack_trace, p.output), q.query, %s) AS snippet "
-               f"FROM loki_memory_patterns p, (SELECT {expression} AS query) q WHERE {' AND '.join(where)} "
-               "ORDER BY score DESC, p.last_seen DESC, p.id LIMIT %s")
+        sql = query("match_patterns").replace("/*tsquery*/", expression)  # one word_query, or any of several
         with self.db.transaction() as conn:
-            found = conn.execute(sql, [options, *words, *params, limit]).fetchall()
+            found = conn.execute(sql, [options, *words, error_class, error_class, with_resolution, limit]).fetchall()
             results = []
             for rank, row in enumerate(found, start=1):
                 shown = self._pattern(conn, row)
@@ -249,10 +209,7 @@ class PgMemorySearch:
         fields = dict(zip(("id", *patterns.COLUMNS), row, strict=False))
         best = None
         if fields["resolutions"]:
-            found = conn.execute(
-                "SELECT id, resolution, confidence, calls_between, same_input, timestamp FROM loki_memory_resolutions "
-                "WHERE pattern = %s ORDER BY confidence DESC, timestamp DESC, line DESC LIMIT 1",
-                (fields["id"],)).fetchone()
+            found = conn.execute(query("best_resolution"), (fields["id"],)).fetchone()
             if found is not None:
                 best = {"id": found[0], "resolution": found[1], "confidence": found[2], "calls_between": found[3],
                         "same_input": bool(found[4]), "timestamp": found[5]}
@@ -263,18 +220,11 @@ class PgMemorySearch:
         self.sync()
         state = self._state()
         with self.db.transaction() as conn:
-            count, events, resolved = conn.execute(
-                "SELECT count(*), coalesce(sum(occurrences), 0), count(*) FILTER (WHERE resolutions > 0) "
-                "FROM loki_memory_patterns").fetchone() or (0, 0, 0)
-            (resolutions,) = conn.execute("SELECT count(*) FROM loki_memory_resolution_log").fetchone() or (0,)
+            count, events, resolved = conn.execute(query("memory_totals")).fetchone() or (0, 0, 0)
+            (resolutions,) = conn.execute(query("count_resolutions")).fetchone() or (0,)
             by_class = [{"error_class": c, "patterns": int(n), "occurrences": int(o), "resolved": int(r)}
-                        for c, n, o, r in conn.execute(
-                            "SELECT coalesce(error_class, 'unknown'), count(*), sum(occurrences), "
-                            "count(*) FILTER (WHERE resolutions > 0) FROM loki_memory_patterns "
-                            "GROUP BY 1 ORDER BY 3 DESC, 1")]
-            frequent = [self._pattern(conn, row) for row in conn.execute(
-                f"SELECT {_COLUMNS} FROM loki_memory_patterns p ORDER BY p.occurrences DESC, p.last_seen DESC, p.id "
-                "LIMIT %s", (top,)).fetchall()]
+                        for c, n, o, r in conn.execute(query("patterns_by_class"))]
+            frequent = [self._pattern(conn, row) for row in conn.execute(query("frequent_patterns"), (top,)).fetchall()]
         count, events, resolved = int(count), int(events), int(resolved)
         return {
             "errors": events,
@@ -295,6 +245,6 @@ class PgMemorySearch:
         """Every resolution record of the log, in log order (for rebuilding the prefix hints)."""
         self.sync()
         with self.db.transaction() as conn:
-            rows = conn.execute("SELECT record FROM loki_memory_resolution_log ORDER BY line").fetchall()
+            rows = conn.execute(query("resolution_records")).fetchall()
         for (text,) in rows:
             yield json.loads(text)

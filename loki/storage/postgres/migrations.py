@@ -14,6 +14,7 @@ import os
 import re
 
 from loki.storage.postgres.connect import DatabaseError, without_password
+from loki.storage.postgres.queries import query
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -44,13 +45,12 @@ def latest() -> int:
 
 
 def _tables(conn: psycopg.Connection[Any]) -> list[str]:
-    rows = conn.execute("SELECT table_name FROM information_schema.tables "
-                        "WHERE table_schema = current_schema() ORDER BY table_name").fetchall()
+    rows = conn.execute(query("schema_tables")).fetchall()
     return [str(r[0]) for r in rows]
 
 
 def schema_name(conn: psycopg.Connection[Any]) -> str:
-    row = conn.execute("SELECT current_schema()").fetchone()
+    row = conn.execute(query("current_schema")).fetchone()
     if row is None or row[0] is None:
         raise DatabaseError("the connection has no schema to use (search_path names none that exists)")
     return str(row[0])
@@ -61,7 +61,7 @@ def version(conn: psycopg.Connection[Any]) -> int | None:
     tables = _tables(conn)
     if "loki_meta" not in tables:
         return 0 if not tables else None
-    row = conn.execute("SELECT coalesce(max(version), 0) FROM loki_migrations").fetchone()
+    row = conn.execute(query("schema_version")).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -103,7 +103,7 @@ def upgrade(conn: psycopg.Connection[Any]) -> list[tuple[int, str]]:
     applied: list[tuple[int, str]] = []
     with conn.transaction():
         # One upgrader per schema at a time, across machines; released at commit.
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext('loki:migrate:' || current_schema()))")
+        conn.execute(query("lock_migrations"))
         have = version(conn)
         if have is None:
             raise foreign_error(conn)
@@ -113,6 +113,6 @@ def upgrade(conn: psycopg.Connection[Any]) -> list[tuple[int, str]]:
             if number <= have:
                 continue
             conn.execute(sql.encode())  # our own files, not user input (bytes: no placeholders parsed)
-            conn.execute("INSERT INTO loki_migrations (version, name) VALUES (%s, %s)", (number, name))
+            conn.execute(query("record_migration"), (number, name))
             applied.append((number, name))
     return applied

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from loki.clock import UTC, Clock
 from loki.storage.postgres import connect as connecting
 from loki.storage.postgres import migrations
+from loki.storage.postgres.queries import query
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     import psycopg
 
 
-NOW = "SELECT coalesce(nullif(current_setting('loki.now', true), '')::timestamptz, clock_timestamp())"
 """The database's clock: the statement's time, not the transaction's (a unit that waited for a lock
 judges leases as of when it got it, so judgements follow the commit order)."""
 
@@ -166,7 +166,7 @@ class Database:
         for attempt in (1, 2):
             conn = self.conn
             try:
-                row = conn.execute(NOW).fetchone()
+                row = conn.execute(query("database_now")).fetchone()
                 break
             except pg.Error as exc:
                 # Outside a unit a read is safe to repeat: a connection dropped since the last unit is replaced.
@@ -181,13 +181,12 @@ class Database:
     def lock(self, name: str) -> None:
         """Hold the lock ``name`` until the current transaction ends (a lock domain of the tree)."""
         assert self._depth > 0, "a named lock is taken inside a transaction"
-        self.conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':' || %s))", (name,))
+        self.conn.execute(query("lock_domain"), (name,))
 
     def try_lock(self, name: str) -> bool:
         """Take the lock ``name`` for the current transaction if nobody holds it; never waits."""
         assert self._depth > 0, "a named lock is taken inside a transaction"
-        row = self.conn.execute("SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || ':' || %s))",
-                                (name,)).fetchone()
+        row = self.conn.execute(query("try_lock_domain"), (name,)).fetchone()
         return bool(row and row[0])
 
 

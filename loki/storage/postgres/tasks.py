@@ -5,7 +5,8 @@ archive (``archived``: a completed or cancelled task rotated out of the hot list
 record as the file store writes it (the task; an entry for dead-letter and abandoned), and the
 columns beside it are copies of the fields SQL decides on (priority, age, insertion order, type,
 ``available_at``, the lease, the idempotency key, the dependencies), written with it. The schema is
-migrations/002_tasks.sql; why it is correct under concurrency is docs/postgres.md.
+migrations/002_tasks.sql, the statements are named in sql/queries.sql (the claim and its readiness
+fragments among them); why it is correct under concurrency is docs/postgres.md.
 
 Two kinds of unit of work (:meth:`PgTasks.transaction`):
 
@@ -35,6 +36,7 @@ from loki.storage import jsonio, layout
 from loki.storage.filetasks import ABANDONED, DEAD_LETTER, HOT_STATES, abandoned_record
 from loki.storage.postgres import domains
 from loki.storage.postgres.connect import driver
+from loki.storage.postgres.queries import query
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -59,82 +61,8 @@ CLAIMED_STATES = ("pending", "in-progress", "dead-letter")
 """The states a claim moves rows between: a unit that reads any of them whole reads all three in one
 statement, so a row a claimer moves at that moment is seen once, in the state it ends in."""
 ENTRY_STATES = (DEAD_LETTER, ABANDONED)
-COLUMNS = "t.id, t.state, t.archived, t.doc, t.priority_rank"
-"""What a unit reads of a row: the record and what it is checked against (:func:`checked`)."""
-
-DEPENDENCIES_DONE = """NOT EXISTS (
-    SELECT 1 FROM unnest(t.dependencies) AS d(id)
-     WHERE NOT EXISTS (SELECT 1 FROM loki_tasks c WHERE c.id = d.id AND c.state = 'completed'))"""
-"""Every dependency is a completed task, hot or archived (ids are unique across every state)."""
-
-OF_TYPE = "(NOT %(typed)s OR coalesce(t.type = ANY(%(types)s::text[]), false))"
-SKIPPED = "coalesce(t.type = ANY(%(skip)s::text[]), false)"
-WAITING = "(t.available_at > %(now)s AND t.available_at <= %(not_after)s)"
-DEFERRED = "(t.deferred_until IS NOT NULL AND t.deferred_until > %(now)s)"
-"""Deferred by ``loki queue defer`` until a time still ahead (a person's date: no clock-skew bound)."""
-HELD = "(coalesce(t.claimed_by, '') <> '' AND t.lease_until IS NOT NULL AND t.lease_until >= %(now)s)"
-"""Claimed where it lies, in pending (Loki Mode's flock claim): its holder works on it."""
-
-CLAIM = f"""SELECT {COLUMNS} FROM loki_tasks t
- WHERE t.state = 'pending' AND {OF_TYPE} AND NOT {DEFERRED} AND NOT {WAITING} AND NOT {HELD} AND NOT {SKIPPED}
-   AND {DEPENDENCIES_DONE}
- ORDER BY t.priority_rank, t.created_at, t.seq
- LIMIT 1
- FOR UPDATE OF t SKIP LOCKED"""
-"""The best ready task, locked: one statement. Rows another unit holds are skipped, not waited for;
-the partial index ``loki_tasks_ready`` hands rows over in claim order, so the first that qualifies ends
-the scan."""
-
-CENSUS = f"""SELECT why, CASE WHEN why = 'skipped' THEN type END, count(*)::int,
-       min(CASE WHEN why = 'deferred' THEN deferred_until ELSE available_at END),
-       array_agg(id ORDER BY priority_rank, created_at, seq) FILTER (WHERE why = 'deps')
-  FROM (SELECT t.id, t.type, t.available_at, t.deferred_until, t.priority_rank, t.created_at, t.seq,
-               CASE WHEN NOT {OF_TYPE} THEN 'other'
-                    WHEN {DEFERRED} THEN 'deferred'
-                    WHEN {WAITING} THEN 'waiting'
-                    WHEN {HELD} THEN 'held'
-                    WHEN NOT {DEPENDENCIES_DONE} THEN 'deps'
-                    WHEN {SKIPPED} THEN 'skipped'
-                    ELSE 'ready' END AS why
-          FROM loki_tasks t WHERE t.state = 'pending') p
- GROUP BY 1, 2"""
-"""Why nothing was ready, in the file store's order of reasons; ``ready`` rows were locked by others."""
-
-EXPIRED = f"""SELECT {COLUMNS} FROM loki_tasks t
- WHERE t.state = 'in-progress' AND (t.lease_until IS NULL OR t.lease_until < %s)
- ORDER BY t.seq
- FOR UPDATE OF t SKIP LOCKED"""
-
-WAITING_CHAIN = f"""WITH RECURSIVE chain(id) AS (
-    SELECT id FROM loki_tasks WHERE id = ANY(%s::text[]) AND state IN ('pending', 'blocked')
-    UNION
-    SELECT w.id FROM chain JOIN loki_tasks p ON p.id = chain.id
-      CROSS JOIN LATERAL unnest(p.dependencies) AS d(id)
-      JOIN loki_tasks w ON w.id = d.id AND w.state IN ('pending', 'blocked'))
-SELECT {COLUMNS}, t.seq FROM loki_tasks t WHERE t.id IN (SELECT id FROM chain)"""
 SEQ = 5
-"""The index of ``t.seq`` in a row read as ``COLUMNS, t.seq``."""
-
-_WRITTEN = ("state = %(state)s, archived = %(archived)s, version = nextval('loki_version_seq'), "
-            "priority_rank = %(priority_rank)s, created_at = %(created_at)s, available_at = %(available_at)s, "
-            "type = %(type)s, claimed_by = %(claimed_by)s, lease_until = %(lease_until)s, "
-            "deferred_until = %(deferred_until)s, "
-            "key_digest = %(key_digest)s, dependencies = %(dependencies)s::text[], "
-            "labels = %(labels)s::text[], finished_at = %(finished_at)s, doc = %(doc)s::json")
-UPDATE = (f"UPDATE loki_tasks SET {_WRITTEN}, seq = CASE WHEN %(fresh)s THEN nextval('loki_task_seq') ELSE seq END "
-          "WHERE id = %(id)s")
-INSERT = """INSERT INTO loki_tasks (id, state, archived, seq, version, priority_rank, created_at, available_at, type,
-                        claimed_by, lease_until, deferred_until, key_digest, dependencies, labels, finished_at,
-                        doc)
-VALUES (%(id)s, %(state)s, %(archived)s, nextval('loki_task_seq'), nextval('loki_version_seq'), %(priority_rank)s,
-        %(created_at)s, %(available_at)s, %(type)s, %(claimed_by)s, %(lease_until)s, %(deferred_until)s,
-        %(key_digest)s,
-        %(dependencies)s::text[], %(labels)s::text[], %(finished_at)s, %(doc)s::json)"""
-
-ROTATE = """UPDATE loki_tasks SET archived = true, archived_month = left(finished_at, 7),
-       version = nextval('loki_version_seq')
- WHERE id IN (SELECT id FROM loki_tasks WHERE state = %s AND NOT archived ORDER BY finished_at, seq LIMIT %s)
- RETURNING id"""
+"""The index of ``t.seq`` in a row read as ``task_columns, t.seq`` (the statements are sql/queries.sql's)."""
 
 
 class PgTasks:
@@ -152,9 +80,7 @@ class PgTasks:
         wanted = list(states)
         found: dict[str, list[Any]] = {state: [] for state in wanted}
         schemas = self.store.schemas
-        for task_id, state, rank, doc in self.store.rows("SELECT id, state, priority_rank, doc FROM loki_tasks "
-                                                         "WHERE state = ANY(%s::text[]) AND NOT archived ORDER BY seq",
-                                                         (wanted,)):
+        for task_id, state, rank, doc in self.store.rows(query("view_states"), (wanted,)):
             found[state].append(checked(schemas, task_id, state, rank, doc))
         return found
 
@@ -163,10 +89,7 @@ class PgTasks:
 
     def dead_letter_doc(self) -> dict[str, Any]:
         """``{"tasks": [entries], "metadata": {...}}`` as of one instant."""
-        rows = self.store.rows("""SELECT 0, 0, value, '', 0 FROM loki_queue_meta WHERE key = 'dead-letter'
-                                  UNION ALL SELECT 1, seq, doc, id, priority_rank FROM loki_tasks
-                                   WHERE state = 'dead-letter'
-                                  ORDER BY 1, 2""")
+        rows = self.store.rows(query("dead_letter_document"))
         schemas = self.store.schemas
         metadata = checked_metadata(schemas, rows[0][2]) if rows and rows[0][0] == 0 else _empty_metadata()
         return {"tasks": [checked(schemas, task_id, DEAD_LETTER, rank, doc)
@@ -175,17 +98,15 @@ class PgTasks:
     def change_token(self, state: str) -> tuple[int, int, int] | None:
         """A fingerprint of ``state``: its row count, the sum of its rows' versions (every write gives a
         row a new, never reused one), and for dead-letter the metadata's version."""
-        meta = "(SELECT version FROM loki_queue_meta WHERE key = 'dead-letter')" if state == DEAD_LETTER else "0"
-        row = self.store.rows(f"SELECT count(*), coalesce(sum(version), 0), {meta} FROM loki_tasks "
-                              "WHERE state = %s AND NOT archived", (state,))[0]
+        statement = query("dead_letter_token") if state == DEAD_LETTER else query("state_token")
+        row = self.store.rows(statement, (state,))[0]
         return int(row[0]), int(row[1]), int(row[2] or 0)
 
     def archived(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every archived task, a page at a time (keyset on the id: the archive grows without bound)."""
         after = ""
         while True:
-            page = self.store.rows("SELECT id, state, priority_rank, doc FROM loki_tasks WHERE archived AND id > %s "
-                                   "ORDER BY id LIMIT 1000", (after,))
+            page = self.store.rows(query("archived_page"), (after,))
             for task_id, state, rank, doc in page:
                 yield state, checked(self.store.schemas, task_id, state, rank, doc)
                 after = task_id
@@ -193,13 +114,11 @@ class PgTasks:
                 return
 
     def find_archived(self, task_id: str) -> tuple[str, dict[str, Any]] | None:
-        found = self.store.rows("SELECT id, state, priority_rank, doc FROM loki_tasks WHERE id = %s AND archived",
-                                (task_id,))
+        found = self.store.rows(query("archived_by_id"), (task_id,))
         return self._archived_row(found)
 
     def find_archived_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
-        found = self.store.rows("SELECT id, state, priority_rank, doc FROM loki_tasks WHERE key_digest = %s "
-                                "AND archived", (key_digest(key),))
+        found = self.store.rows(query("archived_by_key"), (key_digest(key),))
         return self._archived_row(found)
 
     def _archived_row(self, found: list[tuple[Any, ...]]) -> tuple[str, dict[str, Any]] | None:
@@ -258,7 +177,7 @@ class PgTaskTxn:
             # A big batch leaves the statistics saying "a few pending rows" until autovacuum comes by (up to
             # a minute): the planner would then sort every pending row for each claim instead of reading
             # the claim index from its front. Counting them again takes a sample, tens of milliseconds.
-            self.store.rows("ANALYZE loki_tasks")
+            self.store.rows(query("analyze_tasks"))
 
     def _execute(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         """One statement of this unit (its refusals: :meth:`_refusals`)."""
@@ -295,7 +214,7 @@ class PgTaskTxn:
 
     def _lock(self) -> str:
         """How this unit reads rows it may change: a claim never waits; every other unit locks them."""
-        return "" if self.claim else " FOR UPDATE OF t"
+        return "" if self.claim else " " + query("lock_rows")
 
     # -- the identity map ------------------------------------------------------------------------
 
@@ -315,7 +234,7 @@ class PgTaskTxn:
         """The unit's row for ``task_id``, read (and, outside a claim, locked) on first use."""
         row = self._rows.get(task_id)
         if row is None:
-            found = self._execute(f"SELECT {COLUMNS} FROM loki_tasks t WHERE t.id = %s{self._lock()}", (task_id,))
+            found = self._execute(query("task_by_id") + self._lock(), (task_id,))
             row = self._merge(found)[0] if found else _Row(None, None, False, False)
             self._rows[task_id] = row
         return row
@@ -325,8 +244,7 @@ class PgTaskTxn:
         if state not in self._lists:
             group = CLAIMED_STATES if state in CLAIMED_STATES and not self.claim else (state,)
             self._flush()
-            found = self._execute(f"SELECT {COLUMNS}, t.seq FROM loki_tasks t WHERE t.state = ANY(%s::text[]) "
-                                  f"AND NOT t.archived{self._lock()}", (list(group),))
+            found = self._execute(query("tasks_in_states") + self._lock(), (list(group),))
             # FOR UPDATE may return a row it waited for out of ORDER BY's order: sort after the locks.
             rows = self._merge(sorted(found, key=lambda r: r[SEQ]))
             for name in group:
@@ -357,9 +275,7 @@ class PgTaskTxn:
         if self._metadata_dirty and self._metadata is not None:
             self.store.schemas.validate("deadletter-file.json", {"tasks": [], "metadata": self._metadata},
                                         "the dead-letter metadata")
-            self._execute("INSERT INTO loki_queue_meta (key, value) VALUES ('dead-letter', %s::json) "
-                          "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, "
-                          "version = nextval('loki_version_seq')", (jsonio.dumps_compact(self._metadata),))
+            self._execute(query("write_dead_letter_metadata"), (jsonio.dumps_compact(self._metadata),))
             self._metadata_dirty = False
         if not self._dirty:
             return
@@ -367,15 +283,16 @@ class PgTaskTxn:
         self._dirty, self._fresh = {}, {}
         gone = [task_id for task_id in dirty if self._rows[task_id].state is None and self._rows[task_id].stored]
         if gone:
-            self._execute("DELETE FROM loki_tasks WHERE id = ANY(%s::text[])", (gone,))
+            self._execute(query("delete_tasks"), (gone,))
         for task_id in gone:
             self._rows[task_id].stored = False
         kept = [task_id for task_id in dirty if task_id not in fresh and self._rows[task_id].state is not None]
         batch: list[dict[str, Any]] = []
-        statement = UPDATE
+        update, insert = query("update_task"), query("insert_task")
+        statement = update
         for task_id in [*kept, *(t for t in fresh if t in dirty and self._rows[t].state is not None)]:
             row = self._rows[task_id]
-            wanted = UPDATE if row.stored else INSERT
+            wanted = update if row.stored else insert
             if wanted is not statement and batch:
                 self._execute_many(statement, batch)  # in order: each row put takes the next seq
                 batch = []
@@ -421,8 +338,7 @@ class PgTaskTxn:
 
     def find_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
         self._flush()
-        found = self._execute(f"SELECT {COLUMNS} FROM loki_tasks t WHERE t.key_digest = %s{self._lock()}",
-                              (key_digest(key),))
+        found = self._execute(query("task_by_key") + self._lock(), (key_digest(key),))
         for row in self._merge(found):
             if row.state is not None:
                 return row.state, _task_of(row.state, row.doc)
@@ -440,8 +356,7 @@ class PgTaskTxn:
 
     def find_archived_by_key(self, key: str) -> tuple[str, dict[str, Any]] | None:
         self._flush()
-        found = self._execute(f"SELECT {COLUMNS} FROM loki_tasks t WHERE t.key_digest = %s AND t.archived",
-                              (key_digest(key),))
+        found = self._execute(query("archived_task_by_key"), (key_digest(key),))
         for row in self._merge(found):
             if row.state is not None and row.archived:
                 return row.state, row.doc
@@ -474,7 +389,7 @@ class PgTaskTxn:
         self._flush()
         params = {"typed": bool(types), "types": list(types), "skip": list(skip_types), "now": parse_ts(now),
                   "not_after": parse_ts(not_after)}
-        found = self._execute(CLAIM, params)
+        found = self._execute(query("claim"), params)
         if found:
             row = self._merge(found)[0]
             return row.doc, Census(0)
@@ -482,7 +397,7 @@ class PgTaskTxn:
 
     def _census(self, params: dict[str, Any]) -> Census:
         census = Census(0)
-        for why, skipped_type, count, earliest, on_dependencies in self._execute(CENSUS, params):
+        for why, skipped_type, count, earliest, on_dependencies in self._execute(query("census"), params):
             census.pending += count
             if why == "other":
                 census.other_type += count
@@ -504,14 +419,13 @@ class PgTaskTxn:
 
     def expired(self, now: str) -> list[dict[str, Any]]:
         self._flush()
-        rows = self._merge(self._execute(EXPIRED, (parse_ts(now),)))
+        rows = self._merge(self._execute(query("expired"), (parse_ts(now),)))
         return [row.doc for row in rows if row.state == "in-progress"]
 
     def newest_in_progress(self) -> str | None:
         """Not a lease rule's evidence here (leases are on the database's clock), but the same answer."""
         self._flush()
-        found = self._execute("SELECT max(greatest(t.doc->>'claimed_at', t.doc->>'updated_at')) FROM loki_tasks t "
-                              "WHERE t.state = 'in-progress' AND t.lease_until IS NOT NULL")
+        found = self._execute(query("newest_in_progress"))
         latest: str | None = found[0][0] if found else None
         return latest
 
@@ -520,7 +434,7 @@ class PgTaskTxn:
         if not wanted:
             return []
         self._flush()
-        found = self._execute(WAITING_CHAIN + self._lock(), (wanted,))
+        found = self._execute(query("waiting_chain") + self._lock(), (wanted,))
         order = {"pending": 0, "blocked": 1}
         rows = self._merge(sorted(found, key=lambda r: (order[r[1]], r[SEQ])))
         return [row.doc for row in rows if row.state in order]
@@ -535,8 +449,7 @@ class PgTaskTxn:
 
     def dead_letter_metadata(self) -> dict[str, Any]:
         if self._metadata is None:
-            found = self._execute(f"SELECT value FROM loki_queue_meta WHERE key = 'dead-letter'"
-                                  f"{'' if self.claim else ' FOR UPDATE'}")
+            found = self._execute(query("dead_letter_metadata" if self.claim else "dead_letter_metadata_for_update"))
             self._metadata = checked_metadata(self.store.schemas, found[0][0]) if found else _empty_metadata()
         return self._metadata
 
@@ -593,12 +506,11 @@ class PgTaskTxn:
         """Archive the oldest finished tasks of ``state`` beyond ``limit``, down to 90 % of it: rows change
         state in place (``archived``), nothing is copied or rewritten."""
         self._flush()
-        hot = self._execute("SELECT count(*) FROM (SELECT 1 FROM loki_tasks WHERE state = %s AND NOT archived "
-                            "LIMIT %s) hot", (state, limit + 1))[0][0]
+        hot = self._execute(query("count_hot_up_to"), (state, limit + 1))[0][0]
         if hot <= limit:
             return
-        total = self._execute("SELECT count(*) FROM loki_tasks WHERE state = %s AND NOT archived", (state,))[0][0]
-        for (task_id,) in self._execute(ROTATE, (state, total - (limit - limit // 10))):
+        total = self._execute(query("count_hot"), (state,))[0][0]
+        for (task_id,) in self._execute(query("rotate"), (state, total - (limit - limit // 10))):
             row = self._rows.get(task_id)
             if row is not None:
                 if state in self._lists:
@@ -608,7 +520,8 @@ class PgTaskTxn:
 
 DERIVED = ("priority_rank", "created_at", "available_at", "type", "claimed_by", "lease_until", "deferred_until",
            "key_digest", "dependencies", "labels", "finished_at")
-"""The columns copied from a row's record (what SQL decides on), in :func:`derived_columns`' order."""
+"""The columns copied from a row's record (what SQL decides on), in :func:`derived_columns`' order (and in
+the order the queries ``every_hot_row_unchecked`` and ``every_archived_row_unchecked`` read them)."""
 
 
 def derived_columns(state: str, record: dict[str, Any]) -> dict[str, Any]:
@@ -632,14 +545,11 @@ def every_row(store: PgStore) -> Iterator[tuple[str, str, bool, Any, dict[str, A
     """Every row of ``loki_tasks`` as stored, unchecked (``loki validate`` checks each): ``(id, state,
     archived, record or BadJson, the derived columns)``, hot rows in insertion order, then the archive a page
     at a time."""
-    columns = ", ".join(DERIVED)
-    for task_id, state, archived, doc, *values in store.rows(
-            f"SELECT id, state, archived, doc, {columns} FROM loki_tasks WHERE NOT archived ORDER BY seq"):
+    for task_id, state, archived, doc, *values in store.rows(query("every_hot_row_unchecked")):
         yield task_id, state, archived, doc, dict(zip(DERIVED, values, strict=True))
     after = ""
     while True:
-        page = store.rows(f"SELECT id, state, archived, doc, {columns} FROM loki_tasks WHERE archived AND id > %s "
-                          "ORDER BY id LIMIT 1000", (after,))
+        page = store.rows(query("every_archived_row_unchecked"), (after,))
         for task_id, state, archived, doc, *values in page:
             yield task_id, state, archived, doc, dict(zip(DERIVED, values, strict=True))
             after = task_id
