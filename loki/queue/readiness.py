@@ -20,9 +20,8 @@ This is the one rule. Everything that says "ready" asks it: ``claim`` (``TaskTxn
 ``ready`` and ``ready --explain`` and the pending listing (:mod:`loki.queue.explain`), the SessionStart
 briefing (``Queue.ready``), and ``loki work --until-empty`` (:mod:`loki.work.outlook` only weighs what
 the claim found not ready). Its **SQL twin** on PostgreSQL is the ``claim`` and ``census`` queries (with
-their fragments ``deferred``, ``waiting``, ``held`` and ``dependencies_done``;
-``storage/postgres/sql/queries.sql``, the ``CLAIM``/``CENSUS`` statements of
-``loki/storage/postgres/tasks.py`` before that file existed): a change here is a change there.
+their fragments ``deferred``, ``waiting``, ``held`` and ``dependencies_done``, in
+``loki/storage/postgres/sql/queries.sql``): a change here is a change there.
 ``tests/contract/test_readiness.py`` holds them together over deferred, backing off, held, a dependency
 not done, a dead dependency and an open breaker, on the files, in memory and on PostgreSQL.
 """
