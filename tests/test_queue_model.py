@@ -219,7 +219,8 @@ class QueueMachine(RuleBasedStateMachine):
         if task is not None:
             self._leave_in_progress(task)
             task.move("completed")
-            task.holder, task.lease_until, task.token = None, None, None
+            # the token of the claim that completed it stays: a retried complete with it is recognised
+            task.holder, task.lease_until = None, None
 
     @rule(pick=st.integers(0, 99), agent_pick=st.integers(0, 2))
     def fail(self, pick: int, agent_pick: int) -> None:

@@ -76,7 +76,7 @@ def test_a_team_of_three_runs_every_task_exactly_once(root: Path, tmp_path: Path
         task = Queue(store).show(f"t{n:02d}")["task"]
         assert Queue(store).show(task["id"])["state"] == "completed"
         tokens = [e[2] for e in events if e[0] == "done" and e[1] == task["id"]]
-        assert task["result"]["data"] == {"token": tokens[0]}
+        assert task["result"]["data"] == {"run": tokens[0]}
     assert tree_problems(root) == []
 
 

@@ -257,8 +257,8 @@ class Harness:
         found = {}
         for task in store.read(layout.queue_file("completed"))["tasks"]:
             data = (task.get("result") or {}).get("data") if isinstance(task.get("result"), dict) else None
-            if isinstance(data, dict) and "token" in data:
-                found[task["id"]] = data["token"]
+            if isinstance(data, dict) and "run" in data:
+                found[task["id"]] = data["run"]
         return found
 
     def _check_signals(self, round_number: int, begun: Counter[tuple[str, str]],
