@@ -137,7 +137,7 @@ def show(
     else:
         from rich.markdown import Markdown
 
-        from loki.textsafe import for_terminal
+        from loki.text.textsafe import for_terminal
 
         # no hyperlinks: a Markdown link an agent wrote would be an OSC 8 link to any URL (shown as text instead)
         console().print(Markdown(for_terminal(body), hyperlinks=False))

@@ -174,7 +174,7 @@ def event_text(event: dict[str, Any], now: str) -> str:
 
 def _text_line(event: dict[str, Any]) -> None:
     from loki.clock import default_clock, format_ts
-    from loki.textsafe import for_terminal
+    from loki.text.textsafe import for_terminal
 
     sys.stdout.write(for_terminal(event_text(event, format_ts(default_clock().now()))) + "\n")
     sys.stdout.flush()
@@ -183,14 +183,14 @@ def _text_line(event: dict[str, Any]) -> None:
 def _json_line(event: dict[str, Any]) -> None:
     import json
 
-    from loki.textsafe import json_for_terminal
+    from loki.text.textsafe import json_for_terminal
 
     sys.stdout.write(json_for_terminal(json.dumps(event, ensure_ascii=False, default=str)) + "\n")
     sys.stdout.flush()
 
 
 def _say(message: str) -> None:
-    from loki.textsafe import for_terminal
+    from loki.text.textsafe import for_terminal
 
     sys.stdout.write(for_terminal(message) + "\n")
     sys.stdout.flush()

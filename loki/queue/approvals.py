@@ -79,7 +79,7 @@ def approve(store: Store, task_id: str, decision: str, *, note: str | None = Non
     if decision not in DECISIONS:
         raise InvalidArgument(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
     if approver is not None:
-        from loki.textsafe import check_name
+        from loki.text.textsafe import check_name
 
         check_name(approver, "approver name")
     who = approver or os.environ.get("USER") or "human"

@@ -128,7 +128,7 @@ def import_task(raw: dict[str, Any], stamp: str, status: str = "pending") -> dic
     title = raw_title if isinstance(raw_title, str) and raw_title.strip() else (
         payload.get("title") or payload.get("action") or f"{type_} {task_id}")
     description = next((d for d in (raw.get("description"), payload.get("description")) if isinstance(d, str)), "")
-    from loki.hooks.redact import redact, redact_obj
+    from loki.text.redact import redact, redact_obj
 
     # A task imported from an issue tracker, a PRD or another tool is free text loki stores and shows: its
     # secrets go like those of `queue add` (docs/storage.md, "Secrets"); redaction runs before the cut.
@@ -214,12 +214,12 @@ def _lossless(key: str, value: Any, task: dict[str, Any], raw_payload: Any) -> b
     if counterpart == "status":
         return bool(value == mapped)
     if counterpart in ("last_error", "title", "description") and isinstance(value, str):
-        from loki.hooks.redact import redact
+        from loki.text.redact import redact
 
         # Mapped redacted: the secret it held is gone on purpose, not to be kept in clear beside it.
         return bool(redact(value) == mapped)
     if counterpart == "labels" and isinstance(value, list):
-        from loki.hooks.redact import redact_obj
+        from loki.text.redact import redact_obj
 
         return bool(redact_obj(value) == mapped)
     if value is None:

@@ -232,7 +232,7 @@ class DeadLetter:
         return result
 
     def _decide(self, entry: dict[str, Any], states: _TaskStates) -> dict[str, Any]:
-        from loki.hooks.errorscan import normalise_error
+        from loki.text.errorscan import normalise_error
 
         task = entry["task_data"]
         task_id = entry["task_id"]
@@ -375,7 +375,7 @@ class DeadLetter:
 
 def _root_cause(entry: dict[str, Any]) -> str:
     """The normalised last error of an entry: what "the same root cause" compares."""
-    from loki.hooks.errorscan import normalise_error
+    from loki.text.errorscan import normalise_error
 
     attempts = entry.get("attempts") or []
     return normalise_error(attempts[-1].get("error_message", "")) if attempts else entry["error_summary"].lower()
@@ -422,6 +422,6 @@ class _TaskStates:
 
 
 def _redacted(text: str) -> str:
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     return redact(text)

@@ -67,7 +67,7 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
     """
     from loki.queue.tasks import redact_task_text
     from loki.storage.paths import check_id
-    from loki.textsafe import check_name
+    from loki.text.textsafe import check_name
 
     check_id(task_id, "task id")
     asked = {"title": title, "description": description, "type": type, "priority": priority,
@@ -135,14 +135,14 @@ def close(queue: Queue, task_id: str, *, reason: str, wont_do: bool = False, by:
     :class:`Conflict` (exit 4) for a task another agent holds (unless ``force``) or already closed.
     """
     from loki.storage.paths import check_id
-    from loki.textsafe import check_name
+    from loki.text.textsafe import check_name
 
     check_id(task_id, "task id")
     if not reason or not reason.strip():
         raise InvalidArgument("--reason must say why the task is closed", field="reason")
     if by is not None:
         check_name(by, "name")
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     outcome = "won't do" if wont_do else "done"
     # redacted here: it is also a dead-letter entry's abandon reason and an escalation's resolution
@@ -192,7 +192,7 @@ def defer(queue: Queue, task_id: str, *, until: str | None, by: str | None = Non
     (exit 4) for a task in another state, or held by another agent without ``force``.
     """
     from loki.storage.paths import check_id
-    from loki.textsafe import check_name
+    from loki.text.textsafe import check_name
 
     check_id(task_id, "task id")
     if by is not None:

@@ -262,7 +262,7 @@ class Queue:
         return task
 
     def _checked(self, task: dict[str, Any], where: str) -> dict[str, Any]:
-        from loki.textsafe import check_name
+        from loki.text.textsafe import check_name
 
         redact_task_text(task)
         # Names reach terminals: whichever shape the task came in, no control or bidi characters.
@@ -1127,7 +1127,7 @@ def _why(task: dict[str, Any], state: str) -> str | None:
 
 
 def _check_agent(agent: str) -> None:
-    from loki.textsafe import check_name
+    from loki.text.textsafe import check_name
 
     check_name(agent, "agent name")
 
@@ -1142,7 +1142,7 @@ class Wanted:
         self.labels = list(dict.fromkeys(labels))
         self.priorities = set(priorities)
         if self.labels:
-            from loki.textsafe import check_name
+            from loki.text.textsafe import check_name
 
             for label in self.labels:
                 check_name(label, "label")
@@ -1271,6 +1271,6 @@ def parse_batch(path: str, data: bytes) -> list[Any]:
 
 
 def _redacted(value: Any) -> Any:
-    from loki.hooks.redact import redact_obj
+    from loki.text.redact import redact_obj
 
     return redact_obj(value)

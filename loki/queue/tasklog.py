@@ -64,7 +64,7 @@ def append(store: Store, events: list[dict[str, Any]]) -> None:
     import contextlib
 
     from loki.errors import LokiError
-    from loki.hooks.redact import redact_obj
+    from loki.text.redact import redact_obj
 
     # A record for people only (see the module's docstring): the task's own history has the failure.
     with contextlib.suppress(LokiError, OSError):

@@ -115,7 +115,7 @@ def clear_claim(task: dict[str, Any]) -> None:
 
 def add_note(task: dict[str, Any], text: str, now: str, author: str | None = None) -> None:
     """Append a note; its text is redacted (notes quote reasons, errors and human decisions)."""
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     note: dict[str, Any] = {"timestamp": now, "text": redact(text)}
     if author:
@@ -160,7 +160,7 @@ def make_attempt(task: dict[str, Any], *, now: str, agent_id: str, approach: str
     fail``, a lease that expired, TESTS_FAILED, ``loki work``): a task's ``last_error`` and a dead-letter
     entry's attempts copy them.
     """
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     return {
         "attempt_number": len(task.get("attempts", [])) + 1,
@@ -192,7 +192,7 @@ def summary(task: dict[str, Any], state: str | None = None) -> dict[str, Any]:
 def redact_task_text(task: dict[str, Any]) -> None:
     """Redact a new task's free text in place: a title, description, label or payload can come from an
     agent, an import (GitHub issues, PRDs) or a tool's output, and whatever it quotes is stored and shown."""
-    from loki.hooks.redact import redact, redact_obj
+    from loki.text.redact import redact, redact_obj
 
     for key in ("title", "description"):
         if isinstance(task.get(key), str):

@@ -39,12 +39,12 @@ from datetime import datetime, timezone
 from loki.clock import format_ts
 from loki.config import setting
 from loki.errors import LockTimeout, LokiError
-from loki.hooks.redact import redact_obj
 from loki.signals import emit as signals
 from loki.signals import outcomes, rules
 from loki.signals import types as signaltypes
 from loki.storage import jsonio, layout
 from loki.storage.store import crashpoint
+from loki.text.redact import redact_obj
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:

@@ -126,15 +126,15 @@ def build(
 ) -> tuple[str, dict[str, Any]]:
     """``(name, signal)``: the published name and the validated document (nothing is written).
 
-    The fields are redacted (:func:`loki.hooks.redact.redact_obj`): a reason or context quoting a command or
+    The fields are redacted (:func:`loki.text.redact.redact_obj`): a reason or context quoting a command or
     an error must not carry its secrets into ``signals/``, the outcome log or the effects.
     """
-    from loki.hooks.redact import redact_obj
+    from loki.text.redact import redact_obj
 
     fields = redact_obj(fields) if fields else fields
     name = signal_name(signal_type, subject)
     if agent is not None:
-        from loki.textsafe import check_name
+        from loki.text.textsafe import check_name
 
         check_name(agent, "agent name")
     signal: dict[str, Any] = {"timestamp": store.now_ts()}

@@ -32,7 +32,7 @@ rejected: a malformed DRIFT_DETECTED line (it stays in the log)."""
 
 def append(store: Store, records: Iterable[dict[str, Any]]) -> None:
     """Append outcome lines, redacted: they copy the signal and quote reasons from files agents wrote."""
-    from loki.hooks.redact import redact_obj
+    from loki.text.redact import redact_obj
 
     store.append_lines(LOG, [redact_obj(record) for record in records])
 

@@ -383,7 +383,7 @@ def _append_section(store: Store, rel: str, marker: str, lines: list[str], heade
     The marker comes last in one append: a section cut by a crash has no marker and is written
     again whole, while a section that has its marker is complete.
     """
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     # The marker is looked for under the lock the append takes (the file's own, layout.lock_for): two
     # consumers at once (one that lost its lock, one taking over) must not both find it missing.

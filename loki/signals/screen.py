@@ -17,7 +17,7 @@ tested without a terminal, and an 80x24 terminal gets a screen made for it:
   ones named) unless the screen is tall enough for their table. The feed scrolls with the keys.
 
 Widths are terminal cells: East Asian wide characters count two, combining marks none, and every
-stored string goes through :func:`loki.textsafe.for_terminal` first.
+stored string goes through :func:`loki.text.textsafe.for_terminal` first.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import unicodedata
 
 from loki.signals.feed import Feed
-from loki.textsafe import for_terminal
+from loki.text.textsafe import for_terminal
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:

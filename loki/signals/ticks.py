@@ -50,7 +50,7 @@ class Tick:
                   *self.deadletter_review(now)]
         if events:
             stamp = format_ts(now)
-            from loki.hooks.redact import redact_obj
+            from loki.text.redact import redact_obj
 
             self.store.append_lines(EVENTS_LOG, [redact_obj({"timestamp": stamp, "source": SOURCE,
                                                              **{k: v for k, v in e.items() if k != "event"}})

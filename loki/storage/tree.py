@@ -149,7 +149,7 @@ class _ReferenceValidator:
         if validator is None:
             validator = self._cls(registry().raw(schema_name), registry=self._registry)
             self._validators[schema_name] = validator
-        from loki.hooks.redact import redact  # jsonschema quotes the refused value, which may be a secret
+        from loki.text.redact import redact  # jsonschema quotes the refused value, which may be a secret
 
         found = []
         for error in (leaf for top in validator.iter_errors(doc) for leaf in _branch_errors(top)):
