@@ -35,11 +35,11 @@ from bench.common import (
     time_call,
     time_command,
 )
-from loki.queue.tasks import make_task
 from loki.signals import emit as signals
 from loki.storage import layout
 from loki.storage.store import Store
 from loki.storage.tree import init_tree
+from loki.tasks.record import make_task
 
 NOW = "2026-01-25T10:00:00Z"
 

@@ -10,7 +10,6 @@ import pytest
 from loki.breakers.breakers import Breakers
 from loki.clock import ManualClock
 from loki.queue.escalations import escalate
-from loki.queue.tasks import make_task
 from loki.signals import emit as signals
 from loki.signals.consumer import Consumer
 from loki.signals.dashboard import Dashboard
@@ -18,6 +17,7 @@ from loki.signals.feed import Feed
 from loki.signals.screen import View, compose, plain
 from loki.storage import layout
 from loki.storage.store import Store
+from loki.tasks.record import make_task
 
 NOW = "2026-01-25T10:00:00Z"
 

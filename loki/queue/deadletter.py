@@ -12,9 +12,9 @@ import hashlib
 from loki.clock import add_seconds, format_ts, parse_ts
 from loki.config import setting
 from loki.errors import InvalidArgument, NotFound
-from loki.queue import history
-from loki.queue.tasks import add_note, clear_claim, start_fresh_budget
 from loki.storage.paths import check_id
+from loki.tasks import history
+from loki.tasks.record import add_note, clear_claim, start_fresh_budget
 from loki.wording import dead_letter_next, duration, plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -393,7 +393,7 @@ class _TaskStates:
     """Where each task is, for the dependency checks of one review."""
 
     def __init__(self, unit: TaskTxn) -> None:
-        from loki.queue.tasks import TASK_STATES
+        from loki.tasks.record import TASK_STATES
 
         self._state: dict[str, str] = {}
         self._completed_at: dict[str, str | None] = {}

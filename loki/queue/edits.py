@@ -33,8 +33,8 @@ import re
 
 from loki.clock import add_seconds, format_ts, parse_ts, ts_before_or_at
 from loki.errors import Conflict, InvalidArgument
-from loki.queue import history
-from loki.queue.tasks import PRIORITIES, add_note, clear_claim
+from loki.tasks import history
+from loki.tasks.record import PRIORITIES, add_note, clear_claim
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -65,8 +65,8 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
     complete, or closes a cycle; :class:`Conflict` (exit 4) for a task another agent holds (unless
     ``force``) or one that is finished.
     """
-    from loki.queue.tasks import redact_task_text
     from loki.storage.paths import check_id
+    from loki.tasks.record import redact_task_text
     from loki.text.textsafe import check_name
 
     check_id(task_id, "task id")

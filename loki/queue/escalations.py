@@ -29,13 +29,13 @@ import re
 from loki.clock import add_seconds, format_ts
 from loki.config import setting
 from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, StateFileError
-from loki.queue import history
-from loki.queue.deadentry import error_summary
-from loki.queue.tasks import TASK_STATES, add_note, clear_claim, start_fresh_budget
 from loki.signals import emit as signals
 from loki.signals import types as signaltypes
 from loki.storage import jsonio, layout
 from loki.storage.paths import check_id, resource_dir
+from loki.tasks import history
+from loki.tasks.deadentry import error_summary
+from loki.tasks.record import TASK_STATES, add_note, clear_claim, start_fresh_budget
 from loki.wording import shorten
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path

@@ -30,7 +30,7 @@ LOG = f"{layout.LOGS_DIR}/tasks.jsonl"
 def failure_event(outcome: dict[str, Any], attempt: dict[str, Any], now: str) -> dict[str, Any]:
     """What :meth:`loki.queue.queue.Queue.fail` did, as one event: ``change`` is ``failed`` (back to pending,
     retried after ``retry_at``), ``dead-letter`` (its budget used) or ``final`` (``--final``: failed for good)."""
-    from loki.wording import attempt_failed
+    from loki.tasks.record import attempt_failed
 
     task = outcome["task"]
     state = outcome["state"]

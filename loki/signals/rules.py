@@ -25,10 +25,10 @@ from __future__ import annotations
 from loki.clock import add_seconds, format_ts, parse_ts
 from loki.config import setting
 from loki.errors import Conflict, InvalidInput, NotFound
-from loki.queue import history
-from loki.queue.tasks import add_note, clear_claim, make_attempt
 from loki.signals import types as signaltypes
 from loki.storage import layout
+from loki.tasks import history
+from loki.tasks.record import add_note, clear_claim, make_attempt
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:

@@ -131,20 +131,36 @@ class FileKind:
         return []
 
 
-def _normalise_queue(doc: Any, rel: str, stamp: Callable[[], str]) -> Any:
-    from loki.queue import compat
+_task_keys: frozenset[str] | None = None
 
-    if compat.is_foreign_queue(doc):
+
+def task_keys() -> frozenset[str]:
+    """loki's task keys: the task schema's properties, read once. Handed to ``loki.tasks.compat``, which
+    sits below storage and so cannot read the schema itself."""
+    global _task_keys
+    if _task_keys is None:
+        from loki.storage.schema import registry
+
+        _task_keys = frozenset(registry().raw("task.json")["properties"])
+    return _task_keys
+
+
+def _normalise_queue(doc: Any, rel: str, stamp: Callable[[], str]) -> Any:
+    from loki.tasks import compat
+
+    keys = task_keys()
+    if compat.is_foreign_queue(doc, keys):
         tasks = compat.tasks_of(doc) or []
         state = rel.rsplit("/", 1)[-1][: -len(".json")]
-        return {"version": 1, "tasks": compat.import_tasks(tasks, stamp(), status=state)}
+        return {"version": 1, "tasks": compat.import_tasks(tasks, stamp(), keys, status=state)}
     return doc
 
 
 def _normalise_deadletter(doc: Any, rel: str, stamp: Callable[[], str]) -> Any:
-    from loki.queue import compat
+    from loki.tasks import compat
 
-    return compat.import_deadletter(doc, stamp()) if compat.is_foreign_deadletter(doc) else doc
+    keys = task_keys()
+    return compat.import_deadletter(doc, stamp(), keys) if compat.is_foreign_deadletter(doc, keys) else doc
 
 
 def _empty_queue() -> dict[str, Any]:

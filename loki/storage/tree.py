@@ -387,7 +387,7 @@ def _cross_file_problems(docs: dict[str, Any]) -> list[Problem]:
 def _dead_dependency_problems(store: StateStore, docs: dict[str, Any]) -> list[Problem]:
     """Pending or blocked tasks that wait on a cancelled or abandoned task, directly or through
     another waiting task: every file is valid, yet they would wait for ever."""
-    from loki.queue.readiness import never_ready
+    from loki.tasks.readiness import never_ready
 
     states: dict[str, str | None] = {}
     for rel in QUEUE_FILES:

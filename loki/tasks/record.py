@@ -218,3 +218,14 @@ def plausible_lease(task: dict[str, Any]) -> bool:
     except (ValueError, OverflowError):
         return True
     return 0 <= length <= LONGEST_LEASE_SECONDS
+
+
+def attempt_failed(task: dict[str, Any]) -> str:
+    """``attempt 3 of 5 failed``, counted in the current budget, with the attempts before it if
+    any: ``attempt 1 of 2 failed (after 2 earlier attempts)`` once a human approved a retry."""
+    from loki.wording import plural
+
+    used = attempts_in_budget(task)
+    earlier = len(task.get("attempts", [])) - used
+    return f"attempt {used} of {task['max_attempts']} failed" + (f" (after {plural(earlier, 'earlier attempt')})"
+                                                                   if earlier else "")
