@@ -49,7 +49,7 @@ def failure_event(outcome: dict[str, Any], attempt: dict[str, Any], now: str) ->
 
 def review_event(result: dict[str, Any], left: int) -> dict[str, Any]:
     """A dead-letter review that ran (``result``: :meth:`loki.queue.deadletter.DeadLetter.review`'s), in the
-    words and with the identity of :func:`loki.signals.activity.review_event`, which sees the same review
+    words and with the identity of :func:`loki.watch.activity.review_event`, which sees the same review
     in the file's metadata: a watcher shows it once, worded alike whichever report it meets first."""
     counts = result["counts"]
     return {"event": "review", "timestamp": result["reviewed_at"], "reviewed_at": result["reviewed_at"],

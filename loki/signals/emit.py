@@ -6,8 +6,8 @@ to a temp file and published under its type's name without ever overwriting an
 unconsumed signal (a second ``HUMAN_REVIEW_NEEDED`` becomes ``HUMAN_REVIEW_NEEDED.2``).
 ``DRIFT_DETECTED`` is appended to its JSON-lines log under a lock instead.
 
-Consumption (claim, apply, log, delete) is :mod:`loki.signals.consumer`; the rules are
-:mod:`loki.signals.rules`. ``loki signal emit`` runs on this module alone, so it imports neither
+Consumption (claim, apply, log, delete) is :mod:`loki.watch.consumer`; the rules are
+:mod:`loki.watch.rules`. ``loki signal emit`` runs on this module alone, so it imports neither
 typing nor anything heavy.
 
 Where signals live::

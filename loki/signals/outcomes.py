@@ -1,6 +1,6 @@
 """The outcome log, ``logs/signals.jsonl``: one JSON line per consumed signal, saying what it did.
 
-Written only by the consumer (one at a time, see :mod:`loki.signals.consumer`), read by
+Written only by the consumer (one at a time, see :mod:`loki.watch.consumer`), read by
 ``loki signal list|show|log``, the live view and the display-only watchers. A line is
 appended, fsynced, *before* the signal file is deleted: after a crash, a signal whose
 id is already in the log is finished without being applied again.

@@ -494,8 +494,8 @@ def _check_valid(target: StateStore) -> None:
 def _drain_writers(found: str, timeout: float) -> None:
     """Take every lock of the file tree once: a writer that got one before the marker was written has
     committed when this returns, and one that gets it after sees the marker (Store.check_writable)."""
-    from loki.signals.consumer import CONSUMER_LOCK
     from loki.storage.locks import FileLock
+    from loki.watch.consumer import CONSUMER_LOCK
 
     for directory, dirnames, filenames in os.walk(found):
         rel_dir = os.path.relpath(directory, found).replace(os.sep, "/")

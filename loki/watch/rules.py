@@ -3,7 +3,7 @@
 ``RULES`` is the table, as data: the type it matches, a name, the effect in one
 sentence (``loki signal rules`` prints it; docs/signals.md is that output) and the
 handler. :func:`apply` runs the rule of one signal and returns its outcome; the
-consumer (:mod:`loki.signals.consumer`) logs it.
+consumer (:mod:`loki.watch.consumer`) logs it.
 
 Every handler is idempotent, keyed by the signal's unique id, because after a crash the
 consumer applies a claimed signal again when its outcome was not logged yet. The key is

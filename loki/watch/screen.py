@@ -1,6 +1,6 @@
 """The live view of ``loki watch`` for a terminal of a given size, as lines of text (the view model).
 
-:func:`compose` takes a :mod:`loki.signals.dashboard` snapshot, the :mod:`loki.signals.feed`, the
+:func:`compose` takes a :mod:`loki.watch.dashboard` snapshot, the :mod:`loki.watch.feed`, the
 state the keys changed (:class:`View`) and the terminal's size, and returns at most ``height``
 lines, each at most ``width`` cells wide: a line is a list of ``(text, tone)`` segments, and the CLI
 only colours the tones (loki/cli/watchview.py). Everything about fitting is decided here, so it is
@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import unicodedata
 
-from loki.signals.feed import Feed
 from loki.text.textsafe import for_terminal
+from loki.watch.feed import Feed
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from typing import Any
 
-    from loki.signals.feed import Entry
+    from loki.watch.feed import Entry
 
     Segment = tuple[str, str]
     Line = list[Segment]
