@@ -482,7 +482,7 @@ def _copy_to_files(source: StateStore, held: dict[str, Section], found: str, mar
 
 def _check_valid(target: StateStore) -> None:
     """``loki migrate`` verifies what ``loki validate`` verifies: the target must pass it."""
-    from loki.storage.admin import validate
+    from loki.admin.status import validate
 
     problems = validate(target)
     if problems:
