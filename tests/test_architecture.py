@@ -151,7 +151,7 @@ def test_the_errors_command_group_is_not_called_errors() -> None:
 
 
 SHARED_TOP_LEVEL = {"__init__.py", "__main__.py", "entry.py", "errors.py", "clock.py", "config.py", "wording.py",
-                    "stopsignals.py", "regularfile.py"}
+                    "stopsignals.py", "regularfile.py", "argv.py"}
 CONCEPTS = {"text", "tasks", "storage", "queue", "breakers", "signals", "strikes", "memory", "watch", "work", "hooks",
             "admin", "cli"}
 

@@ -1,4 +1,4 @@
-"""What the typer app and the fast lanes both print, and the ``--root`` splitter both use.
+"""What the typer app and the fast lanes both print (the ``--root`` splitter they share is loki/argv.py).
 
 Errors are formatted in one place (:func:`write_error`) and guarded in one place
 (:func:`guarded`), so ``loki breaker check`` answers the same through the fast lane
@@ -20,33 +20,6 @@ if TYPE_CHECKING:
 
     from loki.breakers.breakers import Decision
     from loki.errors import LokiError
-
-
-def split_root(args: list[str]) -> tuple[str | None, list[str]] | None:
-    """``(root, the other arguments)`` with the global ``--root R`` / ``--root=R`` taken out wherever
-    it stands; None for what a fast lane leaves to typer: a ``--`` separator, ``--root`` without a value.
-
-    The typer app accepts ``--root`` anywhere too (:func:`loki.cli.app.hoist_root`), so both agree.
-    """
-    root: str | None = None
-    rest: list[str] = []
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        if arg == "--":
-            return None
-        if arg == "--root":
-            if index + 1 >= len(args):
-                return None
-            root = args[index + 1]
-            index += 2
-            continue
-        if arg.startswith("--root="):
-            root = arg[len("--root="):]
-        else:
-            rest.append(arg)
-        index += 1
-    return root, rest
 
 
 def write_error(exc: LokiError, json_output: bool) -> int:

@@ -24,7 +24,8 @@ abandoned
 ======================  ==========================  ==============================================
 
 Functions here take the :class:`~loki.queue.queue.Queue` they work for (``Queue.edit`` and friends
-call them); they import no ``Queue``, so the queue module stays the head of the family.
+call them); they import no ``Queue`` (a protocol names the five members they use), so the queue module
+stays the head of the family.
 """
 
 from __future__ import annotations
@@ -39,10 +40,24 @@ from loki.tasks.record import PRIORITIES, add_note, clear_claim
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any
+    from typing import Any, Protocol
 
-    from loki.queue.queue import Queue
-    from loki.storage.tasks import TaskTxn
+    from loki.storage.state import StateStore
+    from loki.storage.tasks import TaskStore, TaskTxn
+
+    class Queue(Protocol):
+        """What these functions ask of :class:`loki.queue.queue.Queue`: named here, not imported, so the
+        two modules form no circle even for the type checker (docs/design.md, "Layers")."""
+
+        @property
+        def store(self) -> StateStore: ...
+        @property
+        def tasks(self) -> TaskStore: ...
+        def where(self, unit: TaskTxn, task_id: str) -> str: ...
+        def rotate_hot(self, unit: TaskTxn, state: str) -> None: ...
+        def dependents(self, unit: TaskTxn, task_id: str) -> list[str]: ...
+        def check_new_dependencies(self, unit: TaskTxn, task: dict[str, Any], deps: list[str],
+                                   option: str) -> None: ...
 
 EDITABLE = ("pending", "in-progress", "blocked", "failed")
 """The queue states whose tasks ``edit`` changes; a dead-letter entry's task too."""
