@@ -409,7 +409,9 @@ class ErrorMemory:
         """The search: the store's own when it keeps one (PostgreSQL: tsvector tables every machine
         shares), else the SQLite FTS5 cache beside the log (:mod:`loki.memory.index`)."""
         if self._index is None:
-            found = self.store.memory_search()
+            from loki.memory import patterns
+
+            found = self.store.memory_search(patterns)
             if found is None:
                 from loki.memory.index import MemoryIndex
 

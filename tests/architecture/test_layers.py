@@ -38,10 +38,6 @@ without one of the two imports counting as upward."""
 ALLOWED_UPWARD: set[tuple[str, str]] = {
     # `loki --version` reads loki.__version__, which the facade defines (and the packaging reads).
     ("loki.cli.app", "loki"),
-    # PostgreSQL's error-memory search indexes the log with error memory's own reading rules; handing the
-    # module in through StateStore.memory_search() touches the storage interface and the SQL text that
-    # engineers "storage" and "sql" are reshaping in the same issue (24): left for after their merge.
-    ("loki.storage.postgres.memorysearch", "loki.memory.patterns"),
 }
 MAX_UPWARD = 3
 MAX_TWO_WAY_PAIRS = 4
@@ -157,7 +153,7 @@ def test_no_import_runs_up_a_floor_but_the_named_exceptions() -> None:
 
 def test_at_most_four_pairs_of_packages_import_each_other() -> None:
     pairs = two_way_pairs(GRAPH, LOKI)
-    assert pairs == {("cli", "entry"), ("memory", "storage")}  # exactly the two allowed upward imports
+    assert pairs == {("cli", "entry")}  # exactly the allowed upward import
     assert len(pairs) <= MAX_TWO_WAY_PAIRS
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 
-from loki.memory import patterns
 from loki.storage import jsonio, layout
 from loki.storage.postgres import domains
 
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     import psycopg
 
     from loki.storage.postgres.store import PgStore
+    from loki.storage.state import MemoryRules
 
 VERSION = "1"
 CHUNK = 4 << 20
@@ -46,7 +46,6 @@ RANK_WEIGHTS = "{0.25, 0.5, 0.75, 1.0}"
 """ts_rank's weights of the classes D, C, B, A (output and stack; references and fixes; command; message)."""
 SNIPPET_WORDS = 16
 
-_COLUMNS = ", ".join(f"p.{name}" for name in ("id", *patterns.COLUMNS))
 _TABLES = ("loki_memory_patterns", "loki_memory_records", "loki_memory_resolutions", "loki_memory_resolution_log",
            "loki_memory_meta")
 _UPSERT_PATTERN = """
@@ -85,8 +84,11 @@ class _State:
 class PgMemorySearch:
     """Error memory's search in one schema's tables (:class:`loki.storage.state.MemorySearch`)."""
 
-    def __init__(self, store: PgStore) -> None:
+    def __init__(self, store: PgStore, rules: MemoryRules) -> None:
         self.store = store
+        self.rules = rules
+        """Error memory's rules for reading its log (loki/memory/patterns.py), handed in: storage is below it."""
+        self.columns = ", ".join(f"p.{name}" for name in ("id", *rules.COLUMNS))
         self.db = store.db
         self.warnings: list[str] = []
 
@@ -152,7 +154,7 @@ class PgMemorySearch:
                 raw = entry.data or b""
                 if not raw.strip():
                     continue
-                record, problem = patterns.read_line(self.store.schemas, raw)
+                record, problem = self.rules.read_line(self.store.schemas, raw)
                 if record is not None and b"\\u0000" in raw:
                     # Stored before loki dropped NULs at the write (or appended by hand): text columns
                     # cannot hold one, and one such line would stop the search for everyone.
@@ -160,7 +162,7 @@ class PgMemorySearch:
                     raw = jsonio.dumps_compact(record).encode("utf-8")
                 if record is None:
                     skipped += 1
-                    state.skipped = [*state.skipped, line][-patterns.SKIPPED_KEPT:]
+                    state.skipped = [*state.skipped, line][-self.rules.SKIPPED_KEPT:]
                     state.skipped_count += 1
                     self.warnings.append(f"{layout.MEMORY_LOG} line {line}: {problem}; skipped")
                     continue
@@ -178,12 +180,12 @@ class PgMemorySearch:
         return {"added": added, "skipped": skipped, "rebuilt": None, "offset": position}
 
     def _index_error(self, conn: psycopg.Connection[Any], record: dict[str, Any], line: int) -> None:
-        fields = patterns.error_fields(record, line)
+        fields = self.rules.error_fields(record, line)
         seen = record["timestamp"]
         row = conn.execute(_UPSERT_PATTERN, {
             **fields, "content_hash": record["content_hash"], "first": record.get("first_seen") or seen,
             "seen": seen, "occurrences": int(record.get("occurrences") or 1),
-            "refs_text": patterns.refs_text(fields["file_references"])}).fetchone()
+            "refs_text": self.rules.refs_text(fields["file_references"])}).fetchone()
         assert row is not None
         ids = [record["id"], *record.get("aliases", [])]
         conn.execute("INSERT INTO loki_memory_records (id, pattern) SELECT unnest(%s::text[]), %s "
@@ -203,14 +205,14 @@ class PgMemorySearch:
                  bool(record.get("same_input")), record["timestamp"], line)).fetchone()
             if added is not None:
                 conn.execute("UPDATE loki_memory_patterns SET resolutions = resolutions + 1, resolution_text = %s "
-                             "WHERE id = %s", (patterns.with_resolution(text, record["resolution"]), pattern))
+                             "WHERE id = %s", (self.rules.with_resolution(text, record["resolution"]), pattern))
 
     # -- reading ----------------------------------------------------------------------------------------
 
     def search(self, query: str, *, limit: int = 10, error_class: str | None = None,
                with_resolution: bool = False, highlight: tuple[str, str] = ("**", "**")) -> list[dict[str, Any]]:
         """Patterns matching ``query`` by ``ts_rank``, best first (see the module for the rules)."""
-        words = [word.replace("_", " ") for word in patterns.query_words(query, limit)]  # as loki_words() splits
+        words = [word.replace("_", " ") for word in self.rules.query_words(query, limit)]  # as loki_words() splits
         self.sync()
         every = ("plainto_tsquery('english', %s)", [" ".join(words)])
         rows = self._match(every, limit, error_class, with_resolution, highlight)
@@ -231,7 +233,7 @@ class PgMemorySearch:
             where.append("p.resolutions > 0")
         options = (f'StartSel="{highlight[0]}", StopSel="{highlight[1]}", MaxWords={SNIPPET_WORDS}, MinWords=4, '
                    'MaxFragments=1, FragmentDelimiter=" … "')
-        sql = (f"SELECT {_COLUMNS}, ts_rank('{RANK_WEIGHTS}', p.search, q.query) AS score, "
+        sql = (f"SELECT {self.columns}, ts_rank('{RANK_WEIGHTS}', p.search, q.query) AS score, "
                "ts_headline('english', concat_ws(' ', p.error_message, p.command, p.refs_text, p.resolution_text, "
                "p.stack_trace, p.output), q.query, %s) AS snippet "
                f"FROM loki_memory_patterns p, (SELECT {expression} AS query) q WHERE {' AND '.join(where)} "
@@ -246,7 +248,7 @@ class PgMemorySearch:
         return results
 
     def _pattern(self, conn: psycopg.Connection[Any], row: tuple[Any, ...]) -> dict[str, Any]:
-        fields = dict(zip(("id", *patterns.COLUMNS), row, strict=False))
+        fields = dict(zip(("id", *self.rules.COLUMNS), row, strict=False))
         best = None
         if fields["resolutions"]:
             found = conn.execute(
@@ -256,7 +258,7 @@ class PgMemorySearch:
             if found is not None:
                 best = {"id": found[0], "resolution": found[1], "confidence": found[2], "calls_between": found[3],
                         "same_input": bool(found[4]), "timestamp": found[5]}
-        return patterns.hit(fields, best)
+        return self.rules.hit(fields, best)
 
     def stats(self, *, top: int = 10) -> dict[str, Any]:
         """Totals, counts by class, the most frequent patterns and the share of resolved ones."""
@@ -273,8 +275,8 @@ class PgMemorySearch:
                             "count(*) FILTER (WHERE resolutions > 0) FROM loki_memory_patterns "
                             "GROUP BY 1 ORDER BY 3 DESC, 1")]
             frequent = [self._pattern(conn, row) for row in conn.execute(
-                f"SELECT {_COLUMNS} FROM loki_memory_patterns p ORDER BY p.occurrences DESC, p.last_seen DESC, p.id "
-                "LIMIT %s", (top,)).fetchall()]
+                f"SELECT {self.columns} FROM loki_memory_patterns p "
+                "ORDER BY p.occurrences DESC, p.last_seen DESC, p.id LIMIT %s", (top,)).fetchall()]
         count, events, resolved = int(count), int(events), int(resolved)
         return {
             "errors": events,
