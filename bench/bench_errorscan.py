@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from loki.hooks.errorscan import scan  # noqa: E402
+from loki.text.errorscan import scan  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
 TAIL_CASE = "pytest_fail_quiet"

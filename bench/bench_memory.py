@@ -40,11 +40,11 @@ from bench.common import (
     time_command,
 )
 from bench.hookbench import FAILURE_ERROR, payload, project, time_failures
-from loki.hooks.errorscan import scan
 from loki.memory.memory import ErrorMemory, error_record, new_id
 from loki.memory.record import content_hash
 from loki.storage import layout
 from loki.storage.store import Store
+from loki.text.errorscan import scan
 
 RECORDS = 20_000 if QUICK else 100_000
 DISTINCT = 20_000

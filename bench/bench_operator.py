@@ -20,9 +20,9 @@ from typing import Any
 
 from bench.common import loki_executable, median, python_floor, row, runs, time_command
 from loki.clock import ManualClock
-from loki.queue.tasks import make_attempt, make_task
 from loki.storage.store import Store
 from loki.storage.tree import init_tree
+from loki.tasks.record import make_attempt, make_task
 
 NOW = "2026-01-25T10:00:00Z"
 ENV = {"PYTHONDONTWRITEBYTECODE": "", "LOKI_NOW": NOW}

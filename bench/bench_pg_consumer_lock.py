@@ -20,8 +20,8 @@ from bench.pgserver import schema_url
 def _pass_ms_per_signal(url: str, count: int, check: bool) -> float:
     from loki.clock import ManualClock
     from loki.signals import emit as signals
-    from loki.signals.consumer import Consumer, ConsumerLock
     from loki.storage.postgres.store import PgStore
+    from loki.watch.consumer import Consumer, ConsumerLock
 
     store = PgStore.open(url, clock=ManualClock("2026-01-25T10:00:00Z"), validate_all=False)
     try:

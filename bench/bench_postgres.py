@@ -19,7 +19,7 @@ from typing import Any
 
 from bench.common import median, row, runs, time_call
 from loki.queue.queue import Queue
-from loki.queue.tasks import make_task
+from loki.tasks.record import make_task
 
 SIZES = (1_000, 10_000, 100_000)
 URL_ENV = "LOKI_BENCH_DATABASE_URL"

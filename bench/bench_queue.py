@@ -21,10 +21,10 @@ from typing import Any
 
 from bench.common import REPO, loki_executable, median, python_floor, row, runs, time_call, time_command
 from loki.queue.queue import Queue
-from loki.queue.tasks import make_task
 from loki.storage import layout
 from loki.storage.store import Store
 from loki.storage.tree import init_tree
+from loki.tasks.record import make_task
 
 
 def _fresh(count: int) -> tuple[str, Queue]:

@@ -21,10 +21,10 @@ from bench.common import loki_executable, median, python_floor, row, runs, time_
 from loki.breakers.breakers import Breakers
 from loki.clock import ManualClock
 from loki.queue.queue import Queue
-from loki.queue.tasks import make_task
 from loki.storage import layout
 from loki.storage.store import Store
 from loki.storage.tree import init_tree
+from loki.tasks.record import make_task
 
 NOW = "2026-01-25T10:00:00Z"
 PENDING = 10_000

@@ -35,11 +35,11 @@ from bench.common import (
     time_call,
     time_command,
 )
-from loki.queue.tasks import make_task
 from loki.signals import emit as signals
 from loki.storage import layout
 from loki.storage.store import Store
 from loki.storage.tree import init_tree
+from loki.tasks.record import make_task
 
 NOW = "2026-01-25T10:00:00Z"
 
@@ -170,10 +170,10 @@ def _frame(tasks: int) -> tuple[float, float]:
     from rich.console import Console
 
     from loki.cli.watchview import to_text
-    from loki.signals.activity import Activity, history
-    from loki.signals.dashboard import Dashboard
-    from loki.signals.feed import Feed
-    from loki.signals.screen import View, compose
+    from loki.watch.activity import Activity, history
+    from loki.watch.dashboard import Dashboard
+    from loki.watch.feed import Feed
+    from loki.watch.screen import View, compose
 
     root = _fresh()
     store = Store(root, validate_all=False)

@@ -15,10 +15,10 @@ import tempfile
 from typing import Any
 
 from bench.common import loki_executable, median, python_floor, row, runs, time_call, time_command
-from loki.queue.tasks import make_task
 from loki.storage import layout
 from loki.storage.store import Store
 from loki.storage.tree import init_tree
+from loki.tasks.record import make_task
 
 PENDING = layout.queue_file("pending")
 

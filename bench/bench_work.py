@@ -21,10 +21,10 @@ from typing import Any
 
 from bench.common import BASE_ENV, loki_executable, median, row, runs, time_call, time_command
 from loki.queue.queue import Queue
-from loki.queue.tasks import make_task
 from loki.storage import layout
 from loki.storage.store import Store
 from loki.storage.tree import init_tree
+from loki.tasks.record import make_task
 from loki.work.launch import GUARD, GUARD_PYTHON
 from loki.work.loop import Worker, WorkOptions
 

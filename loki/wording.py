@@ -4,23 +4,12 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
-    from typing import Any
+    pass
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:
     """``plural(1, "entry", "entries")`` -> "1 entry"; ``plural(3, "task")`` -> "3 tasks"."""
     return f"{count} {word if count == 1 else many or word + 's'}"
-
-
-def attempt_failed(task: dict[str, Any]) -> str:
-    """``attempt 3 of 5 failed``, counted in the current budget, with the attempts before it if
-    any: ``attempt 1 of 2 failed (after 2 earlier attempts)`` once a human approved a retry."""
-    from loki.queue.tasks import attempts_in_budget
-
-    used = attempts_in_budget(task)
-    earlier = len(task.get("attempts", [])) - used
-    return f"attempt {used} of {task['max_attempts']} failed" + (f" (after {plural(earlier, 'earlier attempt')})"
-                                                                   if earlier else "")
 
 
 def shorten(text: str, limit: int) -> str:

@@ -1,4 +1,4 @@
-"""Score ``loki.hooks.errorscan.scan`` on the labelled corpus in tests/corpus/ (see its README.md).
+"""Score ``loki.text.errorscan.scan`` on the labelled corpus in tests/corpus/ (see its README.md).
 
 Used by ``tests/test_errorscan.py::test_corpus_targets`` and runnable on its own to see the misses:
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loki.hooks.errorscan import FileRef, scan
+from loki.text.errorscan import FileRef, scan
 
 CORPUS = Path(__file__).parent / "corpus"
 REF_DEPTH = 5

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loki.queue.tasks import make_task
 from loki.storage import layout
 from loki.storage.store import Store
 from loki.storage.tree import validate_tree
+from loki.tasks.record import make_task
 
 NOW = "2026-01-25T10:00:00Z"
 

@@ -1,4 +1,4 @@
-"""What other processes did, as events for the live view's feed (loki/signals/activity.py): breaker
+"""What other processes did, as events for the live view's feed (loki/watch/activity.py): breaker
 changes, strikes, escalations, dead-letter reviews run elsewhere; the history the view starts with;
 each happening reported once by the watcher."""
 
@@ -15,10 +15,10 @@ from loki.queue.deadletter import DeadLetter
 from loki.queue.escalations import close, escalate
 from loki.queue.queue import Queue
 from loki.signals import emit as signals
-from loki.signals.activity import Activity, breaker_event, history, identity
-from loki.signals.watcher import Watcher
 from loki.storage.store import Store
 from loki.strikes.strikes import Strikes
+from loki.watch.activity import Activity, breaker_event, history, identity
+from loki.watch.watcher import Watcher
 
 
 @pytest.fixture
@@ -198,8 +198,8 @@ def test_a_display_only_watcher_reports_them_once_too(store: Store, clock: Manua
 
 
 def test_the_history_is_every_kind_in_time_order_each_once(store: Store, clock: ManualClock) -> None:
-    from loki.signals.consumer import Consumer
-    from loki.signals.ticks import Tick
+    from loki.watch.consumer import Consumer
+    from loki.watch.ticks import Tick
 
     Queue(store).add("deploy", task_id="t1")
     Strikes(store, branch="main").record_failure("Bash", {"command": "npm test"}, "FAIL")

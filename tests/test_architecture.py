@@ -142,7 +142,7 @@ def test_only_the_entry_point_imports_the_fast_lanes() -> None:
 
 
 def test_the_errors_command_group_is_not_called_errors() -> None:
-    """loki.errors is the exception hierarchy and loki.hooks.errorscan the classifier; the `loki errors` group
+    """loki.errors is the exception hierarchy and loki.text.errorscan the classifier; the `loki errors` group
     is loki.cli.errormemory, so no two modules answer to "errors"."""
     assert not (LOKI / "cli" / "errors.py").exists()
     group = typer.main.get_command(build_app("errors")).commands["errors"]  # type: ignore[attr-defined]
@@ -151,8 +151,9 @@ def test_the_errors_command_group_is_not_called_errors() -> None:
 
 
 SHARED_TOP_LEVEL = {"__init__.py", "__main__.py", "entry.py", "errors.py", "clock.py", "config.py", "wording.py",
-                    "textsafe.py", "lazyre.py", "stopsignals.py", "regularfile.py"}
-CONCEPTS = {"storage", "queue", "breakers", "signals", "strikes", "hooks", "memory", "work", "cli"}
+                    "stopsignals.py", "regularfile.py", "argv.py"}
+CONCEPTS = {"text", "tasks", "storage", "queue", "breakers", "signals", "strikes", "memory", "watch", "work", "hooks",
+            "admin", "cli"}
 
 
 def test_each_concept_is_a_folder_and_the_top_level_holds_only_what_they_share() -> None:

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from loki.errors import Conflict, InvalidInput, NotFound
-from loki.queue.approvals import approve_any, approve_escalation
 from loki.queue.deadletter import DeadLetter
 from loki.queue.escalations import escalate, find, show
 from loki.queue.queue import Queue
+from loki.watch.approvals import approve_any, approve_escalation
 from tests.helpers import NOW, cli, snapshot_bytes
 
 ENV = {"LOKI_NOW": NOW}

@@ -13,8 +13,8 @@ import pytest
 
 from loki.cli.fast import parse_signal_emit, signal_emit
 from loki.clock import format_ts, parse_ts
-from loki.signals.consumer import ConsumerLock
 from loki.storage.store import Store
+from loki.watch.consumer import ConsumerLock
 from tests.helpers import Result, cli, loki_proc, snapshot_bytes
 
 ENV = {"LOKI_NOW": "2026-01-25T10:00:00Z"}

@@ -19,11 +19,11 @@ from loki.clock import Clock, add_seconds, parse_ts
 from loki.queue.deadletter import DeadLetter
 from loki.queue.escalations import escalate, resolve
 from loki.queue.queue import Queue
-from loki.signals import rules
-from loki.signals.ticks import Tick
 from loki.storage import layout
 from loki.storage.locks import in_use
 from loki.storage.store import Store
+from loki.watch import rules
+from loki.watch.ticks import Tick
 
 STATES = [*layout.QUEUE_STATES, "dead-letter", "abandoned"]
 

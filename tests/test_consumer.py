@@ -1,4 +1,4 @@
-"""The delivery protocol (loki/signals/consumer.py): claim, apply, log, delete; recovery; quarantine; the drift log."""
+"""The delivery protocol (loki/watch/consumer.py): claim, apply, log, delete; recovery; quarantine; the drift log."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from loki.queue.escalations import list_escalations
 from loki.queue.queue import Queue
 from loki.signals import emit as signals
 from loki.signals import outcomes
-from loki.signals.consumer import CONSUMER_LOCK, Consumer, ConsumerLock, consume_pending, consumer_status
 from loki.storage import layout
 from loki.storage.locks import FileLock
 from loki.storage.store import Store
+from loki.watch.consumer import CONSUMER_LOCK, Consumer, ConsumerLock, consume_pending, consumer_status
 from tests.helpers import store_problems
 
 
@@ -105,7 +105,7 @@ def test_a_signal_applied_but_not_logged_is_logged_once_and_not_applied_again(st
     crashed = Consumer(store)
     entry = crashed.claim("TESTS_FAILED_api")
     assert entry is not None
-    from loki.signals import rules
+    from loki.watch import rules
 
     body = json.loads((root / "signals" / ".processing" / entry).read_text())
     rules.apply(store, rules.Signal(entry, "TESTS_FAILED_api", body))  # applied, then killed before logging
@@ -359,7 +359,7 @@ FRICTION = {"friction_id": "f1", "location": "a.py:1", "behavior": "sleeps"}
 def test_a_friction_signal_still_claimed_counts_once_however_many_follow(store: Store) -> None:
     """Its id is remembered while it may be applied again (it is still in .processing/), not only among the
     last 20: a signal applied by a consumer that then lost its lock is counted once by the next."""
-    from loki.signals import rules
+    from loki.watch import rules
 
     signals.emit(store, "FRICTION_DETECTED", FRICTION)
     first = Consumer(store)
@@ -383,7 +383,7 @@ def test_a_friction_signal_still_claimed_counts_once_however_many_follow(store: 
 def test_a_signal_left_in_processing_is_finished_while_consuming_not_at_the_next_takeover(store: Store) -> None:
     """A consumer rescans .processing/ on every pass: what another consumer left there (it lost its lock
     between applying and logging) is finished now, once, instead of waiting for the next takeover."""
-    from loki.signals import rules
+    from loki.watch import rules
 
     consumer = Consumer(store)
     consumer.recover()  # the live consumer's start: nothing to finish yet
@@ -424,7 +424,7 @@ def _race_the_knowledge_append(store: Any, start_other: Any, lock_waiter: Any) -
     """A consumer applies a knowledge signal while another (which lost its lock, or is taking over) is
     appending the same section: the marker is looked for under the append's lock, so it is written once.
     ``start_other()`` starts the second applier and returns what waits for its outcome."""
-    from loki.signals import rules
+    from loki.watch import rules
 
     marker = f"<!-- loki-signal {KNOWLEDGE_ID} -->"
     with store.transaction(layout.KNOWLEDGE):  # the first consumer is appending the section right now
@@ -439,7 +439,7 @@ def _race_the_knowledge_append(store: Any, start_other: Any, lock_waiter: Any) -
 
 APPLY_KNOWLEDGE = """
 import json, sys
-from loki.signals import rules
+from loki.watch import rules
 from loki.storage.store import Store
 sig = rules.Signal(sys.argv[2], "INSTITUTIONAL_KNOWLEDGE_FOUND", json.loads(sys.argv[3]))
 print(rules.apply(Store(sys.argv[1]), sig)["outcome"])
@@ -507,7 +507,7 @@ def test_the_knowledge_marker_is_checked_under_the_appends_lock_on_postgres(root
     def start_other() -> Any:
         import threading
 
-        from loki.signals import rules
+        from loki.watch import rules
 
         results: list[str] = []
         sig = rules.Signal(KNOWLEDGE_ID, "INSTITUTIONAL_KNOWLEDGE_FOUND", KNOWLEDGE_BODY)
@@ -564,7 +564,7 @@ def _race_the_unknown_task_escalation(store: Any, start_other: Any, lock_waiter:
     """A review request for a task loki does not know becomes one escalation file, even when two consumers
     apply it at once: its marker is looked for, and the file written, under the queue's lock."""
     from loki.queue.escalations import list_escalations, write_file
-    from loki.signals import rules
+    from loki.watch import rules
 
     sig = rules.Signal(REVIEW_ID, "HUMAN_REVIEW_NEEDED", REVIEW_BODY)
     with store.tasks().transaction():  # the first consumer is writing the escalation right now
@@ -580,7 +580,7 @@ def _race_the_unknown_task_escalation(store: Any, start_other: Any, lock_waiter:
 
 APPLY_REVIEW = """
 import json, sys
-from loki.signals import rules
+from loki.watch import rules
 from loki.storage.store import Store
 sig = rules.Signal(sys.argv[2], "HUMAN_REVIEW_NEEDED", json.loads(sys.argv[3]))
 print(rules._escalate_unknown_task(Store(sys.argv[1]), sig)["outcome"])  # past "no such task in the queue"
@@ -618,8 +618,8 @@ def test_an_unknown_tasks_review_request_is_escalated_once_by_two_consumers_on_p
     import threading
     import time
 
-    from loki.signals import rules
     from loki.storage.postgres.store import PgStore
+    from loki.watch import rules
     from tests.conftest import postgres_store
 
     store = postgres_store(root, clock)

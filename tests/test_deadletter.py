@@ -629,8 +629,8 @@ def test_approve_says_when_applying_the_decision_failed(store: Store, monkeypatc
 def test_approve_is_a_library_call_the_cli_only_prints(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     from loki.errors import Conflict, LokiError, StateFileError
     from loki.queue import escalations
-    from loki.queue.approvals import approve
-    from loki.signals.consumer import ConsumerLock
+    from loki.watch.approvals import approve
+    from loki.watch.consumer import ConsumerLock
 
     queue = Queue(store)
     for task_id in ("t1", "t2", "t3"):
@@ -673,7 +673,7 @@ def test_approve_is_a_library_call_the_cli_only_prints(store: Store, monkeypatch
 
 @pytest.mark.files("drives the CLI, which works on a tree of files")
 def test_approve_with_a_watcher_running_says_which_applies_it(store: Store) -> None:
-    from loki.signals.consumer import ConsumerLock
+    from loki.watch.consumer import ConsumerLock
 
     Queue(store).add("x", task_id="t1")
     escalate(store, "t1", "why")

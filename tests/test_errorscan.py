@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from loki.hooks.errorscan import (
+from loki.text.errorscan import (
     HEAD_CHARS,
     MAX_MESSAGE_CHARS,
     MAX_SCAN_CHARS,

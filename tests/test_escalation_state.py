@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from loki.admin.status import status
 from loki.hooks import handlers
-from loki.queue.approvals import approve
 from loki.queue.escalations import close, escalate, list_escalations, read_header, show
 from loki.queue.queue import Queue
-from loki.storage.admin import status
+from loki.watch.approvals import approve
 from tests.helpers import NOW, cli
 
 ENV = {"LOKI_NOW": NOW}

@@ -109,7 +109,7 @@ def test_state_files(rel: str, data: bytes) -> None:
 @given(name=st.sampled_from(["HUMAN_REVIEW_NEEDED", "HUMAN_APPROVED", "TESTS_PASSED_auth", "FRICTION_DETECTED",
                              "DRIFT_DETECTED", "CUSTOM_THING", "DOCS_NEEDED.3"]), data=mutated_text())
 def test_signal_files(name: str, data: bytes) -> None:
-    from loki.signals.consumer import consume_pending
+    from loki.watch.consumer import consume_pending
 
     with Tree() as root:
         (root / "signals" / name).write_bytes(data)

@@ -443,7 +443,7 @@ def test_stop_is_advisory_only(project: Path) -> None:
 # -- the hot path's imports ----------------------------------------------------------------------
 
 FORBIDDEN = ("typer", "rich", "jsonschema", "portalocker", "typing", "dataclasses", "loki.storage.store",
-             "loki.storage.schema", "loki.hooks.errorscan", "subprocess", "pathlib")
+             "loki.storage.schema", "loki.text.errorscan", "subprocess", "pathlib")
 
 # Runs the console script's entry point, then lists every module the process ended up with.
 PROBE = """

@@ -19,10 +19,11 @@ import pytest
 from helpers import cli, snapshot_bytes
 
 from loki.clock import ManualClock, parse_ts
-from loki.queue.compat import import_task
 from loki.queue.queue import Queue
 from loki.storage import layout
+from loki.storage.layout import task_keys
 from loki.storage.store import Store
+from loki.tasks.compat import import_task
 
 NOW = "2026-01-25T10:00:00Z"
 ENV = {"LOKI_NOW": NOW}
@@ -115,7 +116,7 @@ def test_max_retries_counts_as_loki_mode_does(root: Path) -> None:
         states.append(queue.fail("task-001", "a", error="boom", approach=f"try {n}")["state"])
     assert states == ["pending", "pending", "dead-letter"]
     # A task that already used retries has only what is left.
-    assert import_task({"id": "t", "retries": 2, "maxRetries": 3}, NOW)["max_attempts"] == 1
+    assert import_task({"id": "t", "retries": 2, "maxRetries": 3}, NOW, task_keys())["max_attempts"] == 1
 
 
 def test_imported_tasks_take_the_store_clock_not_the_wall_clock(root: Path) -> None:

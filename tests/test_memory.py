@@ -12,11 +12,11 @@ import pytest
 
 from loki.clock import ManualClock
 from loki.errors import InvalidInput, StateFileError
-from loki.hooks.errorscan import scan
 from loki.memory.memory import ErrorMemory, confidence, error_record
 from loki.memory.record import content_hash
 from loki.storage import layout
 from loki.storage.store import Store
+from loki.text.errorscan import scan
 from tests.helpers import tree_problems
 
 

@@ -325,6 +325,6 @@ def test_pre_tool_use_with_a_hint_imports_only_what_it_needs(project: Path, tmp_
     code, modules, stdout = imported_by_pre_tool_use(project, tmp_path)  # Claude Code's `cargo build --release`
     assert code == 0 and "it was fixed by" in json.loads(stdout)["hookSpecificOutput"]["additionalContext"]
     heavy = {"typer", "rich", "jsonschema", "portalocker", "typing", "dataclasses", "sqlite3", "_sqlite3",
-             "loki.storage.store", "loki.storage.schema", "loki.hooks.errorscan", "loki.memory.memory",
+             "loki.storage.store", "loki.storage.schema", "loki.text.errorscan", "loki.memory.memory",
              "loki.memory.index", "subprocess", "pathlib"}
     assert [m for m in modules if m in heavy or m.split(".")[0] in heavy] == []

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from loki.admin.migrate import content, digest, migrate
 from loki.errors import InvalidInput
 from loki.storage.memory import MemoryStore
-from loki.storage.migrate import content, digest, migrate
 from loki.storage.store import Store
 from loki.storage.tree import init_tree
 from tests.helpers import cli, loki_proc
@@ -103,7 +103,7 @@ def test_a_target_that_holds_state_is_refused_and_unchanged(populated: Path, tmp
 
 def test_a_difference_after_the_copy_is_an_error(populated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The verification reads the target back: a store that lost a record on the way is caught."""
-    import loki.storage.migrate as migrating
+    import loki.admin.migrate as migrating
 
     real = migrating._copy
 
@@ -120,7 +120,7 @@ def test_a_difference_after_the_copy_is_an_error(populated: Path, monkeypatch: p
 
 
 def _mark(root: Path, target: str = "postgresql://db/team") -> None:
-    from loki.storage.migrate import write_marker
+    from loki.admin.migrate import write_marker
 
     write_marker(str(root), {"version": 1, "target": target, "step": "holding", "started_at": NOW})
 
@@ -143,9 +143,9 @@ def test_a_marked_tree_refuses_every_command_naming_the_one_that_finishes(root: 
 
 def test_a_store_opened_before_the_migration_writes_nothing_during_or_after_it(root: Path) -> None:
     """`loki work` and `loki watch` hold their store for hours: each unit checks again."""
+    from loki.admin.migrate import remove_marker
     from loki.errors import MigrationUnderWay
     from loki.queue.queue import Queue
-    from loki.storage.migrate import remove_marker
     from loki.storage.opening import open_store
 
     queue = Queue(open_store(str(root)))
@@ -201,7 +201,7 @@ def test_the_watchers_drift_position_moves_as_lines_applied(populated: Path) -> 
 
 def test_a_source_written_during_the_copy_is_not_switched(populated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The source read again must be the source first read: a write that was under way is caught."""
-    import loki.storage.migrate as migrating
+    import loki.admin.migrate as migrating
     from loki.errors import MigrationUnderWay
 
     real = migrating._copy
@@ -220,8 +220,8 @@ def test_a_source_written_during_the_copy_is_not_switched(populated: Path, monke
 
 
 def test_two_migrations_of_one_tree_do_not_run_at_once(root: Path) -> None:
+    from loki.admin.migrate import MIGRATION_LOCK
     from loki.storage.locks import FileLock
-    from loki.storage.migrate import MIGRATION_LOCK
 
     before = (root / "queue" / "pending.json").read_bytes()
     with FileLock(str(root / MIGRATION_LOCK), 1, MIGRATION_LOCK):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from loki.storage.migrate import content, digest
+from loki.admin.migrate import content, digest
 from loki.storage.opening import open_store
 from loki.storage.store import Store
 from loki.storage.tree import init_tree

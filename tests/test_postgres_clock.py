@@ -319,7 +319,7 @@ def test_validate_flags_a_completion_stamped_ahead_of_the_databases_clock(tmp_pa
 
 def test_the_watchers_tick_recovers_a_dead_holders_lease_on_the_databases_clock(url: str,
                                                                                 opened: list[PgStore]) -> None:
-    from loki.signals.ticks import Tick
+    from loki.watch.ticks import Tick
 
     database = ManualClock("2026-01-25T10:00:00Z")
     team = Queue(PgStore.open(url, clock=ManualClock("2026-01-25T10:00:00Z"), lease_clock=database))

@@ -364,8 +364,8 @@ def test_two_watchers_and_a_cut_lock_apply_a_backlog_of_1500_signals_once(tmp_pa
 def test_a_watcher_stopped_while_the_server_is_down_still_stops_cleanly(tmp_path: Path,
                                                                        cluster: pgserver.Cluster) -> None:
     """SIGTERM during an outage: the watcher cannot save its counter, says so, frees its lock and stops."""
-    from loki.signals.watcher import Watcher
     from loki.storage.opening import open_store
+    from loki.watch.watcher import Watcher
 
     url = pgserver.fresh_schema_url(cluster.url())
     root = tree_on(tmp_path / "team", url)
@@ -439,8 +439,8 @@ def test_following_other_processes_starts_once_the_server_answers(tmp_path: Path
     """The live loop starts following what other processes do right after it starts: a server gone at that
     instant is a failed cycle (said in the feed), not the end of the watcher; it follows once it is back."""
     from loki.breakers.breakers import Breakers
-    from loki.signals.watcher import Watcher
     from loki.storage.opening import open_store
+    from loki.watch.watcher import Watcher
 
     url = pgserver.fresh_schema_url(cluster.url())
     root = tree_on(tmp_path / "team", url)
@@ -468,9 +468,9 @@ def test_following_other_processes_starts_once_the_server_answers(tmp_path: Path
 def test_the_live_views_frame_rides_out_an_outage(tmp_path: Path, cluster: pgserver.Cluster) -> None:
     """The live view draws a frame after every cycle from a snapshot of the database: a frame that meets the
     outage is skipped (the feed says why) and the loop goes on; the next frame is drawn once it is back."""
-    from loki.signals.dashboard import Dashboard
-    from loki.signals.watcher import Watcher
     from loki.storage.opening import open_store
+    from loki.watch.dashboard import Dashboard
+    from loki.watch.watcher import Watcher
 
     url = pgserver.fresh_schema_url(cluster.url())
     root = tree_on(tmp_path / "team", url)
@@ -509,9 +509,9 @@ def test_watch_once_that_loses_the_server_mid_pass_fails_with_exit_5(tmp_path: P
     """`loki watch --once` is one attempt, for cron: a server gone in the middle of it is exit 5 (cron
     notices; the next run finishes the work), never an exit 0 that says "1 signal handled" and hides it."""
     from loki.signals import emit as signals
-    from loki.signals.watcher import Watcher
     from loki.storage.opening import open_store
     from loki.storage.postgres.connect import DatabaseUnavailable
+    from loki.watch.watcher import Watcher
 
     url = pgserver.fresh_schema_url(cluster.url())
     root = tree_on(tmp_path / "team", url)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loki.storage.migrate import content, digest
+from loki.admin.migrate import content, digest
 from loki.storage.opening import open_store
 from loki.storage.store import Store
 from loki.storage.tree import init_tree
@@ -203,7 +203,7 @@ def test_a_failed_move_to_the_files_leaves_no_partial_copy_and_can_be_retried(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An error that is not a kill (here: the copy fails `validate`) rolls the copy back itself: no
     half-written files block the retry, the marker is gone, the tree works on the database."""
-    import loki.storage.migrate as migrating
+    import loki.admin.migrate as migrating
     from loki.errors import InvalidInput
 
     root = tmp_path / ".loki"

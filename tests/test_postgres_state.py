@@ -199,7 +199,7 @@ def test_finishing_moves_a_claimed_item_into_quarantine(store: Any) -> None:
 
 
 def test_one_consumer_lock_per_schema_and_its_holder_is_named(store: Any, connect: Callable[..., Any]) -> None:
-    from loki.signals.consumer import CONSUMER_LOCK
+    from loki.watch.consumer import CONSUMER_LOCK
 
     held = store.lock(CONSUMER_LOCK, 0.0).acquire()
     other = connect()
@@ -218,7 +218,7 @@ def test_one_consumer_lock_per_schema_and_its_holder_is_named(store: Any, connec
 
 
 def test_a_lock_whose_connection_dies_is_free_at_once(store: Any, connect: Callable[..., Any]) -> None:
-    from loki.signals.consumer import CONSUMER_LOCK
+    from loki.watch.consumer import CONSUMER_LOCK
 
     held = store.lock(CONSUMER_LOCK, 0.0).acquire()
     other = connect()
@@ -237,8 +237,8 @@ def _terminate(store: Any, held: Any) -> None:
 
 def test_a_watcher_that_loses_its_lock_stops_consuming(store: Any, connect: Callable[..., Any]) -> None:
     from loki.signals import emit as signals
-    from loki.signals.consumer import CONSUMER_LOCK
-    from loki.signals.watcher import Watcher
+    from loki.watch.consumer import CONSUMER_LOCK
+    from loki.watch.watcher import Watcher
 
     events: list[dict[str, Any]] = []
     first = Watcher(store, on_event=events.append, observer="polling")

@@ -524,7 +524,7 @@ def test_a_task_rotated_out_is_archived_for_the_rest_of_the_unit(store: Store) -
 def test_the_live_view_counts_the_queue_of_either_store(queue: Queue, clock: ManualClock) -> None:
     """The dashboard reads the queue through the task store, so it counts the same on both backends, and
     its cache sees a change."""
-    from loki.signals.dashboard import Dashboard
+    from loki.watch.dashboard import Dashboard
 
     for n in range(3):
         queue.add(f"t{n}", task_id=f"t{n}")

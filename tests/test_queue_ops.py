@@ -11,13 +11,13 @@ import pytest
 from loki.breakers.breakers import Breakers
 from loki.clock import ManualClock
 from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, NothingToDo
-from loki.queue import history
 from loki.queue.deadletter import DeadLetter
 from loki.queue.escalations import escalate, list_escalations, resolve
-from loki.queue.history import MAX_EVENTS
 from loki.queue.queue import Queue
-from loki.queue.readiness import never_ready
 from loki.storage.store import Store
+from loki.tasks import history
+from loki.tasks.history import MAX_EVENTS
+from loki.tasks.readiness import never_ready
 from tests.helpers import put_tasks, state_snapshot, store_problems, task, tasks_in
 
 T0 = "2026-01-25T10:00:00Z"

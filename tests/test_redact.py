@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from loki.hooks.redact import redact, redact_obj
+from loki.text.redact import redact, redact_obj
 
 # Fake credentials with the real formats; none of them is valid anywhere.
 OPENAI = "sk-proj-Xa8Kd02mQpL5vR7tY9wB3nC6fH1jZ4eG"

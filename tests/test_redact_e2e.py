@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loki.hooks.boundary import run as run_hook
-from loki.hooks.redact import redact
 from loki.storage import layout
 from loki.storage.tree import init_tree
+from loki.text.redact import redact
 from tests.helpers import cli, loki_proc, snapshot_bytes
 from tests.test_hooks import hook, payload
 from tests.test_redact import AWS_SECRET, GHP, SHAPES

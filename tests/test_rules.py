@@ -1,4 +1,4 @@
-"""The rule table (loki/signals/rules.py): each signal type's effect, and applying a signal twice changes nothing."""
+"""The rule table (loki/watch/rules.py): each signal type's effect, and applying a signal twice changes nothing."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from loki.clock import ManualClock
 from loki.queue.escalations import escalate, list_escalations
 from loki.queue.queue import Queue
-from loki.signals import rules
 from loki.signals import types as signaltypes
 from loki.storage import layout
 from loki.storage.store import Store
+from loki.watch import rules
 from tests.helpers import store_problems, tree_problems
 
 

@@ -67,11 +67,11 @@ def test_computing_only_the_prefix_gives_the_prefix_of_the_whole(value: dict[str
 
 
 def test_a_huge_input_is_only_looked_at_up_to_the_cut(monkeypatch: pytest.MonkeyPatch) -> None:
-    import loki.hooks.redact
+    import loki.text.redact
 
     seen: list[int] = []
-    real = loki.hooks.redact.redact
-    monkeypatch.setattr(loki.hooks.redact, "redact", lambda text: seen.append(len(text)) or real(text))
+    real = loki.text.redact.redact
+    monkeypatch.setattr(loki.text.redact, "redact", lambda text: seen.append(len(text)) or real(text))
     huge = {"file_path": "/app.py", "content": "def f(x):\n    return x + 1\n" * 50_000}  # ~1.3 MB
     _, _, preview = strike_key("Write", huge)
     assert seen == [200 + REDACT_MARGIN]  # not 1.3 MB

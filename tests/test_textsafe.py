@@ -13,12 +13,12 @@ import pytest
 from rich.console import Console
 
 from loki.cli.watchview import to_text
-from loki.signals.dashboard import Dashboard
-from loki.signals.feed import Feed
-from loki.signals.screen import View, compose
 from loki.storage import layout
 from loki.storage.store import Store
-from loki.textsafe import for_terminal, json_for_terminal
+from loki.text.textsafe import for_terminal, json_for_terminal
+from loki.watch.dashboard import Dashboard
+from loki.watch.feed import Feed
+from loki.watch.screen import View, compose
 from tests.helpers import cli, loki_proc, put_tasks, task
 
 # Clear the screen, set the window title, ring the bell, a C1 CSI, DEL, and a right-to-left override.

@@ -1,4 +1,4 @@
-"""The watcher's periodic tick (loki/signals/ticks.py), with time moved by hand."""
+"""The watcher's periodic tick (loki/watch/ticks.py), with time moved by hand."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from loki.queue.deadletter import DeadLetter
 from loki.queue.escalations import escalate
 from loki.queue.queue import Queue
 from loki.signals import emit as signals
-from loki.signals.consumer import Consumer
-from loki.signals.ticks import EVENTS_LOG, Tick
 from loki.storage import layout
 from loki.storage.store import Store
+from loki.watch.consumer import Consumer
+from loki.watch.ticks import EVENTS_LOG, Tick
 from tests.helpers import snapshot_bytes, tree_problems
 
 

@@ -1,4 +1,4 @@
-"""The watcher loop (loki/signals/watcher.py), driven in-process: cycles, ticks, one consumer, stopping,
+"""The watcher loop (loki/watch/watcher.py), driven in-process: cycles, ticks, one consumer, stopping,
 the observer. Every test runs on each backend (tests/conftest.py: backend); a second watcher, or a
 watcher running in a thread, gets a store of its own over the same state (``twin``: a second process
 would have one)."""
@@ -17,10 +17,10 @@ from loki.clock import ManualClock
 from loki.queue.queue import Queue
 from loki.signals import emit as signals
 from loki.signals import outcomes
-from loki.signals.consumer import Consumer
-from loki.signals.watcher import Watcher
 from loki.storage import layout
 from loki.storage.store import Store
+from loki.watch.consumer import Consumer
+from loki.watch.watcher import Watcher
 
 OBSERVER = {"file": "native", "memory": "memory", "postgres": "notify"}
 """What wakes a watcher on each backend (store.observe): watchdog, the memory store's callbacks, LISTEN/NOTIFY."""
@@ -229,8 +229,8 @@ def test_a_display_only_watcher_shows_the_consumers_tick_events(store: Store, tw
 def test_a_consumer_whose_lock_connection_dies_stops_before_the_next_signal(root: Path, clock: ManualClock) -> None:
     """The lock is checked between two signals, not once a step: when its connection dies (the server has
     freed the lock for another watcher, which runs recover()), the consumer applies nothing more."""
-    from loki.signals.consumer import CONSUMER_LOCK
     from loki.storage.postgres.store import PgStore
+    from loki.watch.consumer import CONSUMER_LOCK
     from tests.conftest import postgres_store
 
     store = postgres_store(root, clock)

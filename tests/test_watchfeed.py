@@ -2,7 +2,7 @@
 
 A task's failed attempt and its move to the dead-letter queue are in the feed (the README's two-agent
 example showed five failures and a dead-letter move as nothing but a review line); every dead-letter
-review, wherever it ran, is there in the same words; and :func:`loki.signals.activity.history`, which a
+review, wherever it ran, is there in the same words; and :func:`loki.watch.activity.history`, which a
 watcher started later begins with, holds the same lines as a watcher that saw them happen.
 """
 
@@ -15,10 +15,10 @@ import pytest
 from loki.clock import ManualClock
 from loki.queue.deadletter import DeadLetter
 from loki.queue.queue import Queue
-from loki.signals.activity import Activity, history
-from loki.signals.feed import Feed, event_line
-from loki.signals.watcher import Watcher
 from loki.storage.store import Store
+from loki.watch.activity import Activity, history
+from loki.watch.feed import Feed, event_line
+from loki.watch.watcher import Watcher
 from tests.helpers import cli
 
 

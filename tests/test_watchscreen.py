@@ -1,4 +1,4 @@
-"""The live view's layout (loki/signals/screen.py), without a terminal: what fits an 80x24, 120x40 and
+"""The live view's layout (loki/watch/screen.py), without a terminal: what fits an 80x24, 120x40 and
 200x60 screen, the short forms columns take, the feed, and what the keys do.
 
 The screens of the scene (tests/watchscene.py) are kept in tests/golden/watch/screen-WxH.txt; the same
@@ -17,11 +17,11 @@ from rich.console import Console
 
 from loki.cli.watchview import to_text
 from loki.clock import ManualClock
-from loki.signals.activity import history
-from loki.signals.dashboard import Dashboard
-from loki.signals.feed import Feed, event_line
-from loki.signals.screen import View, cells, compose, cut, lease_left, plain
 from loki.storage.store import Store
+from loki.watch.activity import history
+from loki.watch.dashboard import Dashboard
+from loki.watch.feed import Feed, event_line
+from loki.watch.screen import View, cells, compose, cut, lease_left, plain
 from tests import watchgolden, watchscene
 
 ROOT = "/home/alice/shop/.loki"

@@ -1,5 +1,5 @@
-"""The live view's data: a dashboard snapshot (loki/signals/dashboard.py) of a busy tree, laid out by
-loki/signals/screen.py (its layout at each size: test_watchscreen.py)."""
+"""The live view's data: a dashboard snapshot (loki/watch/dashboard.py) of a busy tree, laid out by
+loki/watch/screen.py (its layout at each size: test_watchscreen.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pytest
 from loki.breakers.breakers import Breakers
 from loki.clock import ManualClock
 from loki.queue.escalations import escalate
-from loki.queue.tasks import make_task
 from loki.signals import emit as signals
-from loki.signals.consumer import Consumer
-from loki.signals.dashboard import Dashboard
-from loki.signals.feed import Feed
-from loki.signals.screen import View, compose, plain
 from loki.storage import layout
 from loki.storage.store import Store
+from loki.tasks.record import make_task
+from loki.watch.consumer import Consumer
+from loki.watch.dashboard import Dashboard
+from loki.watch.feed import Feed
+from loki.watch.screen import View, compose, plain
 
 NOW = "2026-01-25T10:00:00Z"
 

@@ -27,11 +27,11 @@ from loki.clock import ManualClock
 from loki.queue.escalations import close, escalate
 from loki.queue.queue import Queue
 from loki.signals import emit as signals
-from loki.signals.consumer import Consumer
-from loki.signals.ticks import Tick
 from loki.storage.store import Store
 from loki.storage.tree import init_tree
 from loki.strikes.strikes import Strikes
+from loki.watch.consumer import Consumer
+from loki.watch.ticks import Tick
 
 START = "2026-01-25T09:00:00Z"
 BEFORE = "2026-01-25T09:59:59Z"

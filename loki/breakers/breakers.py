@@ -73,7 +73,7 @@ SIMILAR_CUTOFF = 0.75
 """How close (difflib's ratio) a never-recorded name must be to a recorded one to be taken for a typo of it."""
 MAX_TRIP_SECONDS = 10**9  # ~31 years: beyond this a datetime overflows long before anyone cares
 # Names may not hold control characters (C0, DEL, C1: they would break the one-line log format and
-# reach terminals), bidi overrides or lone surrogates (loki.textsafe.check_name). The schema's
+# reach terminals), bidi overrides or lone surrogates (loki.text.textsafe.check_name). The schema's
 # propertyNames pattern refuses the controls and surrogates in hand-edited files; a bidi override
 # there is tolerated, and escaped wherever the name is printed.
 
@@ -93,7 +93,7 @@ def check_name(name: object) -> str:
     A name is a key in one JSON file, never a path: any 1-200 characters without control
     characters or bidi overrides (``api/claude``, ``github api``, ``db:primary``).
     """
-    from loki.textsafe import check_name as check
+    from loki.text.textsafe import check_name as check
 
     return check(name, "breaker name", MAX_NAME_LENGTH)
 
@@ -102,7 +102,7 @@ def _clean_error(error: str | None) -> str | None:
     """An error text as it is stored: valid UTF-8, at most MAX_ERROR_LENGTH characters."""
     if error is None:
         return None
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     # Redacted before the cut: a cut through a token would leave a piece no rule recognises.
     text = redact(error[: MAX_ERROR_LENGTH + 4096].encode("utf-8", "backslashreplace").decode("utf-8"))

@@ -110,7 +110,7 @@ def _init_database(root: str, location: str, url: str, json_output: bool) -> Non
 
 def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
     """Counts per queue, breakers by state, signals waiting, dead-letter size and last review."""
-    from loki.storage.admin import status as tree_status
+    from loki.admin.status import status as tree_status
 
     store = store_from(ctx)
     report = tree_status(store)
@@ -138,7 +138,7 @@ def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json",
 
 def validate(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
     """Check every file in the tree against its schema and the cross-file invariants. Exit 1 on any problem."""
-    from loki.storage.admin import validate as validate_tree
+    from loki.admin.status import validate as validate_tree
 
     store = store_from(ctx)
     problems = validate_tree(store)
@@ -161,7 +161,7 @@ def doctor(
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Finish interrupted changes and report what is wrong; --repair fixes what can be fixed without losing data."""
-    from loki.storage.admin import doctor as run_doctor
+    from loki.admin.status import doctor as run_doctor
 
     store = store_from(ctx)
     report = run_doctor(store, repair=repair)

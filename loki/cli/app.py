@@ -210,7 +210,7 @@ def command_name(args: list[str]) -> str | None:
 
 def hoist_root(args: list[str]) -> list[str]:
     """Accept the global ``--root`` anywhere before ``--`` (``loki validate --root DIR``)."""
-    from loki.cli.output import split_root
+    from loki.argv import split_root
 
     cut = args.index("--") if "--" in args else len(args)
     split = split_root(args[:cut])

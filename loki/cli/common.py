@@ -49,7 +49,7 @@ def root_option(ctx: typer.Context) -> str | None:
 
 
 def print_json(value: Any) -> None:
-    from loki.textsafe import json_for_terminal
+    from loki.text.textsafe import json_for_terminal
 
     sys.stdout.write(json_for_terminal(json.dumps(value, ensure_ascii=False, default=str)) + "\n")
 
@@ -114,11 +114,11 @@ def err_console() -> Console:
 
 def say(message: str) -> None:
     """One plain line for people (markup-free, so ids with brackets print as they are; control
-    characters and bidi overrides escaped, so a title cannot drive the terminal: loki/textsafe.py).
+    characters and bidi overrides escaped, so a title cannot drive the terminal: loki/text/textsafe.py).
     On a terminal a long line wraps between words (a timestamp or an id is never split); in a pipe
     it stays one line."""
     from loki.cli.output import terminal_width
-    from loki.textsafe import for_terminal
+    from loki.text.textsafe import for_terminal
 
     if terminal_width() is None:
         sys.stdout.write(for_terminal(message) + "\n")
@@ -128,7 +128,7 @@ def say(message: str) -> None:
 
 def echo(message: str, err: bool = False) -> None:
     """A line without rich (plain text, as typer.echo), escaped as :func:`say` does."""
-    from loki.textsafe import for_terminal
+    from loki.text.textsafe import for_terminal
 
     (sys.stderr if err else sys.stdout).write(for_terminal(message) + "\n")
 
@@ -143,7 +143,7 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]], *, dropp
     order given (``loki/cli/layout.py``).
     """
     from loki.cli.output import terminal_width, write_plain_rows
-    from loki.textsafe import for_terminal
+    from loki.text.textsafe import for_terminal
 
     width = terminal_width()
     if width is None:
@@ -197,7 +197,7 @@ def report_notes(store: Store, result: dict[str, Any] | None = None) -> None:
 
 
 def fail(message: str, code: int = 1) -> None:
-    from loki.textsafe import for_terminal
+    from loki.text.textsafe import for_terminal
 
     sys.stderr.write(f"error: {for_terminal(message)}\n")
     raise typer.Exit(code)

@@ -241,7 +241,7 @@ def render(shell: str, candidates: list[tuple[str, str]], files: bool, current: 
         return FILES + "\n"
 
     def clean(text: str) -> str:  # a description is a stored title: the shell shows it to a person
-        from loki.textsafe import for_terminal
+        from loki.text.textsafe import for_terminal
 
         return for_terminal(" ".join(text.replace("\t", " ").split()))
 

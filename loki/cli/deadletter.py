@@ -20,7 +20,7 @@ from loki.cli.common import (
     who,
 )
 from loki.cli.output import resolve_format
-from loki.queue.tasks import attempts_in_budget
+from loki.tasks.record import attempts_in_budget
 from loki.wording import plural
 
 app = typer.Typer(help="The dead-letter queue: list, show, the session-start review, retry, abandon, split.",

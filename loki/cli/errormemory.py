@@ -6,7 +6,7 @@ Two parts share the group: the 3-strike protocol's state (``list``, ``show``, ``
 its own options; nothing in the group callback assumes either.
 
 (Named ``errormemory``, not ``errors``: :mod:`loki.errors` is the exception hierarchy and
-:mod:`loki.hooks.errorscan` the classifier; three modules called "errors" were one too many.)
+:mod:`loki.text.errorscan` the classifier; three modules called "errors" were one too many.)
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def _report_sync(report: dict[str, Any], warnings: list[str], json_output: bool)
     """Skipped lines and automatic rebuilds go to stderr (people) or into the JSON document (agents)."""
     if json_output:
         return
-    from loki.textsafe import for_terminal
+    from loki.text.textsafe import for_terminal
 
     for warning in warnings:
         sys.stderr.write(f"warning: {for_terminal(warning)}\n")

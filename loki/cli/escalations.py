@@ -70,8 +70,8 @@ def approve(
 ) -> None:
     """Record a human decision on a blocked or dead-letter task, or on every task of an escalation (a systemic one
     too): emits HUMAN_APPROVED for the watcher to apply."""
-    from loki.queue.approvals import approve_any
-    from loki.signals.watcher import describe_holder
+    from loki.watch.approvals import approve_any
+    from loki.watch.watcher import describe_holder
 
     # choices are case-blind on the command line (`--decision Approve`), exact in the library
     result = approve_any(store_from(ctx), task_id, decision.lower(), note=note, approver=approver)
@@ -137,7 +137,7 @@ def show(
     else:
         from rich.markdown import Markdown
 
-        from loki.textsafe import for_terminal
+        from loki.text.textsafe import for_terminal
 
         # no hyperlinks: a Markdown link an agent wrote would be an OSC 8 link to any URL (shown as text instead)
         console().print(Markdown(for_terminal(body), hyperlinks=False))

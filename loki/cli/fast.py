@@ -14,6 +14,7 @@ command's: both print through :mod:`loki.cli.output` (:mod:`loki.cli.breaker` ca
 
 from __future__ import annotations
 
+from loki.argv import split_root
 from loki.cli.output import (
     emit_check,
     guarded,
@@ -22,7 +23,6 @@ from loki.cli.output import (
     print_claim,
     print_emitted,
     resolve_format,
-    split_root,
     write_error,
 )
 

@@ -104,7 +104,7 @@ def _report(path: str, before: str, after: str, actions: list[dict[str, str]], *
         shown = _shown(path)
         diff = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
                                     fromfile=shown, tofile=shown)
-        from loki.textsafe import for_terminal
+        from loki.text.textsafe import for_terminal
 
         sys.stdout.writelines(for_terminal(line.rstrip("\n")) + "\n" if line.endswith("\n") else for_terminal(line)
                               for line in diff)

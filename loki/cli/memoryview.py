@@ -18,7 +18,7 @@ def highlighted(snippet: str) -> Any:
     character in the stored text is made visible)."""
     from rich.text import Text
 
-    from loki.textsafe import for_terminal
+    from loki.text.textsafe import for_terminal
 
     text = Text()
     rest = " ".join(snippet.replace("\n", " ").split())
@@ -58,7 +58,7 @@ def refs_text(refs: list[dict[str, Any]], shown: int = 5) -> str:
 def print_hits(query: str, hits: list[dict[str, Any]]) -> None:
     from rich.text import Text
 
-    from loki.textsafe import for_terminal
+    from loki.text.textsafe import for_terminal
 
     out = console()
     for hit in hits:
@@ -66,7 +66,7 @@ def print_hits(query: str, hits: list[dict[str, Any]]) -> None:
         if hit["occurrences"] > 1:
             seen += f" (first {hit['first_seen']})"
         # Text is never parsed as markup; for_terminal makes the control characters a command's output carried
-        # visible (a stored error is hostile text: loki/textsafe.py).
+        # visible (a stored error is hostile text: loki/text/textsafe.py).
         head = Text(f"{hit['rank']}. ", style="bold")
         head.append(for_terminal(f"{hit['tool']} `{_short(hit['command'], 100)}`"), style="bold")
         where = f"  [{hit.get('error_class') or 'unknown'}] {seen}; branch {hit.get('branch') or '-'}"

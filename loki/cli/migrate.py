@@ -18,7 +18,7 @@ def migrate(
     (counts and SHA-256), then switch this tree to it. Refuses a target that already holds state. Every other
     command on this tree is held out (exit 5) until it ends; run again after an interruption, it finishes
     the job, and `--to` where the state still is rolls the interrupted copy back."""
-    from loki.storage.migrate import migrate_tree
+    from loki.admin.migrate import migrate_tree
 
     report = migrate_tree(root_option(ctx), to)
     if json_output:

@@ -1,4 +1,4 @@
-"""What the typer app and the fast lanes both print, and the ``--root`` splitter both use.
+"""What the typer app and the fast lanes both print (the ``--root`` splitter they share is loki/argv.py).
 
 Errors are formatted in one place (:func:`write_error`) and guarded in one place
 (:func:`guarded`), so ``loki breaker check`` answers the same through the fast lane
@@ -22,40 +22,13 @@ if TYPE_CHECKING:
     from loki.errors import LokiError
 
 
-def split_root(args: list[str]) -> tuple[str | None, list[str]] | None:
-    """``(root, the other arguments)`` with the global ``--root R`` / ``--root=R`` taken out wherever
-    it stands; None for what a fast lane leaves to typer: a ``--`` separator, ``--root`` without a value.
-
-    The typer app accepts ``--root`` anywhere too (:func:`loki.cli.app.hoist_root`), so both agree.
-    """
-    root: str | None = None
-    rest: list[str] = []
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        if arg == "--":
-            return None
-        if arg == "--root":
-            if index + 1 >= len(args):
-                return None
-            root = args[index + 1]
-            index += 2
-            continue
-        if arg.startswith("--root="):
-            root = arg[len("--root="):]
-        else:
-            rest.append(arg)
-        index += 1
-    return root, rest
-
-
 def write_error(exc: LokiError, json_output: bool) -> int:
     """Print a LokiError on stderr (one JSON document with ``--json``); return its exit code.
 
     The one place that formats errors, for the typer app (:func:`loki.cli.app.run`) and the fast lanes.
     """
     from loki.errors import ExitCode
-    from loki.textsafe import for_terminal, json_for_terminal
+    from loki.text.textsafe import for_terminal, json_for_terminal
 
     if json_output:
         sys.stderr.write(json_for_terminal(json.dumps(exc.to_json(), ensure_ascii=False)) + "\n")
@@ -93,7 +66,7 @@ def guarded(command: Callable[[], int], json_output: bool) -> int:
             return write_error(as_loki_error(None, exc), json_output)
         if os.environ.get("LOKI_DEBUG"):
             raise
-        from loki.textsafe import for_terminal
+        from loki.text.textsafe import for_terminal
 
         sys.stderr.write(for_terminal(f"internal error: {type(exc).__name__}: {exc}") +
                          " (set LOKI_DEBUG=1 for the traceback)\n")
@@ -106,7 +79,7 @@ def emit_check(decision: Decision, json_output: bool) -> int:
     A refusal's message goes to stderr as the error it is: the typer command raises
     ``decision.error()``, the fast lane writes it with :func:`write_error`.
     """
-    from loki.textsafe import for_terminal, json_for_terminal
+    from loki.text.textsafe import for_terminal, json_for_terminal
 
     if json_output:
         sys.stdout.write(json_for_terminal(json.dumps(decision.to_json(), ensure_ascii=False, default=str)) + "\n")
@@ -118,7 +91,7 @@ def emit_check(decision: Decision, json_output: bool) -> int:
 def note_similar_breaker(similar: str | None, name: str, json_output: bool) -> None:
     """After a go-ahead for a breaker never recorded: say which recorded one its name is close to (stderr)."""
     if similar is not None and not json_output:
-        from loki.textsafe import for_terminal
+        from loki.text.textsafe import for_terminal
 
         sys.stderr.write(for_terminal(f"note: no breaker {name!r} was recorded before (did you mean {similar}?); "
                                       "a new name starts CLOSED") + "\n")
@@ -126,7 +99,7 @@ def note_similar_breaker(similar: str | None, name: str, json_output: bool) -> N
 
 def print_emitted(result: dict[str, object], json_output: bool) -> None:
     """What ``loki signal emit`` prints (typer command and fast lane alike)."""
-    from loki.textsafe import json_for_terminal
+    from loki.text.textsafe import json_for_terminal
 
     if json_output:
         sys.stdout.write(json_for_terminal(json.dumps(result, ensure_ascii=False, default=str)) + "\n")
@@ -221,7 +194,7 @@ def _columns() -> int:
 
 def plain_cell(value: object) -> str:
     """One cell of a tab-separated row: no tab or line break inside it, escaped for a terminal."""
-    from loki.textsafe import for_terminal
+    from loki.text.textsafe import for_terminal
 
     text = "" if value is None else str(value)
     return for_terminal(" ".join(text.split()) if any(c in text for c in "\t\n\r") else text)
@@ -233,19 +206,19 @@ def write_plain_rows(rows: list[list[object]]) -> None:
 
 
 def write_ids(ids: list[object]) -> None:
-    from loki.textsafe import for_terminal
+    from loki.text.textsafe import for_terminal
 
     sys.stdout.write("".join(for_terminal(str(i)) + "\n" for i in ids))
 
 
 def write_json(document: object) -> None:
-    from loki.textsafe import json_for_terminal
+    from loki.text.textsafe import json_for_terminal
 
     sys.stdout.write(json_for_terminal(json.dumps(document, ensure_ascii=False, default=str)) + "\n")
 
 
 def write_jsonl(items: list[Any]) -> None:
-    from loki.textsafe import json_for_terminal
+    from loki.text.textsafe import json_for_terminal
 
     sys.stdout.write("".join(json_for_terminal(json.dumps(item, ensure_ascii=False, default=str)) + "\n"
                              for item in items))
@@ -260,6 +233,6 @@ def print_claim(task: dict[str, Any], fmt: str) -> None:
     elif fmt == "id":
         write_ids([task["id"]])
     else:
-        from loki.textsafe import for_terminal
+        from loki.text.textsafe import for_terminal
 
         sys.stdout.write("".join(for_terminal(line) + "\n" for line in claim_lines(task)))

@@ -21,7 +21,8 @@ from loki.cli.common import (
     who,
 )
 from loki.cli.output import resolve_format
-from loki.wording import attempt_failed, plural, shorten
+from loki.tasks.record import attempt_failed
+from loki.wording import plural, shorten
 
 app = typer.Typer(help="The task queue: add, list, ready, claim, heartbeat, complete, fail, release, edit, close, "
                        "defer, cancel, retry, history.", no_args_is_help=True)
@@ -70,7 +71,7 @@ def add(
         created = [r["task"] for r in results if r["created"]]
         existing = [r["task"] for r in results if not r["created"]]
         if json_output:
-            from loki.queue.tasks import summary
+            from loki.tasks.record import summary
 
             print_json({"added": len(created), "existing": len(existing),
                         "tasks": [summary(r["task"]) | {"created": r["created"]} for r in results]})

@@ -50,14 +50,14 @@ def run(
                     notify=None if json_output else _progress)
     result = runner.run()
     if json_output:
-        from loki.textsafe import json_for_terminal
+        from loki.text.textsafe import json_for_terminal
 
         sys.stderr.write(json_for_terminal(json.dumps(result.to_json(), ensure_ascii=False)) + "\n")
     raise typer.Exit(result.exit_code)
 
 
 def _progress(message: str) -> None:
-    from loki.textsafe import for_terminal
+    from loki.text.textsafe import for_terminal
 
     sys.stderr.write(f"loki run: {for_terminal(message)}\n")
     sys.stderr.flush()

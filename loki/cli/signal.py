@@ -1,4 +1,4 @@
-"""``loki signal emit|list|show|log|rules``: a thin layer over :mod:`loki.signals.emit` and :mod:`loki.signals.rules`.
+"""``loki signal emit|list|show|log|rules``: a thin layer over :mod:`loki.signals.emit` and :mod:`loki.watch.rules`.
 
 ``loki signal emit`` is normally answered by the fast lane (loki/cli/fast.py) before typer
 loads -- agents run it constantly; this command is the same code for every other spelling
@@ -167,7 +167,7 @@ def outcome_line(record: dict[str, Any]) -> str:
 @app.command("rules")
 def rules_(json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
     """The rule table: what the watcher does with each signal type."""
-    from loki.signals.rules import table as rule_table
+    from loki.watch.rules import table as rule_table
 
     rows = rule_table()
     if json_output:

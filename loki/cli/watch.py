@@ -1,7 +1,7 @@
-"""``loki watch``: consume signals, run the periodic tick, show it live (a thin layer over loki.signals.watcher).
+"""``loki watch``: consume signals, run the periodic tick, show it live (a thin layer over loki.watch.watcher).
 
 Output modes: a live view on a terminal (full screen, composed for its size by
-:mod:`loki.signals.screen`; keys ``q`` quit, ``p`` pause, ``?`` help, arrows scroll the events);
+:mod:`loki.watch.screen`; keys ``q`` quit, ``p`` pause, ``?`` help, arrows scroll the events);
 ``--no-tui`` one line per event (the default when stdout is not a terminal): the same events as
 the live view's feed; ``--json`` one JSON object per event line. With ``--once``, one pass and
 exit: a summary (``--json``: one JSON document).
@@ -40,7 +40,7 @@ def watch(
 
     Keys in the live view: q quit, p pause, ? help, arrows scroll the events.
     """
-    from loki.signals.watcher import Watcher
+    from loki.watch.watcher import Watcher
 
     store = store_from(ctx)
     live = not (once or no_tui or json_output) and sys.stdout.isatty()
@@ -82,10 +82,10 @@ def _live(watcher: Any, refresh: float) -> None:
     from loki.cli.common import console
     from loki.cli.watchkeys import KeyReader, cbreak
     from loki.cli.watchview import to_text
-    from loki.signals.activity import history
-    from loki.signals.dashboard import Dashboard
-    from loki.signals.feed import Feed
-    from loki.signals.screen import View, compose
+    from loki.watch.activity import history
+    from loki.watch.dashboard import Dashboard
+    from loki.watch.feed import Feed
+    from loki.watch.screen import View, compose
 
     store = watcher.store
     watcher.follow_activity()  # before the history is read: nothing falls between the two
@@ -166,15 +166,15 @@ def _handler(signum: int, handler: Any) -> Iterator[None]:
 
 
 def event_text(event: dict[str, Any], now: str) -> str:
-    """One event as one line for people (--no-tui): :func:`loki.signals.feed.event_line`."""
-    from loki.signals.feed import event_line
+    """One event as one line for people (--no-tui): :func:`loki.watch.feed.event_line`."""
+    from loki.watch.feed import event_line
 
     return event_line(event, now)
 
 
 def _text_line(event: dict[str, Any]) -> None:
     from loki.clock import default_clock, format_ts
-    from loki.textsafe import for_terminal
+    from loki.text.textsafe import for_terminal
 
     sys.stdout.write(for_terminal(event_text(event, format_ts(default_clock().now()))) + "\n")
     sys.stdout.flush()
@@ -183,14 +183,14 @@ def _text_line(event: dict[str, Any]) -> None:
 def _json_line(event: dict[str, Any]) -> None:
     import json
 
-    from loki.textsafe import json_for_terminal
+    from loki.text.textsafe import json_for_terminal
 
     sys.stdout.write(json_for_terminal(json.dumps(event, ensure_ascii=False, default=str)) + "\n")
     sys.stdout.flush()
 
 
 def _say(message: str) -> None:
-    from loki.textsafe import for_terminal
+    from loki.text.textsafe import for_terminal
 
     sys.stdout.write(for_terminal(message) + "\n")
     sys.stdout.flush()

@@ -1,4 +1,4 @@
-"""The live view of ``loki watch`` drawn with rich: the lines :mod:`loki.signals.screen` composed, coloured.
+"""The live view of ``loki watch`` drawn with rich: the lines :mod:`loki.watch.screen` composed, coloured.
 
 What is shown where, and how it fits the terminal, is decided by the library; this module only
 gives each tone a style.
@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from loki.signals.screen import lease_left
+from loki.watch.screen import lease_left
 
 if TYPE_CHECKING:
-    from loki.signals.screen import Line
+    from loki.watch.screen import Line
 
 __all__ = ["STYLES", "lease_left", "to_text"]
 

@@ -60,7 +60,7 @@ def work(
                           until_empty=until_empty, breaker=breaker, lease_seconds=lease, retries=retries)
     worker = Worker(store_from(ctx), options, notify=None if json_output else _progress)
     summary = worker.run()
-    from loki.textsafe import json_for_terminal
+    from loki.text.textsafe import json_for_terminal
 
     if json_output:
         sys.stderr.write(json_for_terminal(json.dumps(summary.to_json(), ensure_ascii=False)) + "\n")
@@ -82,7 +82,7 @@ def _closing_line(summary: Summary) -> str:
 
 
 def _progress(message: str) -> None:
-    from loki.textsafe import for_terminal
+    from loki.text.textsafe import for_terminal
 
     sys.stderr.write(f"loki work: {for_terminal(message)}\n")
     sys.stderr.flush()

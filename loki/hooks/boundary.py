@@ -57,7 +57,7 @@ _HELP_FLAGS = frozenset({"--help", "-h"})
 def parse_args(args: list[str]) -> tuple[str | None, str, str] | None:
     """``(root, agent, event)`` for ``[--root R] hook [--agent A] EVENT`` (``--agent`` before or after
     the event, ``--agent=A`` too); None when typer should handle it (help, anything else)."""
-    from loki.cli.output import split_root
+    from loki.argv import split_root
 
     split = split_root(args)
     if split is None:

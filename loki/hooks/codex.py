@@ -77,7 +77,7 @@ def shell_command(payload: dict[str, Any]) -> str | None:
 
 def shell_failed(command: str, output: str) -> bool:
     """Whether a shell command's output (no exit code known) shows that it failed."""
-    from loki.hooks.errorscan import is_viewer, scan
+    from loki.text.errorscan import is_viewer, scan
 
     if not output.strip() or is_viewer(command):
         return False

@@ -342,8 +342,8 @@ def _queue_section(store: Store, payload: dict[str, Any]) -> str | None:
 
 def _signals_section(store: Store, payload: dict[str, Any]) -> str | None:
     """Signals wait for a watcher; say so when none runs (nothing applies them meanwhile)."""
-    from loki.signals.consumer import consumer_status
     from loki.signals.emit import entries
+    from loki.watch.consumer import consumer_status
 
     waiting = len(entries(store, "waiting"))
     if not waiting or consumer_status(store) is not None:

@@ -6,7 +6,7 @@ PostToolUse with the tool's ``tool_response``. So:
 
 * **PostToolUseFailure** is always a failure, except a user interrupt (``is_interrupt``), which
   says nothing about the approach and is ignored. For Bash the exit code and the command feed
-  :func:`loki.hooks.errorscan.scan`, which names the class and a recovery suggestion; exit 1 of
+  :func:`loki.text.errorscan.scan`, which names the class and a recovery suggestion; exit 1 of
   ``grep``/``diff`` (the last command of the line) means "no match" / "files differ" and is
   ignored too.
 * **PostToolUse** is a success, with three refinements that decide what "no crying wolf" means:
@@ -35,7 +35,7 @@ TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from typing import Any
 
-    from loki.hooks.errorscan import ScanResult
+    from loki.text.errorscan import ScanResult
 
 SUCCESS, FAILURE, IGNORED = "success", "failure", "ignored"
 
@@ -72,7 +72,7 @@ class Outcome:
 
 def after_failure(tool_name: str, tool_input: Any, error: Any, is_interrupt: Any = False) -> Outcome:
     """A PostToolUseFailure payload: a failure (or ignored, for a user interrupt)."""
-    from loki.hooks.errorscan import scan
+    from loki.text.errorscan import scan
 
     if is_interrupt is True:
         return Outcome(IGNORED)
@@ -95,7 +95,7 @@ def after_success(tool_name: str, tool_input: Any, tool_response: Any) -> Outcom
 
 
 def _bash_success(tool_input: Any, response: Any) -> Outcome:
-    from loki.hooks.errorscan import scan
+    from loki.text.errorscan import scan
 
     if isinstance(response, dict) and response.get("interrupted") is True:
         return Outcome(IGNORED)
@@ -107,7 +107,7 @@ def _bash_success(tool_input: Any, response: Any) -> Outcome:
 
 
 def _other_success(response: Any) -> Outcome:
-    from loki.hooks.errorscan import scan
+    from loki.text.errorscan import scan
 
     text = response_text(response)
     if isinstance(response, dict) and (

@@ -106,7 +106,7 @@ def _usable(doc: Any) -> bool:
 
 
 def _same_command(command: str, resolution: str) -> bool:
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     return " ".join(redact(command).split()) == " ".join(resolution.split())
 

@@ -35,20 +35,20 @@ from __future__ import annotations
 
 import os
 
-from loki.hooks.redact import redact
 from loki.memory.record import RECORD_SCHEMA, content_hash
 from loki.storage import layout
 from loki.storage.jsonio import without_nul
 from loki.strikes import cmdprefix
 from loki.strikes import key as strikekey
+from loki.text.redact import redact
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from typing import Any
 
-    from loki.hooks.errorscan import ScanResult
     from loki.storage.state import MemorySearch
     from loki.storage.state import StateStore as Store
+    from loki.text.errorscan import ScanResult
 
 OUTPUT_CHARS = 1000
 """The reference keeps the first 1000 characters of a failed command's output."""
@@ -196,7 +196,7 @@ def error_record(
 
     ``result``: errorscan's reading of the failure (None: the output is scanned here).
     """
-    from loki.hooks.errorscan import extract_file_refs, extract_stack_trace, scan
+    from loki.text.errorscan import extract_file_refs, extract_stack_trace, scan
 
     code, output = split_exit_code(error or "")
     if exit_code is None:
@@ -409,7 +409,9 @@ class ErrorMemory:
         """The search: the store's own when it keeps one (PostgreSQL: tsvector tables every machine
         shares), else the SQLite FTS5 cache beside the log (:mod:`loki.memory.index`)."""
         if self._index is None:
-            found = self.store.memory_search()
+            from loki.memory import patterns
+
+            found = self.store.memory_search(patterns)
             if found is None:
                 from loki.memory.index import MemoryIndex
 

@@ -16,7 +16,7 @@ RECORD_SCHEMA = "memory-record.json"
 
 def content_hash(tool: str, prefix: str, message: str) -> str:
     """What makes two failures "the same": tool, command prefix and the normalised message."""
-    from loki.hooks.errorscan import normalise_error
     from loki.strikes import key as strikekey
+    from loki.text.errorscan import normalise_error
 
     return strikekey.text_hash(f"{tool}\n{prefix}\n{normalise_error(message)}")

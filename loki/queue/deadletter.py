@@ -12,9 +12,9 @@ import hashlib
 from loki.clock import add_seconds, format_ts, parse_ts
 from loki.config import setting
 from loki.errors import InvalidArgument, NotFound
-from loki.queue import history
-from loki.queue.tasks import add_note, clear_claim, start_fresh_budget
 from loki.storage.paths import check_id
+from loki.tasks import history
+from loki.tasks.record import add_note, clear_claim, start_fresh_budget
 from loki.wording import dead_letter_next, duration, plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -232,7 +232,7 @@ class DeadLetter:
         return result
 
     def _decide(self, entry: dict[str, Any], states: _TaskStates) -> dict[str, Any]:
-        from loki.hooks.errorscan import normalise_error
+        from loki.text.errorscan import normalise_error
 
         task = entry["task_data"]
         task_id = entry["task_id"]
@@ -375,7 +375,7 @@ class DeadLetter:
 
 def _root_cause(entry: dict[str, Any]) -> str:
     """The normalised last error of an entry: what "the same root cause" compares."""
-    from loki.hooks.errorscan import normalise_error
+    from loki.text.errorscan import normalise_error
 
     attempts = entry.get("attempts") or []
     return normalise_error(attempts[-1].get("error_message", "")) if attempts else entry["error_summary"].lower()
@@ -393,7 +393,7 @@ class _TaskStates:
     """Where each task is, for the dependency checks of one review."""
 
     def __init__(self, unit: TaskTxn) -> None:
-        from loki.queue.tasks import TASK_STATES
+        from loki.tasks.record import TASK_STATES
 
         self._state: dict[str, str] = {}
         self._completed_at: dict[str, str | None] = {}
@@ -422,6 +422,6 @@ class _TaskStates:
 
 
 def _redacted(text: str) -> str:
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     return redact(text)

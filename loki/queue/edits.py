@@ -24,7 +24,8 @@ abandoned
 ======================  ==========================  ==============================================
 
 Functions here take the :class:`~loki.queue.queue.Queue` they work for (``Queue.edit`` and friends
-call them); they import no ``Queue``, so the queue module stays the head of the family.
+call them); they import no ``Queue`` (a protocol names the five members they use), so the queue module
+stays the head of the family.
 """
 
 from __future__ import annotations
@@ -33,16 +34,30 @@ import re
 
 from loki.clock import add_seconds, format_ts, parse_ts, ts_before_or_at
 from loki.errors import Conflict, InvalidArgument
-from loki.queue import history
-from loki.queue.tasks import PRIORITIES, add_note, clear_claim
+from loki.tasks import history
+from loki.tasks.record import PRIORITIES, add_note, clear_claim
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any
+    from typing import Any, Protocol
 
-    from loki.queue.queue import Queue
-    from loki.storage.tasks import TaskTxn
+    from loki.storage.state import StateStore
+    from loki.storage.tasks import TaskStore, TaskTxn
+
+    class Queue(Protocol):
+        """What these functions ask of :class:`loki.queue.queue.Queue`: named here, not imported, so the
+        two modules form no circle even for the type checker (docs/design.md, "Layers")."""
+
+        @property
+        def store(self) -> StateStore: ...
+        @property
+        def tasks(self) -> TaskStore: ...
+        def where(self, unit: TaskTxn, task_id: str) -> str: ...
+        def rotate_hot(self, unit: TaskTxn, state: str) -> None: ...
+        def dependents(self, unit: TaskTxn, task_id: str) -> list[str]: ...
+        def check_new_dependencies(self, unit: TaskTxn, task: dict[str, Any], deps: list[str],
+                                   option: str) -> None: ...
 
 EDITABLE = ("pending", "in-progress", "blocked", "failed")
 """The queue states whose tasks ``edit`` changes; a dead-letter entry's task too."""
@@ -65,9 +80,9 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
     complete, or closes a cycle; :class:`Conflict` (exit 4) for a task another agent holds (unless
     ``force``) or one that is finished.
     """
-    from loki.queue.tasks import redact_task_text
     from loki.storage.paths import check_id
-    from loki.textsafe import check_name
+    from loki.tasks.record import redact_task_text
+    from loki.text.textsafe import check_name
 
     check_id(task_id, "task id")
     asked = {"title": title, "description": description, "type": type, "priority": priority,
@@ -135,14 +150,14 @@ def close(queue: Queue, task_id: str, *, reason: str, wont_do: bool = False, by:
     :class:`Conflict` (exit 4) for a task another agent holds (unless ``force``) or already closed.
     """
     from loki.storage.paths import check_id
-    from loki.textsafe import check_name
+    from loki.text.textsafe import check_name
 
     check_id(task_id, "task id")
     if not reason or not reason.strip():
         raise InvalidArgument("--reason must say why the task is closed", field="reason")
     if by is not None:
         check_name(by, "name")
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     outcome = "won't do" if wont_do else "done"
     # redacted here: it is also a dead-letter entry's abandon reason and an escalation's resolution
@@ -192,7 +207,7 @@ def defer(queue: Queue, task_id: str, *, until: str | None, by: str | None = Non
     (exit 4) for a task in another state, or held by another agent without ``force``.
     """
     from loki.storage.paths import check_id
-    from loki.textsafe import check_name
+    from loki.text.textsafe import check_name
 
     check_id(task_id, "task id")
     if by is not None:

@@ -29,13 +29,13 @@ import re
 from loki.clock import add_seconds, format_ts
 from loki.config import setting
 from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, StateFileError
-from loki.queue import history
-from loki.queue.deadentry import error_summary
-from loki.queue.tasks import TASK_STATES, add_note, clear_claim, start_fresh_budget
 from loki.signals import emit as signals
 from loki.signals import types as signaltypes
 from loki.storage import jsonio, layout
 from loki.storage.paths import check_id, resource_dir
+from loki.tasks import history
+from loki.tasks.deadentry import error_summary
+from loki.tasks.record import TASK_STATES, add_note, clear_claim, start_fresh_budget
 from loki.wording import shorten
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -148,7 +148,7 @@ def write_file(store: Store, *, task_id: str, values: dict[str, str], now: str) 
     Every value is redacted here, whoever escalates (the 3-strike protocol, the dead-letter review,
     ``loki escalate``, drift): the attempts table and the analysis quote errors and commands.
     """
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     values = {key: redact(value) for key, value in values.items()}
     text, name = template(store)
@@ -174,11 +174,11 @@ def escalate(
     The task's state is decided inside the queue lock (a task completed meanwhile is not
     escalated), and the file is written there too, so it exists only if the task was parked.
     """
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     check_id(task_id, "task id")
     if agent is not None:
-        from loki.textsafe import check_name
+        from loki.text.textsafe import check_name
 
         check_name(agent, "agent name")
     if not trigger.strip():
@@ -373,7 +373,7 @@ def mark_resolved(store: Store, file_name: str | None, text: str) -> None:
     current = store.read_text(rel)  # read once: the state checked and the header rewritten are this text's
     if current is None or not _row(rel, current)["open"]:
         return
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     line = " ".join(redact(text).split()) or "resolved"
     first, _, body = current.partition("\n")

@@ -1,6 +1,6 @@
 """What ``loki queue ready`` and the pending listing show: what an agent would get next, and why the rest wait.
 
-The rule is :mod:`loki.queue.readiness` (the one ``claim`` picks by); this module runs it over a
+The rule is :mod:`loki.tasks.readiness` (the one ``claim`` picks by); this module runs it over a
 lock-free read of the queue, so a person asking "why is nothing happening?" never holds up the
 agents, and it asks the circuit breakers read-only: listing never takes a HALF_OPEN breaker's probe
 slot, which belongs to the claim that takes the task. It imports no :class:`~loki.queue.queue.Queue`:
@@ -10,8 +10,8 @@ the queue calls it.
 from __future__ import annotations
 
 from loki.clock import ts_before
-from loki.queue.readiness import DependencyIndex, behind_dead_letter, explain, never_ready
 from loki.storage import layout
+from loki.tasks.readiness import DependencyIndex, behind_dead_letter, explain, never_ready
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:

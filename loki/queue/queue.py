@@ -22,11 +22,14 @@ import re
 from loki.clock import add_seconds, format_ts, parse_ts, ts_before_or_at
 from loki.config import setting
 from loki.errors import Conflict, InvalidArgument, InvalidInput, NotFound, NothingToDo
-from loki.queue import history
-from loki.queue.compat import RUNTIME_HOLDER
-from loki.queue.deadentry import make_entry
-from loki.queue.readiness import DEAD_STATES, DependencyIndex, behind_dead_letter, never_ready, select_ready
-from loki.queue.tasks import (
+from loki.storage import jsonio, layout
+from loki.storage.opening import open_store
+from loki.storage.paths import check_id
+from loki.tasks import history
+from loki.tasks.compat import RUNTIME_HOLDER
+from loki.tasks.deadentry import make_entry
+from loki.tasks.readiness import DEAD_STATES, DependencyIndex, behind_dead_letter, never_ready, select_ready
+from loki.tasks.record import (
     DEFAULT_TYPE,
     ERROR_TYPES,
     LONGEST_LEASE_SECONDS,
@@ -48,9 +51,6 @@ from loki.queue.tasks import (
     start_fresh_budget,
     summary,
 )
-from loki.storage import jsonio, layout
-from loki.storage.opening import open_store
-from loki.storage.paths import check_id
 from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -154,7 +154,7 @@ class Queue:
         """Add several tasks in one transaction: all are added, or none (the first error is raised).
 
         Each spec uses ``add``'s keyword names (``dependencies`` or ``depends_on``), or is a task in
-        Loki Mode's runtime format (see :mod:`loki.queue.compat`). Dependencies may refer to tasks of the
+        Loki Mode's runtime format (see :mod:`loki.tasks.compat`). Dependencies may refer to tasks of the
         same batch, in any order.
         """
         with self.tasks.transaction() as unit:
@@ -195,11 +195,12 @@ class Queue:
             raise
 
     def _build_task(self, spec: Any, now: str, where: str) -> dict[str, Any]:
-        from loki.queue.compat import is_loki_task
+        from loki.storage.layout import task_keys
+        from loki.tasks.compat import is_loki_task
 
         if not isinstance(spec, dict):
             raise InvalidArgument(f"{_at(where)}a task must be a JSON object, got {type(spec).__name__}")
-        if is_loki_task(spec):
+        if is_loki_task(spec, task_keys()):
             task = self._foreign_task(spec, now)
         else:
             try:
@@ -216,10 +217,11 @@ class Queue:
         return self._checked(task, where)
 
     def _foreign_task(self, spec: dict[str, Any], now: str) -> dict[str, Any]:
-        from loki.queue.compat import import_task
+        from loki.storage.layout import task_keys
+        from loki.tasks.compat import import_task
 
         check_id(str(spec["id"]), "task id")
-        task = import_task(dict(spec), now)
+        task = import_task(dict(spec), now, task_keys())
         clear_claim(task)
         return task
 
@@ -262,7 +264,7 @@ class Queue:
         return task
 
     def _checked(self, task: dict[str, Any], where: str) -> dict[str, Any]:
-        from loki.textsafe import check_name
+        from loki.text.textsafe import check_name
 
         redact_task_text(task)
         # Names reach terminals: whichever shape the task came in, no control or bidi characters.
@@ -383,7 +385,7 @@ class Queue:
 
     def _pending_rows(self, fits: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
         from loki.queue.explain import ready_rows
-        from loki.queue.readiness import short_reason
+        from loki.tasks.readiness import short_reason
 
         now = format_ts(self._now())
         report = ready_rows(self.tasks, self.store, now=now, not_after=self._skew_bound(now), fits=fits)
@@ -398,7 +400,7 @@ class Queue:
 
         Returns ``{"now", "pending"`` (all pending tasks), ``"matching"`` (those the filters keep),
         ``"ready"`` (summaries in claim order, each with its ``position``), ``"not_ready"``
-        (summaries in claim order, each with ``reasons``: see :func:`loki.queue.readiness.explain`),
+        (summaries in claim order, each with ``reasons``: see :func:`loki.tasks.readiness.explain`),
         ``"expired_leases"`` (in-progress tasks the next claim requeues first)``}``. Reads without
         the lock and changes nothing (a HALF_OPEN breaker's probe slot included).
         """
@@ -554,7 +556,7 @@ class Queue:
 
     def _not_ready(self, unit: TaskTxn, task: dict[str, Any], now: str) -> list[str]:
         """Why one pending task cannot be claimed now (empty: it can), by the rule ``ready`` explains."""
-        from loki.queue.readiness import explain
+        from loki.tasks.readiness import explain
 
         deps = DependencyIndex(unit)
         stuck: dict[str, dict[str, str]] = {}
@@ -932,7 +934,7 @@ class Queue:
         written on a clock hours behind would look expired to every other machine at once. Leases err on
         the side of living longer: a wrong clock can delay the recovery of a dead holder's task, never
         make a live holder's lease end early.
-        (A lease no claim could have given ends at once: :func:`loki.queue.tasks.plausible_lease`.)
+        (A lease no claim could have given ends at once: :func:`loki.tasks.record.plausible_lease`.)
         On PostgreSQL every lease is on the database's clock: nothing to bound.
         """
         if self._shared_lease_clock():
@@ -1105,7 +1107,7 @@ def _refuse_misspelt_fields(spec: dict[str, Any], where: str) -> None:
     """
     import difflib
 
-    from loki.queue.compat import KNOWN_FIELDS
+    from loki.tasks.compat import KNOWN_FIELDS
 
     known = sorted(ADD_FIELDS | KNOWN_FIELDS)
     for key in sorted(set(spec) - ADD_FIELDS - KNOWN_FIELDS):
@@ -1129,7 +1131,7 @@ def _why(task: dict[str, Any], state: str) -> str | None:
 
 
 def _check_agent(agent: str) -> None:
-    from loki.textsafe import check_name
+    from loki.text.textsafe import check_name
 
     check_name(agent, "agent name")
 
@@ -1144,7 +1146,7 @@ class Wanted:
         self.labels = list(dict.fromkeys(labels))
         self.priorities = set(priorities)
         if self.labels:
-            from loki.textsafe import check_name
+            from loki.text.textsafe import check_name
 
             for label in self.labels:
                 check_name(label, "label")
@@ -1273,6 +1275,6 @@ def parse_batch(path: str, data: bytes) -> list[Any]:
 
 
 def _redacted(value: Any) -> Any:
-    from loki.hooks.redact import redact_obj
+    from loki.text.redact import redact_obj
 
     return redact_obj(value)

@@ -30,7 +30,7 @@ LOG = f"{layout.LOGS_DIR}/tasks.jsonl"
 def failure_event(outcome: dict[str, Any], attempt: dict[str, Any], now: str) -> dict[str, Any]:
     """What :meth:`loki.queue.queue.Queue.fail` did, as one event: ``change`` is ``failed`` (back to pending,
     retried after ``retry_at``), ``dead-letter`` (its budget used) or ``final`` (``--final``: failed for good)."""
-    from loki.wording import attempt_failed
+    from loki.tasks.record import attempt_failed
 
     task = outcome["task"]
     state = outcome["state"]
@@ -49,7 +49,7 @@ def failure_event(outcome: dict[str, Any], attempt: dict[str, Any], now: str) ->
 
 def review_event(result: dict[str, Any], left: int) -> dict[str, Any]:
     """A dead-letter review that ran (``result``: :meth:`loki.queue.deadletter.DeadLetter.review`'s), in the
-    words and with the identity of :func:`loki.signals.activity.review_event`, which sees the same review
+    words and with the identity of :func:`loki.watch.activity.review_event`, which sees the same review
     in the file's metadata: a watcher shows it once, worded alike whichever report it meets first."""
     counts = result["counts"]
     return {"event": "review", "timestamp": result["reviewed_at"], "reviewed_at": result["reviewed_at"],
@@ -64,7 +64,7 @@ def append(store: Store, events: list[dict[str, Any]]) -> None:
     import contextlib
 
     from loki.errors import LokiError
-    from loki.hooks.redact import redact_obj
+    from loki.text.redact import redact_obj
 
     # A record for people only (see the module's docstring): the task's own history has the failure.
     with contextlib.suppress(LokiError, OSError):

@@ -6,8 +6,8 @@ to a temp file and published under its type's name without ever overwriting an
 unconsumed signal (a second ``HUMAN_REVIEW_NEEDED`` becomes ``HUMAN_REVIEW_NEEDED.2``).
 ``DRIFT_DETECTED`` is appended to its JSON-lines log under a lock instead.
 
-Consumption (claim, apply, log, delete) is :mod:`loki.signals.consumer`; the rules are
-:mod:`loki.signals.rules`. ``loki signal emit`` runs on this module alone, so it imports neither
+Consumption (claim, apply, log, delete) is :mod:`loki.watch.consumer`; the rules are
+:mod:`loki.watch.rules`. ``loki signal emit`` runs on this module alone, so it imports neither
 typing nor anything heavy.
 
 Where signals live::
@@ -126,15 +126,15 @@ def build(
 ) -> tuple[str, dict[str, Any]]:
     """``(name, signal)``: the published name and the validated document (nothing is written).
 
-    The fields are redacted (:func:`loki.hooks.redact.redact_obj`): a reason or context quoting a command or
+    The fields are redacted (:func:`loki.text.redact.redact_obj`): a reason or context quoting a command or
     an error must not carry its secrets into ``signals/``, the outcome log or the effects.
     """
-    from loki.hooks.redact import redact_obj
+    from loki.text.redact import redact_obj
 
     fields = redact_obj(fields) if fields else fields
     name = signal_name(signal_type, subject)
     if agent is not None:
-        from loki.textsafe import check_name
+        from loki.text.textsafe import check_name
 
         check_name(agent, "agent name")
     signal: dict[str, Any] = {"timestamp": store.now_ts()}

@@ -1,6 +1,6 @@
 """The outcome log, ``logs/signals.jsonl``: one JSON line per consumed signal, saying what it did.
 
-Written only by the consumer (one at a time, see :mod:`loki.signals.consumer`), read by
+Written only by the consumer (one at a time, see :mod:`loki.watch.consumer`), read by
 ``loki signal list|show|log``, the live view and the display-only watchers. A line is
 appended, fsynced, *before* the signal file is deleted: after a crash, a signal whose
 id is already in the log is finished without being applied again.
@@ -32,7 +32,7 @@ rejected: a malformed DRIFT_DETECTED line (it stays in the log)."""
 
 def append(store: Store, records: Iterable[dict[str, Any]]) -> None:
     """Append outcome lines, redacted: they copy the signal and quote reasons from files agents wrote."""
-    from loki.hooks.redact import redact_obj
+    from loki.text.redact import redact_obj
 
     store.append_lines(LOG, [redact_obj(record) for record in records])
 

@@ -20,9 +20,9 @@ dropped; ``loki queue show`` still finds an archived task.
 from __future__ import annotations
 
 from loki.clock import ts_before
-from loki.queue.readiness import Census, DependencyIndex, select_ready
-from loki.queue.tasks import TASK_STATES, plausible_lease
 from loki.storage import jsonio, layout
+from loki.tasks.readiness import Census, DependencyIndex, select_ready
+from loki.tasks.record import TASK_STATES, plausible_lease
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:

@@ -131,20 +131,36 @@ class FileKind:
         return []
 
 
-def _normalise_queue(doc: Any, rel: str, stamp: Callable[[], str]) -> Any:
-    from loki.queue import compat
+_task_keys: frozenset[str] | None = None
 
-    if compat.is_foreign_queue(doc):
+
+def task_keys() -> frozenset[str]:
+    """loki's task keys: the task schema's properties, read once. Handed to ``loki.tasks.compat``, which
+    sits below storage and so cannot read the schema itself."""
+    global _task_keys
+    if _task_keys is None:
+        from loki.storage.schema import registry
+
+        _task_keys = frozenset(registry().raw("task.json")["properties"])
+    return _task_keys
+
+
+def _normalise_queue(doc: Any, rel: str, stamp: Callable[[], str]) -> Any:
+    from loki.tasks import compat
+
+    keys = task_keys()
+    if compat.is_foreign_queue(doc, keys):
         tasks = compat.tasks_of(doc) or []
         state = rel.rsplit("/", 1)[-1][: -len(".json")]
-        return {"version": 1, "tasks": compat.import_tasks(tasks, stamp(), status=state)}
+        return {"version": 1, "tasks": compat.import_tasks(tasks, stamp(), keys, status=state)}
     return doc
 
 
 def _normalise_deadletter(doc: Any, rel: str, stamp: Callable[[], str]) -> Any:
-    from loki.queue import compat
+    from loki.tasks import compat
 
-    return compat.import_deadletter(doc, stamp()) if compat.is_foreign_deadletter(doc) else doc
+    keys = task_keys()
+    return compat.import_deadletter(doc, stamp(), keys) if compat.is_foreign_deadletter(doc, keys) else doc
 
 
 def _empty_queue() -> dict[str, Any]:
@@ -242,3 +258,75 @@ def initial_files() -> dict[str, Any]:
         "consolidations here; agents read it first thing every turn.\n"
     )
     return files
+
+
+# -- signal files ------------------------------------------------------------------------------------
+# A signal is a file in signals/ named after its type (docs/signals.md). What such a file is, read from its
+# name, belongs to the file format: storage's checks (tree.py) ask it here, and loki/signals/types.py, the
+# bus's vocabulary, re-exports it under its own names. The type names are spelt out (the bus's constants
+# are the same strings; tests/architecture/test_layers.py checks they agree).
+
+DRIFT_SIGNAL = "DRIFT_DETECTED"
+"""The one signal that is an append-only JSON-lines log rather than a file per signal."""
+# Types whose name carries a subject: FEATURE_READY_auth, MERGE_REQUESTED_main.
+SIGNAL_SUBJECT_PREFIXES = ("FEATURE_READY_", "TESTS_PASSED_", "TESTS_FAILED_", "MERGE_REQUESTED_")
+SIGNAL_SCHEMAS = {
+    DRIFT_SIGNAL: "signal-drift-detected.json",
+    "HUMAN_REVIEW_NEEDED": "signal-human-review-needed.json",
+    "HUMAN_APPROVED": "signal-human-approved.json",
+    "FRICTION_DETECTED": "signal-friction-detected.json",
+    "INSTITUTIONAL_KNOWLEDGE_FOUND": "signal-institutional-knowledge-found.json",
+    "TESTS_PASSED_": "signal-tests-result.json",
+    "TESTS_FAILED_": "signal-tests-result.json",
+}
+GENERIC_SIGNAL_SCHEMA = "signal-generic.json"
+
+
+def signal_base_type(signal_type: str) -> str:
+    """``TESTS_PASSED_auth`` -> ``TESTS_PASSED_``; fixed and custom types are their own base."""
+    for prefix in SIGNAL_SUBJECT_PREFIXES:
+        if signal_type.startswith(prefix) and len(signal_type) > len(prefix):
+            return prefix
+    return signal_type
+
+
+def signal_schema_for(signal_type: str) -> str:
+    return SIGNAL_SCHEMAS.get(signal_base_type(signal_type), GENERIC_SIGNAL_SCHEMA)
+
+
+def signal_type_of_file(name: str) -> str:
+    """The signal type a file in ``signals/`` carries: its name up to the first ``.``."""
+    return name.split(".", 1)[0]
+
+
+def signal_left_for_others(name: str, patterns: list[str] | tuple[str, ...]) -> bool:
+    """Whether the signal file ``name`` is one another tool waits for (``signals.leave_for_others``).
+
+    Its type (the name up to the first ``.``: ``MERGE_REQUESTED_auth.ack`` -> ``MERGE_REQUESTED_auth``)
+    equals a pattern, or starts with a pattern ending in ``*`` without it (``SPAWN_QUEUED_*``).
+    """
+    signal_type = signal_type_of_file(name)
+    for pattern in patterns:
+        if pattern.endswith("*"):
+            if signal_type.startswith(pattern[:-1]):
+                return True
+        elif signal_type == pattern:
+            return True
+    return False
+
+
+def signal_text_of(data: bytes) -> str | None:
+    """The text of a signal file that is not JSON (``touch X``, ``echo text > X``: Loki Mode's idiom), or None.
+
+    None when it is not text (invalid UTF-8, control characters other than tab and line ends) or
+    when it is evidently meant to be JSON (it starts with ``{`` or ``[``): a half-written or broken
+    JSON file is quarantined, never read as a message.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if text.lstrip().startswith(("{", "[")) or any((ord(c) < 32 and c not in "\t\n\r") or ord(c) == 127
+                                                    for c in text):
+        return None
+    return text.strip()

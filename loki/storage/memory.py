@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from loki.clock import Clock
     from loki.storage.schema import Registry
+    from loki.storage.state import MemoryRules
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
@@ -277,7 +278,7 @@ class MemoryStore(LogReads):
             if observer.rel_dir == directory:
                 observer.wake()
 
-    def memory_search(self) -> None:
+    def memory_search(self, rules: MemoryRules) -> None:
         """None: error memory keeps its SQLite cache (an in-memory database, :meth:`index_database`)."""
         return None
 

@@ -109,12 +109,24 @@ def init_directory(path: str | None, cwd: str) -> tuple[str, str]:
             raise UsageError(f"--path {path!r} is not a directory: give the project directory that is to "
                              f"hold {STATE_DIR_NAME}/")
         return chosen, "path"
-    from loki.strikes.gitbranch import find_work_tree
-
     top = find_work_tree(cwd)
     project, location = (os.path.abspath(cwd), "cwd") if top is None else (top, "git_top")
     refuse_nested_tree(project)
     return project, location
+
+
+def find_work_tree(start: str) -> str | None:
+    """The top of the working tree containing ``start``: the nearest directory holding a ``.git``
+    directory or file (a worktree's or submodule's top); None outside a repository."""
+    here = os.path.abspath(start)
+    while True:
+        dot_git = os.path.join(here, ".git")
+        if os.path.isdir(dot_git) or os.path.isfile(dot_git):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
 
 
 def refuse_nested_tree(project: str) -> None:

@@ -355,7 +355,7 @@ def _enum_check(allowed: list[Any]) -> Check:
 def _short(value: Any) -> str:
     """A value for a message, redacted first: a refused value may be a secret (a database URL with its
     password, a token pasted into the wrong field), and messages reach terminals and logs."""
-    from loki.hooks.redact import redact  # only when there is something to report
+    from loki.text.redact import redact  # only when there is something to report
 
     text = json.dumps(value, ensure_ascii=False) if not isinstance(value, float) else repr(value)
     text = redact(text)

@@ -60,6 +60,22 @@ class Observer(Protocol):
     def stop(self) -> None: ...
 
 
+class MemoryRules(Protocol):
+    """Error memory's rules for reading its log (:mod:`loki.memory.patterns`), handed to a store that keeps
+    the search itself (:meth:`StateStore.memory_search`): storage sits below error memory and does not import it."""
+
+    @property
+    def COLUMNS(self) -> tuple[str, ...]: ...
+    @property
+    def SKIPPED_KEPT(self) -> int: ...
+    def query_words(self, query: str, limit: int) -> builtins.list[str]: ...
+    def read_line(self, schemas: Registry, raw: bytes) -> tuple[dict[str, Any] | None, str | None]: ...
+    def error_fields(self, record: dict[str, Any], line: int) -> dict[str, Any]: ...
+    def refs_text(self, file_references: str) -> str: ...
+    def with_resolution(self, text: str, resolution: str) -> str: ...
+    def hit(self, row: dict[str, Any], best: dict[str, Any] | None) -> dict[str, Any]: ...
+
+
 class MemorySearch(Protocol):
     """Error memory's search (docs/memory.md): the SQLite cache beside the log
     (:class:`loki.memory.index.MemoryIndex`), or a store's own (PostgreSQL's tsvector tables)."""
@@ -181,9 +197,10 @@ class StateStore(Protocol):
     def index_database(self, rel: str, side_files: Iterable[str] = ...) -> str:
         """What ``sqlite3.connect`` opens for a cache ``rel`` (a checked path; ``:memory:`` in memory)."""
 
-    def memory_search(self) -> MemorySearch | None:
+    def memory_search(self, rules: MemoryRules) -> MemorySearch | None:
         """Error memory's search when the store keeps it itself (PostgreSQL: tsvector, shared by every
-        machine); None: error memory keeps its SQLite cache beside the log (:meth:`index_database`)."""
+        machine), reading the log by ``rules`` (error memory's own, handed in); None: error memory keeps its
+        SQLite cache beside the log (:meth:`index_database`)."""
     def keep_local(self, rels: Iterable[str] = ..., dirs: Iterable[str] = ...) -> builtins.list[str]:
         """Refresh this machine's copies of documents the hooks' hot path reads from local files
         (a database store: under ``.loki/cache/``); files and memory: nothing to copy, []."""

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
     from loki.storage.filetasks import FileTasks
     from loki.storage.observer import DirectoryObserver
+    from loki.storage.state import MemoryRules
 
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 TEMP_SUFFIX = ".tmp"
@@ -956,7 +957,7 @@ class Store(LogReads):
 
         return DirectoryObserver(self.ensure_dir(rel_dir), wake)
 
-    def memory_search(self) -> None:
+    def memory_search(self, rules: MemoryRules) -> None:
         """None: error memory keeps its SQLite cache beside the log (:meth:`index_database`)."""
         return None
 

@@ -87,19 +87,19 @@ class TaskTxn(Protocol):
         (``deferred.until`` at or before ``now``); ``available_at`` at or before ``now`` (or after
         ``not_after``: written under a clock since set back); not held in place by a Loki Mode
         claim; every dependency completed (hot or archived). The rule is
-        :func:`loki.queue.readiness.select_ready`, which both stores that scan in Python run. The census
+        :func:`loki.tasks.readiness.select_ready`, which both stores that scan in Python run. The census
         says why nothing is ready; it is only counted when no task is returned.
         """
     def expired(self, now: str) -> list[Task]:
         """In-progress tasks whose lease ended before ``now``, or that have none, in insertion order
         (on files and in memory also those whose lease is not one loki gives:
-        :func:`loki.queue.tasks.plausible_lease`).
+        :func:`loki.tasks.record.plausible_lease`).
 
         In a claim unit on PostgreSQL they are locked with SKIP LOCKED: a lease another claimer is
         requeueing at that instant is left to it."""
     def newest_in_progress(self) -> str | None:
         """The latest ``claimed_at`` or ``updated_at`` (a claim, a heartbeat) among the in-progress tasks
-        with a plausible lease (:func:`loki.queue.tasks.plausible_lease`), or None: on a machine's own
+        with a plausible lease (:func:`loki.tasks.record.plausible_lease`), or None: on a machine's own
         clock, the evidence that this clock is behind the tree's (the lease bounds, docs/queue.md)."""
     def waiting_chain(self, task_ids: Iterable[str]) -> list[Task]:
         """The pending and blocked tasks among ``task_ids`` and those they depend on, directly or through
@@ -111,7 +111,7 @@ class TaskTxn(Protocol):
     def dead_letter_metadata(self) -> dict[str, Any]: ...
     def find_dead_letter(self, task_id: str) -> Entry | None: ...
     def dead_letter(self, entry: Entry) -> None:
-        """Append ``entry`` (made by :func:`loki.queue.deadentry.make_entry`)."""
+        """Append ``entry`` (made by :func:`loki.tasks.deadentry.make_entry`)."""
     def update_dead_letter(self, *entries: Entry) -> None: ...
     def recover(self, entry: Entry) -> Task:
         """Take ``entry`` out of the dead-letter queue as a recovery; returns its task."""

@@ -17,7 +17,6 @@ from typing import Any
 from loki.clock import format_ts
 from loki.config import setting
 from loki.errors import FileTooLarge, InvalidInput, LockTimeout, LokiError, StateFileError
-from loki.signals import types as signaltypes
 from loki.storage import jsonio, layout
 from loki.storage.locks import in_use
 from loki.storage.logpos import every_line
@@ -149,7 +148,7 @@ class _ReferenceValidator:
         if validator is None:
             validator = self._cls(registry().raw(schema_name), registry=self._registry)
             self._validators[schema_name] = validator
-        from loki.hooks.redact import redact  # jsonschema quotes the refused value, which may be a secret
+        from loki.text.redact import redact  # jsonschema quotes the refused value, which may be a secret
 
         found = []
         for error in (leaf for top in validator.iter_errors(doc) for leaf in _branch_errors(top)):
@@ -285,7 +284,7 @@ def _hard_link_matters(rel: str) -> bool:
     """Whether a second link to ``rel`` is a problem. A signal file is never written in place (it is
     published by ``link()``, claimed by rename and deleted), and copying it could race the consumer's
     claim into a second delivery; the drift log, appended to, is a state file like any other."""
-    return not _is_signal_file(rel) or signaltypes.type_of_file(rel.rsplit("/", 1)[-1]) == signaltypes.DRIFT
+    return not _is_signal_file(rel) or layout.signal_type_of_file(rel.rsplit("/", 1)[-1]) == layout.DRIFT_SIGNAL
 
 
 def _is_signal_file(rel: str) -> bool:
@@ -309,12 +308,12 @@ def _problem_from(rel: str, exc: LokiError) -> Problem:
 
 def _check_signal(store: StateStore, rel: str, problems: list[Problem], reference: _ReferenceValidator) -> None:
     name = rel.rsplit("/", 1)[-1]
-    signal_type = signaltypes.type_of_file(name)
-    schema_name = signaltypes.schema_for(signal_type)
-    if signal_type == signaltypes.DRIFT:
+    signal_type = layout.signal_type_of_file(name)
+    schema_name = layout.signal_schema_for(signal_type)
+    if signal_type == layout.DRIFT_SIGNAL:
         _check_jsonl(store, rel, problems, reference, schema_name)
         return
-    if signaltypes.left_for_others(name, tuple(setting(store.config, "signals", "leave_for_others"))):
+    if layout.signal_left_for_others(name, tuple(setting(store.config, "signals", "leave_for_others"))):
         return  # another tool's signal (docs/signals.md): its content is that tool's business
     data = None
     try:
@@ -322,7 +321,7 @@ def _check_signal(store: StateStore, rel: str, problems: list[Problem], referenc
         doc = jsonio.loads_strict(data or b"")
     except jsonio.JsonError as exc:
         # An empty or plain-text file is a signal whose text is its message (Loki Mode's idiom).
-        if signaltypes.text_of(data or b"") is None:
+        if layout.signal_text_of(data or b"") is None:
             problems.append(Problem(rel, exc.pointer, exc.reason))
         return
     except LokiError as exc:
@@ -387,7 +386,7 @@ def _cross_file_problems(docs: dict[str, Any]) -> list[Problem]:
 def _dead_dependency_problems(store: StateStore, docs: dict[str, Any]) -> list[Problem]:
     """Pending or blocked tasks that wait on a cancelled or abandoned task, directly or through
     another waiting task: every file is valid, yet they would wait for ever."""
-    from loki.queue.readiness import never_ready
+    from loki.tasks.readiness import never_ready
 
     states: dict[str, str | None] = {}
     for rel in QUEUE_FILES:

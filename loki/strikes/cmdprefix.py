@@ -30,7 +30,7 @@ identical call. Prefixes are redacted (a URL argument can carry a password) so t
 command is redacted before its prefix is taken, since an option's secret value can become the argument.
 
 This runs on the PreToolUse hot path: it imports only ``re`` (loaded by ``json`` already);
-:mod:`loki.hooks.redact` is imported when a prefix is actually computed.
+:mod:`loki.text.redact` is imported when a prefix is actually computed.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def call_prefix(tool: str, tool_input: Any) -> str:
     """The redacted prefix of one call (``""`` when it has none)."""
     if not isinstance(tool_input, dict):
         return ""
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     if tool == "Bash":
         command = tool_input.get("command")

@@ -43,20 +43,6 @@ def find_git_dir(start: str) -> str | None:
         here = parent
 
 
-def find_work_tree(start: str) -> str | None:
-    """The top of the working tree containing ``start``: the nearest directory holding a ``.git``
-    directory or file (a worktree's or submodule's top); None outside a repository."""
-    here = os.path.abspath(start)
-    while True:
-        dot_git = os.path.join(here, ".git")
-        if os.path.isdir(dot_git) or os.path.isfile(dot_git):
-            return here
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
-
-
 def _follow_gitfile(path: str) -> str | None:
     text = _read_small(path)
     if text is None or not text.startswith("gitdir:"):

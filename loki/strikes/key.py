@@ -9,7 +9,7 @@ A key is ``<tool_name>:<input_hash>``. The hash covers the first ``input_hash_ch
    and ``npm test\\n`` are one call;
 3. the value is serialised as compact JSON with object keys sorted (``{"command":"npm test"}``),
    so the key order the model happened to emit does not matter;
-4. secrets are redacted (:func:`loki.hooks.redact.redact`, over the first ``input_hash_chars`` + 4096
+4. secrets are redacted (:func:`loki.text.redact.redact`, over the first ``input_hash_chars`` + 4096
    characters, so a secret running across the cut is still recognised) before the cut, so the
    stored preview never holds one and a weak password cannot be recovered by brute-forcing the
    hash against it;
@@ -21,7 +21,7 @@ Only that prefix is ever computed: a 1 MB ``Write`` costs what a short command d
 
 This module runs on the PreToolUse hot path: it imports ``json`` (which the hook has loaded to
 read its stdin) and BLAKE2b straight from ``_blake2``, skipping ``hashlib``'s OpenSSL start-up
-(~3 ms); :mod:`loki.hooks.redact` is imported only when a key is actually computed.
+(~3 ms); :mod:`loki.text.redact` is imported only when a key is actually computed.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def normalised_input(tool_input: Any, limit: int | None = None) -> str:
 
 def input_preview(tool_input: Any, chars: int = DEFAULT_CHARS) -> str:
     """Steps 1-4 and the cut: exactly the text that is hashed (secrets redacted)."""
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     chars = max(1, chars)
     return redact(normalised_input(tool_input, chars + REDACT_MARGIN))[:chars]
@@ -115,7 +115,7 @@ def call_label(tool_name: str, tool_input: Any, limit: int = 120) -> str:
 
     Redacted like everything loki shows or stores.
     """
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     window = limit + REDACT_MARGIN
     subject = ""

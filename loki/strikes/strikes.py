@@ -14,7 +14,7 @@ hash of the first 200 characters of the input, escalating tiers) and the ErrorRe
   the recovery suggestion, the previous errors) or stop; reaching the stop tier writes one
   escalation file and emits one HUMAN_REVIEW_NEEDED per streak, not on every later failure.
 
-Everything stored is redacted first (:func:`loki.hooks.redact.redact`): the input preview, the error
+Everything stored is redacted first (:func:`loki.text.redact.redact`): the input preview, the error
 messages, the escalation. The file is written only through :class:`loki.storage.store.Store`.
 
 Python use::
@@ -31,21 +31,21 @@ Python use::
 from __future__ import annotations
 
 from loki.errors import InvalidArgument, InvalidInput, NotFound
-from loki.hooks.redact import redact
 from loki.storage import layout
 from loki.strikes import cmdprefix, gitbranch
 from loki.strikes import key as strikekey
 from loki.strikes import view as strikeview
 from loki.strikes.tiers import RECORD, STOP, WARN, Tiers, clip, hash_chars, stop_text, warn_text
+from loki.text.redact import redact
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from loki.hooks.errorscan import ScanResult
     from loki.storage.state import StateStore as Store
     from loki.storage.state import StateTxn as Transaction
+    from loki.text.errorscan import ScanResult
 
 MAX_KEYS = 500
 """Calls tracked per branch; beyond it the longest-quiet keys are dropped (their attempts stay)."""
@@ -190,7 +190,7 @@ class Strikes:
         branch file's lock is held, so a failure that times out on that lock has written nothing.
         """
         if result is None:
-            from loki.hooks.errorscan import scan
+            from loki.text.errorscan import scan
 
             result = scan(error or "")
         key, input_hash, preview = self.key_for(tool, tool_input)
@@ -437,7 +437,7 @@ def _message(error: str, result: ScanResult) -> str:
 
 
 def _error_hash(message: str) -> str:
-    from loki.hooks.errorscan import normalise_error
+    from loki.text.errorscan import normalise_error
 
     return strikekey.text_hash(normalise_error(message))
 

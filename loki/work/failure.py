@@ -1,6 +1,6 @@
 """What a failed run of the agent's command becomes in the queue: an attempt's type and message.
 
-The classifier is the hooks' (loki/hooks/errorscan.py): the same output a Bash tool call would have
+The classifier is the hooks' (loki/text/errorscan.py): the same output a Bash tool call would have
 printed is named the same way (``test_failure``, ``compile_error``, ``missing_module`` ...; by exit
 status when the text says nothing: 124 ``timeout``, 137 ``resource``). The queue's attempt keeps the
 dead-letter reference's fields and no more, so the class goes into the message; the ``error_type``
@@ -14,13 +14,13 @@ stdout's, else the exit status: a program says what went wrong on stderr, while 
 often a banner or progress. Then
 the tail of the command's output (its last :data:`TAIL_CHARS` characters of stderr, then of
 stdout), so whoever picks the task up next sees what happened. Secrets are redacted
-(loki/hooks/redact.py) here, and again where every attempt is made.
+(loki/text/redact.py) here, and again where every attempt is made.
 """
 
 from __future__ import annotations
 
-from loki.hooks.errorscan import scan
-from loki.hooks.redact import redact
+from loki.text.errorscan import scan
+from loki.text.redact import redact
 
 TAIL_CHARS = 2000
 """Of each stream: the part of a long log that says what went wrong, without bloating the queue file."""

@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 
 from loki.breakers.runner import RetryPolicy, Runner, resolve
 from loki.errors import Conflict, ExitCode, InvalidArgument, LokiError, NotFound, NothingToDo, UsageError
-from loki.hooks.redact import redact
 from loki.queue.queue import Queue
+from loki.text.redact import redact
 from loki.work import placeholders
 from loki.work.failure import Failure, bad_result, describe
 from loki.work.heartbeat import Heartbeat, renew_interval
@@ -96,7 +96,7 @@ class WorkOptions:
     be reached (a database restarting, a lock held too long: exit 5)."""
 
     def __post_init__(self) -> None:
-        from loki.textsafe import check_name
+        from loki.text.textsafe import check_name
 
         if not self.command:
             raise UsageError("no command given: loki work --agent NAME [OPTIONS] -- CMD [ARGS]...", field="command")

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     from loki.storage.postgres.memorysearch import PgMemorySearch
     from loki.storage.postgres.session import Database
+    from loki.storage.state import MemoryRules
 
 HELD_NAMESPACE = "loki:held"
 """The first key of the long-held advisory locks (two-int form): apart from the units' xact locks."""
@@ -250,11 +251,11 @@ class Items:
 
     # -- error memory's search ------------------------------------------------------------------------
 
-    def memory_search(self) -> PgMemorySearch:
+    def memory_search(self, rules: MemoryRules) -> PgMemorySearch:
         """Error memory's search in the database (tsvector, ts_rank), shared by every machine."""
         from loki.storage.postgres.memorysearch import PgMemorySearch
 
-        return PgMemorySearch(self)  # type: ignore[arg-type]  # Items is always a part of a PgStore
+        return PgMemorySearch(self, rules)  # type: ignore[arg-type]  # Items is always a part of a PgStore
 
     def index_database(self, rel: str, side_files: Iterable[str] = ()) -> str:
         """Not used on PostgreSQL (error memory searches the database: :meth:`memory_search`); an

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 
-from loki.memory import patterns
 from loki.storage import jsonio, layout
 from loki.storage.postgres import domains, queries
 from loki.storage.postgres.queries import query
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
     import psycopg
 
     from loki.storage.postgres.store import PgStore
+    from loki.storage.state import MemoryRules
 
 VERSION = "1"
 CHUNK = 4 << 20
@@ -61,8 +61,11 @@ class _State:
 class PgMemorySearch:
     """Error memory's search in one schema's tables (:class:`loki.storage.state.MemorySearch`)."""
 
-    def __init__(self, store: PgStore) -> None:
+    def __init__(self, store: PgStore, rules: MemoryRules) -> None:
         self.store = store
+        self.rules = rules
+        """Error memory's rules for reading its log (loki/memory/patterns.py), handed in: storage is below it."""
+        self.columns = ", ".join(f"p.{name}" for name in ("id", *rules.COLUMNS))
         self.db = store.db
         self.warnings: list[str] = []
 
@@ -130,7 +133,7 @@ class PgMemorySearch:
                 raw = entry.data or b""
                 if not raw.strip():
                     continue
-                record, problem = patterns.read_line(self.store.schemas, raw)
+                record, problem = self.rules.read_line(self.store.schemas, raw)
                 if record is not None and b"\\u0000" in raw:
                     # Stored before loki dropped NULs at the write (or appended by hand): text columns
                     # cannot hold one, and one such line would stop the search for everyone.
@@ -138,7 +141,7 @@ class PgMemorySearch:
                     raw = jsonio.dumps_compact(record).encode("utf-8")
                 if record is None:
                     skipped += 1
-                    state.skipped = [*state.skipped, line][-patterns.SKIPPED_KEPT:]
+                    state.skipped = [*state.skipped, line][-self.rules.SKIPPED_KEPT:]
                     state.skipped_count += 1
                     self.warnings.append(f"{layout.MEMORY_LOG} line {line}: {problem}; skipped")
                     continue
@@ -155,12 +158,12 @@ class PgMemorySearch:
         return {"added": added, "skipped": skipped, "rebuilt": None, "offset": position}
 
     def _index_error(self, conn: psycopg.Connection[Any], record: dict[str, Any], line: int) -> None:
-        fields = patterns.error_fields(record, line)
+        fields = self.rules.error_fields(record, line)
         seen = record["timestamp"]
         row = conn.execute(query("upsert_pattern"), {
             **fields, "content_hash": record["content_hash"], "first": record.get("first_seen") or seen,
             "seen": seen, "occurrences": int(record.get("occurrences") or 1),
-            "refs_text": patterns.refs_text(fields["file_references"])}).fetchone()
+            "refs_text": self.rules.refs_text(fields["file_references"])}).fetchone()
         assert row is not None
         ids = [record["id"], *record.get("aliases", [])]
         conn.execute(query("record_ids_of_pattern"), (ids, row[0]))
@@ -174,14 +177,14 @@ class PgMemorySearch:
                 (pattern, record["id"], record["resolution"], record["confidence"], record["calls_between"],
                  bool(record.get("same_input")), record["timestamp"], line)).fetchone()
             if added is not None:
-                conn.execute(query("count_resolution"), (patterns.with_resolution(text, record["resolution"]), pattern))
+                conn.execute(query("count_resolution"), (self.rules.with_resolution(text, record["resolution"]), pattern))
 
     # -- reading ----------------------------------------------------------------------------------------
 
     def search(self, query: str, *, limit: int = 10, error_class: str | None = None,
                with_resolution: bool = False, highlight: tuple[str, str] = ("**", "**")) -> list[dict[str, Any]]:
         """Patterns matching ``query`` by ``ts_rank``, best first (see the module for the rules)."""
-        words = [word.replace("_", " ") for word in patterns.query_words(query, limit)]  # as loki_words() splits
+        words = [word.replace("_", " ") for word in self.rules.query_words(query, limit)]  # as loki_words() splits
         self.sync()
         every = (queries.query("word_query"), [" ".join(words)])
         rows = self._match(every, limit, error_class, with_resolution, highlight)
@@ -206,14 +209,14 @@ class PgMemorySearch:
         return results
 
     def _pattern(self, conn: psycopg.Connection[Any], row: tuple[Any, ...]) -> dict[str, Any]:
-        fields = dict(zip(("id", *patterns.COLUMNS), row, strict=False))
+        fields = dict(zip(("id", *self.rules.COLUMNS), row, strict=False))
         best = None
         if fields["resolutions"]:
             found = conn.execute(query("best_resolution"), (fields["id"],)).fetchone()
             if found is not None:
                 best = {"id": found[0], "resolution": found[1], "confidence": found[2], "calls_between": found[3],
                         "same_input": bool(found[4]), "timestamp": found[5]}
-        return patterns.hit(fields, best)
+        return self.rules.hit(fields, best)
 
     def stats(self, *, top: int = 10) -> dict[str, Any]:
         """Totals, counts by class, the most frequent patterns and the share of resolved ones."""

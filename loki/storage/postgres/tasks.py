@@ -30,13 +30,13 @@ from contextlib import contextmanager
 
 from loki.clock import format_ts, parse_ts
 from loki.errors import Conflict, LockTimeout, StateFileError
-from loki.queue.readiness import Census
-from loki.queue.tasks import PRIORITY_RANK
 from loki.storage import jsonio, layout
 from loki.storage.filetasks import ABANDONED, DEAD_LETTER, HOT_STATES, abandoned_record
 from loki.storage.postgres import domains
 from loki.storage.postgres.connect import driver
 from loki.storage.postgres.queries import query
+from loki.tasks.readiness import Census
+from loki.tasks.record import PRIORITY_RANK
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:

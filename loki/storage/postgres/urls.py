@@ -98,7 +98,7 @@ def _decoded(text: str) -> str:
 
 
 def _safe_param(name: str, value: str) -> bool:
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     plain = _decoded(name).strip().lower()
     if plain in SECRET_PARAMS:
@@ -116,7 +116,7 @@ def shown(url: str) -> str:
     :func:`problem`) shows its scheme and host part only, cut before any ``@`` or ``/`` that might start
     a password's tail.
     """
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     parts = _Parts(url)
     scheme = f"{parts.scheme}://" if parts.scheme else ""
@@ -156,7 +156,7 @@ def secrets_in(url: str) -> list[str]:
 
 def scrub(message: str, url: str) -> str:
     """``message`` (the driver's or libpq's) with every part of ``url`` that can hold a secret taken out."""
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     for secret in secrets_in(url):
         if len(secret) >= 3:  # a one- or two-character password would take every such letter with it

@@ -7,7 +7,7 @@ The delivery protocol, for each file in ``signals/``:
    now on (``HUMAN_REVIEW_NEEDED`` is published again after this one is consumed, so the
    file name alone is not unique). Both directories are fsynced, so a claimed signal never
    reappears unclaimed after a power loss;
-2. **apply** its rule (:mod:`loki.signals.rules`): idempotent, keyed by the id;
+2. **apply** its rule (:mod:`loki.watch.rules`): idempotent, keyed by the id;
 3. **log** the outcome to ``logs/signals.jsonl`` (one line, fsynced);
 4. **delete** it (unknown types are moved to ``signals/.archive/``, malformed files to
    ``signals/.quarantine/``: logged first, then moved).
@@ -39,12 +39,13 @@ from datetime import datetime, timezone
 from loki.clock import format_ts
 from loki.config import setting
 from loki.errors import LockTimeout, LokiError
-from loki.hooks.redact import redact_obj
 from loki.signals import emit as signals
-from loki.signals import outcomes, rules
+from loki.signals import outcomes
 from loki.signals import types as signaltypes
 from loki.storage import jsonio, layout
 from loki.storage.store import crashpoint
+from loki.text.redact import redact_obj
+from loki.watch import rules
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:

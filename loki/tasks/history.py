@@ -131,7 +131,7 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str
 
 def clip(text: str) -> str:
     """``text`` on one line, secrets redacted, cut at :data:`MAX_TEXT` characters."""
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     text = redact(" ".join(str(text).split()))
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."

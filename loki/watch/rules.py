@@ -3,7 +3,7 @@
 ``RULES`` is the table, as data: the type it matches, a name, the effect in one
 sentence (``loki signal rules`` prints it; docs/signals.md is that output) and the
 handler. :func:`apply` runs the rule of one signal and returns its outcome; the
-consumer (:mod:`loki.signals.consumer`) logs it.
+consumer (:mod:`loki.watch.consumer`) logs it.
 
 Every handler is idempotent, keyed by the signal's unique id, because after a crash the
 consumer applies a claimed signal again when its outcome was not logged yet. The key is
@@ -25,10 +25,10 @@ from __future__ import annotations
 from loki.clock import add_seconds, format_ts, parse_ts
 from loki.config import setting
 from loki.errors import Conflict, InvalidInput, NotFound
-from loki.queue import history
-from loki.queue.tasks import add_note, clear_claim, make_attempt
 from loki.signals import types as signaltypes
 from loki.storage import layout
+from loki.tasks import history
+from loki.tasks.record import add_note, clear_claim, make_attempt
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -383,7 +383,7 @@ def _append_section(store: Store, rel: str, marker: str, lines: list[str], heade
     The marker comes last in one append: a section cut by a crash has no marker and is written
     again whole, while a section that has its marker is complete.
     """
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     # The marker is looked for under the lock the append takes (the file's own, layout.lock_for): two
     # consumers at once (one that lost its lock, one taking over) must not both find it missing.

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from loki.clock import format_ts, parse_ts, ts_before
 from loki.config import setting
-from loki.queue import deadletter, history
-from loki.queue.deadentry import make_entry
-from loki.queue.tasks import add_note
+from loki.queue import deadletter
 from loki.storage import layout
+from loki.tasks import history
+from loki.tasks.deadentry import make_entry
+from loki.tasks.record import add_note
 from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -50,7 +51,7 @@ class Tick:
                   *self.deadletter_review(now)]
         if events:
             stamp = format_ts(now)
-            from loki.hooks.redact import redact_obj
+            from loki.text.redact import redact_obj
 
             self.store.append_lines(EVENTS_LOG, [redact_obj({"timestamp": stamp, "source": SOURCE,
                                                              **{k: v for k, v in e.items() if k != "event"}})

@@ -34,9 +34,9 @@ import re
 from loki.breakers.breakers import RECOVERY_LOG
 from loki.queue import tasklog
 from loki.signals import outcomes
-from loki.signals.ticks import EVENTS_LOG
 from loki.storage import layout
 from loki.strikes.key import make_key
+from loki.watch.ticks import EVENTS_LOG
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ def error_summary(attempts: list[dict[str, Any]]) -> str:
     """A brief description of the failure pattern: the last error, and how many ways it was tried."""
     if not attempts:
         return "no attempts recorded"
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     # Redacted again: attempts written by older versions or by hand reach the summary and the escalation.
     last = redact(attempts[-1].get("error_message") or "").strip().splitlines()

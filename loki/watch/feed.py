@@ -1,7 +1,7 @@
 """The live view's feed of events, and the same events as lines for ``loki watch --no-tui``.
 
 An event is a dict from the watcher (``signal``, ``tick``, ``started``, ``stopped``, ``error``,
-``warning``, ``info``: working again after a failed cycle) or from :mod:`loki.signals.activity`
+``warning``, ``info``: working again after a failed cycle) or from :mod:`loki.watch.activity`
 (``breaker``, ``strike``, ``escalation``, ``review``, ``task``). :func:`entry` says it for the feed: a time, a
 one-word label (what kind of thing happened), the text, and a tone the terminal colours (``ok``, ``warn``,
 ``bad``, ``dim`` or plain).

@@ -8,7 +8,7 @@ that watcher. A decision that was recorded but failed to apply is an error that 
 signal is kept, never a silent "applied later"::
 
     from loki import open_store
-    from loki.queue.approvals import approve
+    from loki.watch.approvals import approve
 
     result = approve(open_store(), "task-1", "approve", note="use staging", approver="alice")
     print(result.applied_now, result.outcome)
@@ -68,9 +68,9 @@ def approve(store: Store, task_id: str, decision: str, *, note: str | None = Non
     from loki.queue.queue import Queue
     from loki.signals import emit as signals
     from loki.signals import types as signaltypes
-    from loki.signals.consumer import consume_pending
     from loki.storage.paths import check_id
     from loki.strikes.strikes import ESCALATION_PREFIX
+    from loki.watch.consumer import consume_pending
 
     check_id(task_id, "task id")
     if task_id.startswith(ESCALATION_PREFIX):
@@ -79,7 +79,7 @@ def approve(store: Store, task_id: str, decision: str, *, note: str | None = Non
     if decision not in DECISIONS:
         raise InvalidArgument(f"--decision must be one of {', '.join(DECISIONS)} (got {decision!r})", field="decision")
     if approver is not None:
-        from loki.textsafe import check_name
+        from loki.text.textsafe import check_name
 
         check_name(approver, "approver name")
     who = approver or os.environ.get("USER") or "human"

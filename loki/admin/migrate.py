@@ -34,7 +34,8 @@ from loki.errors import InvalidInput, MigrationUnderWay
 from loki.storage import jsonio, layout
 from loki.storage.layout import QUEUE_STATES
 from loki.storage.logpos import every_line
-from loki.storage.store import atomic_write, crashpoint, fsync_dir
+from loki.storage.migrating import clear_files, remove_marker, set_aside_files, write_marker
+from loki.storage.store import crashpoint
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -379,7 +380,7 @@ def _roll_back(found: str, unfinished: dict[str, Any]) -> dict[str, Any]:
     left = None
     if unfinished.get("target") == "files":
         if unfinished.get("step") == "copying":
-            _clear_files(found)
+            clear_files(found)
     elif isinstance(unfinished.get("target"), str):
         left = str(unfinished["target"])
     remove_marker(found)
@@ -459,7 +460,7 @@ def _copy_to_files(source: StateStore, held: dict[str, Section], found: str, mar
     from loki.storage.tree import init_tree
 
     if mark.get("step") == "copying":
-        _clear_files(found)  # what the killed run had copied: the database is still the truth
+        clear_files(found)  # what the killed run had copied: the database is still the truth
     target = Store(found)
     target.guarded = False
     init_tree(found)
@@ -475,14 +476,14 @@ def _copy_to_files(source: StateStore, held: dict[str, Section], found: str, mar
         report = migrate(source, target, held)
         _check_valid(target)
     except BaseException:
-        _clear_files(found)
+        clear_files(found)
         raise
     return report
 
 
 def _check_valid(target: StateStore) -> None:
     """``loki migrate`` verifies what ``loki validate`` verifies: the target must pass it."""
-    from loki.storage.admin import validate
+    from loki.admin.status import validate
 
     problems = validate(target)
     if problems:
@@ -494,8 +495,8 @@ def _check_valid(target: StateStore) -> None:
 def _drain_writers(found: str, timeout: float) -> None:
     """Take every lock of the file tree once: a writer that got one before the marker was written has
     committed when this returns, and one that gets it after sees the marker (Store.check_writable)."""
-    from loki.signals.consumer import CONSUMER_LOCK
     from loki.storage.locks import FileLock
+    from loki.watch.consumer import CONSUMER_LOCK
 
     for directory, dirnames, filenames in os.walk(found):
         rel_dir = os.path.relpath(directory, found).replace(os.sep, "/")
@@ -507,20 +508,6 @@ def _drain_writers(found: str, timeout: float) -> None:
                 FileLock(os.path.join(directory, name), timeout, rel).acquire().release()
 
 
-def _clear_files(found: str) -> None:
-    """Remove a file copy of a database's state (an interrupted or failed ``migrate --to files``)."""
-    import shutil
-
-
-    for name in layout.TREE_STATE:
-        path = os.path.join(found, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        elif os.path.lexists(path):
-            os.unlink(path)
-    fsync_dir(found)
-
-
 def _switch(found: str, mark: dict[str, Any], *, finished_now: bool,
             report: dict[str, Any] | None = None) -> dict[str, Any]:
     """Step 3: the target is the truth. Set the files aside (a move to a database), point the config at
@@ -529,19 +516,7 @@ def _switch(found: str, mark: dict[str, Any], *, finished_now: bool,
     target = str(mark.get("target"))
     set_aside = None
     if target != "files" and mark.get("set_aside"):
-        set_aside = os.path.join(found, str(mark["set_aside"]))
-        os.makedirs(set_aside, exist_ok=True)
-        fsync_dir(found)
-        for name in layout.TREE_STATE:
-            path = os.path.join(found, name)
-            if os.path.lexists(path):
-                crashpoint("migrate-set-aside")
-                os.rename(path, os.path.join(set_aside, name))
-                fsync_dir(found)
-        fsync_dir(set_aside)
-        if not os.listdir(set_aside):
-            os.rmdir(set_aside)  # the source was a database: nothing was set aside
-            set_aside = None
+        set_aside = set_aside_files(found, str(mark["set_aside"]))
     crashpoint("migrate-set-aside")
     _point_config(found, None if target == "files" else target)
     crashpoint("migrate-pointed")
@@ -554,24 +529,6 @@ def _switch(found: str, mark: dict[str, Any], *, finished_now: bool,
         report = {"source": str(mark.get("source") or "the source"), "target": live.where, "sections": sections}
     return {**report, "backend": "files" if target == "files" else "postgresql", "set_aside": set_aside,
             "finished_interrupted": finished_now}
-
-
-def write_marker(root: str, doc: dict[str, Any]) -> None:
-    """Write the marker (loki/storage/moving.py) durably: temp file, fsync, rename, fsync of config/."""
-    from loki.storage.moving import marker_path
-
-    os.makedirs(os.path.dirname(marker_path(root)), exist_ok=True)
-    atomic_write(marker_path(root), json.dumps(doc, sort_keys=True).encode("utf-8"))
-
-
-def remove_marker(root: str) -> None:
-    from loki.storage.moving import marker_path
-
-    try:
-        os.unlink(marker_path(root))
-    except FileNotFoundError:
-        return
-    fsync_dir(os.path.dirname(marker_path(root)))
 
 
 def _point_config(root: str, database: str | None) -> None:

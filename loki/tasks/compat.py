@@ -16,7 +16,7 @@ priority) is kept under ``payload.loki_mode``. docs/loki-mode-compat.md has the 
 from __future__ import annotations
 
 from loki.clock import add_seconds, format_ts, parse_ts
-from loki.queue.tasks import DEFAULT_MAX_ATTEMPTS, DEFAULT_TYPE, PRIORITIES, make_task
+from loki.tasks.record import DEFAULT_MAX_ATTEMPTS, DEFAULT_TYPE, PRIORITIES, make_task
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -42,25 +42,20 @@ _COUNTERPART = {
 KNOWN_FIELDS = frozenset(_COUNTERPART) | {"timeout", "retries", "maxRetries", "backoffSeconds", "startedAt",
                                           "updatedAt", "updated_at", "movedToDLQ", "payload", "id"}
 """Loki Mode's task fields loki reads (the rest of a foreign task is kept as it is, under ``payload.loki_mode``)."""
-_task_keys: frozenset[str] | None = None
 _ATTEMPT_KEYS = frozenset({"attempt_number", "timestamp", "agent_id", "approach", "error_type", "error_message"})
 _ERROR_TYPES = frozenset({"test_failure", "timeout", "dependency", "validation", "other"})
 
 
-def is_loki_task(raw: Any) -> bool:
+def is_loki_task(raw: Any, keys: frozenset[str]) -> bool:
     """A task already in loki's format (every key loki's, the required ones present).
 
-    loki's keys are the task schema's properties: a field added to the schema (``budget_start``)
-    is loki's at once, and never taken for a foreign one to tuck under ``payload.loki_mode``.
+    loki's keys (``keys``) are the task schema's properties, handed in by the caller (storage reads the
+    schema; this module sits below it): a field added to the schema (``budget_start``) is loki's at once,
+    and never taken for a foreign one to tuck under ``payload.loki_mode``.
     """
-    global _task_keys
     if not (isinstance(raw, dict) and {"id", "title", "status", "attempts", "max_attempts"} <= raw.keys()):
         return False
-    if _task_keys is None:
-        from loki.storage.schema import registry
-
-        _task_keys = frozenset(registry().raw("task.json")["properties"])
-    return raw.keys() <= _task_keys
+    return raw.keys() <= keys
 
 
 def priority_from(value: Any) -> str:
@@ -110,14 +105,14 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def import_task(raw: dict[str, Any], stamp: str, status: str = "pending") -> dict[str, Any]:
+def import_task(raw: dict[str, Any], stamp: str, keys: frozenset[str], status: str = "pending") -> dict[str, Any]:
     """One foreign task -> one loki task (a loki task is returned unchanged).
 
     ``stamp`` stands in for a time the task does not give (``createdAt``, ``claimedAt``): the
     caller passes one that does not move between reads (in place: when the file was last
     written, or now if that is later).
     """
-    if is_loki_task(raw):
+    if is_loki_task(raw, keys):
         return raw
     raw_payload = raw.get("payload")
     payload = dict(raw_payload) if isinstance(raw_payload, dict) else {}
@@ -128,7 +123,7 @@ def import_task(raw: dict[str, Any], stamp: str, status: str = "pending") -> dic
     title = raw_title if isinstance(raw_title, str) and raw_title.strip() else (
         payload.get("title") or payload.get("action") or f"{type_} {task_id}")
     description = next((d for d in (raw.get("description"), payload.get("description")) if isinstance(d, str)), "")
-    from loki.hooks.redact import redact, redact_obj
+    from loki.text.redact import redact, redact_obj
 
     # A task imported from an issue tracker, a PRD or another tool is free text loki stores and shows: its
     # secrets go like those of `queue add` (docs/storage.md, "Secrets"); redaction runs before the cut.
@@ -214,12 +209,12 @@ def _lossless(key: str, value: Any, task: dict[str, Any], raw_payload: Any) -> b
     if counterpart == "status":
         return bool(value == mapped)
     if counterpart in ("last_error", "title", "description") and isinstance(value, str):
-        from loki.hooks.redact import redact
+        from loki.text.redact import redact
 
         # Mapped redacted: the secret it held is gone on purpose, not to be kept in clear beside it.
         return bool(redact(value) == mapped)
     if counterpart == "labels" and isinstance(value, list):
-        from loki.hooks.redact import redact_obj
+        from loki.text.redact import redact_obj
 
         return bool(redact_obj(value) == mapped)
     if value is None:
@@ -228,8 +223,8 @@ def _lossless(key: str, value: Any, task: dict[str, Any], raw_payload: Any) -> b
     return bool(value == mapped)
 
 
-def import_tasks(raws: list[Any], stamp: str, status: str = "pending") -> list[dict[str, Any]]:
-    return [import_task(raw, stamp, status) for raw in raws]
+def import_tasks(raws: list[Any], stamp: str, keys: frozenset[str], status: str = "pending") -> list[dict[str, Any]]:
+    return [import_task(raw, stamp, keys, status) for raw in raws]
 
 
 def tasks_of(doc: Any) -> list[Any] | None:
@@ -242,12 +237,12 @@ def tasks_of(doc: Any) -> list[Any] | None:
     return None
 
 
-def is_foreign_queue(doc: Any) -> bool:
+def is_foreign_queue(doc: Any, keys: frozenset[str]) -> bool:
     """A queue document loki did not write: a bare array, or ``{"tasks": [...]}`` holding a foreign task."""
     if isinstance(doc, list):
         return True
     tasks = tasks_of(doc)
-    return tasks is not None and not all(is_loki_task(t) for t in tasks)
+    return tasks is not None and not all(is_loki_task(t, keys) for t in tasks)
 
 
 # -- the dead-letter queue ----------------------------------------------------------------------------
@@ -260,38 +255,38 @@ def empty_deadletter_metadata() -> dict[str, Any]:
     return {"last_reviewed": None, "total_abandoned": 0, "total_recovered": 0}
 
 
-def is_foreign_deadletter(doc: Any) -> bool:
+def is_foreign_deadletter(doc: Any, keys: frozenset[str]) -> bool:
     """A dead-letter file loki did not write: ``[]`` (run.sh's init), no ``metadata`` (its tests),
     a Loki Mode task as an entry, or an entry whose ``task_data`` is the reference's four fields."""
     if isinstance(doc, list) or (isinstance(doc, dict) and "metadata" not in doc):
         return True
     entries = doc.get("tasks") if isinstance(doc, dict) else None
     return isinstance(entries, list) and not all(
-        isinstance(e, dict) and e.keys() >= _ENTRY_KEYS and is_loki_task(e.get("task_data")) for e in entries)
+        isinstance(e, dict) and e.keys() >= _ENTRY_KEYS and is_loki_task(e.get("task_data"), keys) for e in entries)
 
 
-def import_deadletter(doc: Any, stamp: str) -> dict[str, Any]:
+def import_deadletter(doc: Any, stamp: str, keys: frozenset[str]) -> dict[str, Any]:
     """A dead-letter document in any shape Loki Mode writes -> loki's (the reference's) shape."""
     entries = doc if isinstance(doc, list) else doc.get("tasks", [])
     metadata = doc.get("metadata") if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict) else None
-    out: dict[str, Any] = {"tasks": [import_entry(e, stamp) for e in entries],
+    out: dict[str, Any] = {"tasks": [import_entry(e, stamp, keys) for e in entries],
                            "metadata": metadata if metadata is not None else empty_deadletter_metadata()}
     if isinstance(doc, dict) and "version" in doc:
         out = {"version": doc["version"], **out}
     return out
 
 
-def import_entry(raw: dict[str, Any], stamp: str) -> dict[str, Any]:
+def import_entry(raw: dict[str, Any], stamp: str, keys: frozenset[str]) -> dict[str, Any]:
     """One dead-letter entry: the reference's entry (its ``task_data`` made a whole loki task, its
     id the entry's ``task_id``), or a Loki Mode task moved there as it is (its tests do)."""
     if "task_id" in raw and isinstance(raw.get("task_data"), dict):
         entry = dict(raw)
         data = raw["task_data"]
-        if not is_loki_task(data):
+        if not is_loki_task(data, keys):
             entry["task_data"] = _dead_task({**data, "id": data.get("id", raw["task_id"])},
-                                            _timestamp(raw.get("first_failure")) or stamp)
+                                            _timestamp(raw.get("first_failure")) or stamp, keys)
         return entry
-    task = _dead_task(raw, stamp)
+    task = _dead_task(raw, stamp, keys)
     when = _timestamp(raw.get("movedToDLQ")) or _timestamp(raw.get("updatedAt")) or stamp
     failures = _count(raw.get("retries")) or 0
     error = task.get("last_error") or ""
@@ -308,9 +303,9 @@ def import_entry(raw: dict[str, Any], stamp: str) -> dict[str, Any]:
     }
 
 
-def _dead_task(raw: dict[str, Any], stamp: str) -> dict[str, Any]:
+def _dead_task(raw: dict[str, Any], stamp: str, keys: frozenset[str]) -> dict[str, Any]:
     # Imported as a state that holds no claim (a claim Loki Mode left is history: kept in loki_mode),
     # then given the status loki's own entries carry: the task failed while in progress.
-    task = import_task(raw, stamp, "dead-letter")
+    task = import_task(raw, stamp, keys, "dead-letter")
     task["status"] = "in-progress"
     return task

@@ -29,7 +29,7 @@ there a failed cycle raises, for the exit code) and
 the timer that schedules rescans and ticks is injectable.
 
 The live loop (:meth:`Watcher.run`) also reports what other processes did
-(:mod:`loki.signals.activity`: breaker changes, strikes, escalations, dead-letter reviews run
+(:mod:`loki.watch.activity`: breaker changes, strikes, escalations, dead-letter reviews run
 elsewhere), through the same ``on_event`` as its own events; a happening two sources report
 (the tick's HALF_OPEN and the breaker's own log line) is reported once. A stop request (SIGINT,
 SIGTERM -- the CLI installs the handlers) is honoured between two signals: the one in
@@ -45,10 +45,10 @@ from collections import deque
 
 from loki.config import setting
 from loki.signals import outcomes
-from loki.signals.activity import Activity, identity
-from loki.signals.consumer import Consumer, ConsumerLock, consumer_status
-from loki.signals.ticks import EVENTS_LOG, Tick
 from loki.storage import layout
+from loki.watch.activity import Activity, identity
+from loki.watch.consumer import Consumer, ConsumerLock, consumer_status
+from loki.watch.ticks import EVENTS_LOG, Tick
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 OBSERVERS = ("auto", "native", "polling")
 RECENT = 50
 SEEN = 256
-"""Happenings remembered to report each once (:func:`loki.signals.activity.identity`)."""
+"""Happenings remembered to report each once (:func:`loki.watch.activity.identity`)."""
 
 
 class Watcher:
@@ -151,7 +151,7 @@ class Watcher:
         self._next_tick = self._timer()
 
     def follow_activity(self) -> None:
-        """From now on, each cycle also reports what other processes did (:mod:`loki.signals.activity`)."""
+        """From now on, each cycle also reports what other processes did (:mod:`loki.watch.activity`)."""
         if self.activity is None:
             self.activity = Activity(self.store)
             try:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from loki.lazyre import LazyRegex
+from loki.text.lazyre import LazyRegex
 
 TYPE_CHECKING = False  # typing costs ~8 ms of import; only the type checker needs it
 if TYPE_CHECKING:

@@ -1,14 +1,14 @@
-"""What the live view of ``loki watch`` shows, as data (laid out by loki/signals/screen.py).
+"""What the live view of ``loki watch`` shows, as data (laid out by loki/watch/screen.py).
 
 A snapshot: queue counts by state, the in-progress tasks with holder and lease left,
 the breakers, the signals waiting, the last outcomes and the open escalations. How it is laid
-out on a terminal of a given size is :mod:`loki.signals.screen`.
+out on a terminal of a given size is :mod:`loki.watch.screen`.
 
 It is taken every second while 10,000 tasks sit in the queue files, so it re-reads a
 file only when the file changed (``Store.change_token``; on the files it is the inode, size,
 mtime and ctime: every write is a rename or an append) and keeps from it only what the view
 shows. Escalation files are listed at most every ``escalations_every`` seconds, and each is
-re-read only when it changed (:class:`loki.signals.activity.EscalationFiles`, which the live view
+re-read only when it changed (:class:`loki.watch.activity.EscalationFiles`, which the live view
 shares with the feed).
 """
 
@@ -19,8 +19,8 @@ import time
 from loki.clock import format_ts, parse_ts
 from loki.signals import emit as signals
 from loki.signals import outcomes
-from loki.signals.activity import EscalationFiles
 from loki.storage import layout
+from loki.watch.activity import EscalationFiles
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ not done, a dead dependency and an open breaker, on the files, in memory and on 
 from __future__ import annotations
 
 from loki.clock import ts_before_or_at
-from loki.queue.tasks import PRIORITY_RANK, TASK_STATES
+from loki.tasks.record import PRIORITY_RANK, TASK_STATES
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:

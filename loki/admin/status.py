@@ -44,7 +44,7 @@ def status(store: StateStore) -> dict[str, Any]:
 
 def _watcher(store: StateStore) -> dict[str, Any]:
     """Whether a ``loki watch`` consumes signals now (and which), and how far it got."""
-    from loki.signals.consumer import consumer_status
+    from loki.watch.consumer import consumer_status
 
     holder = consumer_status(store)
     state = store.read(layout.WATCH_STATE)

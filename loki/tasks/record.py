@@ -115,7 +115,7 @@ def clear_claim(task: dict[str, Any]) -> None:
 
 def add_note(task: dict[str, Any], text: str, now: str, author: str | None = None) -> None:
     """Append a note; its text is redacted (notes quote reasons, errors and human decisions)."""
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     note: dict[str, Any] = {"timestamp": now, "text": redact(text)}
     if author:
@@ -160,7 +160,7 @@ def make_attempt(task: dict[str, Any], *, now: str, agent_id: str, approach: str
     fail``, a lease that expired, TESTS_FAILED, ``loki work``): a task's ``last_error`` and a dead-letter
     entry's attempts copy them.
     """
-    from loki.hooks.redact import redact
+    from loki.text.redact import redact
 
     return {
         "attempt_number": len(task.get("attempts", [])) + 1,
@@ -192,7 +192,7 @@ def summary(task: dict[str, Any], state: str | None = None) -> dict[str, Any]:
 def redact_task_text(task: dict[str, Any]) -> None:
     """Redact a new task's free text in place: a title, description, label or payload can come from an
     agent, an import (GitHub issues, PRDs) or a tool's output, and whatever it quotes is stored and shown."""
-    from loki.hooks.redact import redact, redact_obj
+    from loki.text.redact import redact, redact_obj
 
     for key in ("title", "description"):
         if isinstance(task.get(key), str):
@@ -218,3 +218,14 @@ def plausible_lease(task: dict[str, Any]) -> bool:
     except (ValueError, OverflowError):
         return True
     return 0 <= length <= LONGEST_LEASE_SECONDS
+
+
+def attempt_failed(task: dict[str, Any]) -> str:
+    """``attempt 3 of 5 failed``, counted in the current budget, with the attempts before it if
+    any: ``attempt 1 of 2 failed (after 2 earlier attempts)`` once a human approved a retry."""
+    from loki.wording import plural
+
+    used = attempts_in_budget(task)
+    earlier = len(task.get("attempts", [])) - used
+    return f"attempt {used} of {task['max_attempts']} failed" + (f" (after {plural(earlier, 'earlier attempt')})"
+                                                                   if earlier else "")

@@ -1,6 +1,6 @@
 """The live view of ``loki watch`` for a terminal of a given size, as lines of text (the view model).
 
-:func:`compose` takes a :mod:`loki.signals.dashboard` snapshot, the :mod:`loki.signals.feed`, the
+:func:`compose` takes a :mod:`loki.watch.dashboard` snapshot, the :mod:`loki.watch.feed`, the
 state the keys changed (:class:`View`) and the terminal's size, and returns at most ``height``
 lines, each at most ``width`` cells wide: a line is a list of ``(text, tone)`` segments, and the CLI
 only colours the tones (loki/cli/watchview.py). Everything about fitting is decided here, so it is
@@ -17,21 +17,21 @@ tested without a terminal, and an 80x24 terminal gets a screen made for it:
   ones named) unless the screen is tall enough for their table. The feed scrolls with the keys.
 
 Widths are terminal cells: East Asian wide characters count two, combining marks none, and every
-stored string goes through :func:`loki.textsafe.for_terminal` first.
+stored string goes through :func:`loki.text.textsafe.for_terminal` first.
 """
 
 from __future__ import annotations
 
 import unicodedata
 
-from loki.signals.feed import Feed
-from loki.textsafe import for_terminal
+from loki.text.textsafe import for_terminal
+from loki.watch.feed import Feed
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from typing import Any
 
-    from loki.signals.feed import Entry
+    from loki.watch.feed import Entry
 
     Segment = tuple[str, str]
     Line = list[Segment]

@@ -1,0 +1,1 @@
+"""The package's shape: the layers, the direction of imports, circles."""
