@@ -321,7 +321,7 @@ def _queue_section(store: Store, payload: dict[str, Any]) -> str | None:
     """How to get work: how many tasks are ready now, and the command that takes the best one.
 
     "Ready" is what ``claim`` would hand out, counted as ``loki queue ready`` counts it
-    (:func:`loki.queue.explain.ready_count`: the one rule of loki/queue/readiness.py; deferred, backing off,
+    (:func:`loki.queue.explain.ready_count`: the one rule of loki/tasks/readiness.py; deferred, backing off,
     held, dependencies, breakers), read without the lock."""
     from loki.queue.explain import ready_count
 

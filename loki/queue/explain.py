@@ -99,7 +99,7 @@ def ready_count(store: StateStore) -> tuple[int, int]:
     asks it at every session's start)."""
     from loki.clock import format_ts
     from loki.config import setting
-    from loki.queue.readiness import skew_bound
+    from loki.tasks.readiness import skew_bound
 
     now = format_ts(store.clock.now())
     bound = skew_bound(now, float(setting(store.config, "queue", "backoff_max")))

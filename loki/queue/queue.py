@@ -598,7 +598,7 @@ class Queue:
     def _skew_bound(self, now: str) -> str:
         """No rule sets available_at further ahead than the longest backoff: a later one was written
         under a clock that has since gone back (LOKI_NOW, a clock set ahead), and is not waited for."""
-        from loki.queue.readiness import skew_bound
+        from loki.tasks.readiness import skew_bound
 
         return skew_bound(now, float(self._setting("backoff_max")))
 

@@ -24,7 +24,7 @@ Dependencies on tasks waiting for each other (a cycle, refused when tasks are ad
 hand-edited file) are not waited for.
 
 This is not a second readiness rule: the loop asks it only after ``claim`` (the one rule,
-loki/queue/readiness.py) found nothing ready, and it sorts what the claim refused by whether the wait
+loki/tasks/readiness.py) found nothing ready, and it sorts what the claim refused by whether the wait
 ends without a human, timing deferrals and backoffs with the rule's own ``time_gate``.
 ``tests/contract/test_readiness.py`` checks that the two agree on every backend.
 """
@@ -103,7 +103,7 @@ def outlook(queue: Queue, types: Collection[str], now: datetime) -> Outlook:
                 waiting[task["id"]] = task
                 grew = True
     from loki.config import setting
-    from loki.queue.readiness import BACKOFF, DEFERRED, skew_bound, time_gate
+    from loki.tasks.readiness import BACKOFF, DEFERRED, skew_bound, time_gate
 
     now_text = format_ts(now)
     not_after = skew_bound(now_text, float(setting(queue.store.config, "queue", "backoff_max")))

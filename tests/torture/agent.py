@@ -9,8 +9,9 @@ environment). It appends to SIDE_LOG, one line per event, unbuffered (a SIGKILL 
 * ``overlap TASK TOKEN AGENT`` if another run of the same task is alive at the same moment (it holds
   ``LOCK_DIR/TASK.lock``, an flock the kernel drops when that run dies): the lease failed, the task is
   being run twice at once;
-* ``done TASK TOKEN AGENT`` once its work is done, after writing ``{"run": TOKEN}`` as its result (not under a key named "token": loki redacts what such a key holds):
-  the side effect that must happen once per completion.
+* ``done TASK TOKEN AGENT`` once its work is done, after writing ``{"run": TOKEN}`` as its result (not
+  under a key named "token": loki redacts what such a key holds): the side effect that must happen once per
+  completion.
 
 With FAIL_EVERY=N, a run whose token's hash is divisible by N fails instead (exit 1, an assertion
 message), so the crash tests also see failures, backoffs and dead-letters. With SLOW_EVERY=M, a run

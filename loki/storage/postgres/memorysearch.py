@@ -177,7 +177,8 @@ class PgMemorySearch:
                 (pattern, record["id"], record["resolution"], record["confidence"], record["calls_between"],
                  bool(record.get("same_input")), record["timestamp"], line)).fetchone()
             if added is not None:
-                conn.execute(query("count_resolution"), (self.rules.with_resolution(text, record["resolution"]), pattern))
+                counted = self.rules.with_resolution(text, record["resolution"])
+                conn.execute(query("count_resolution"), (counted, pattern))
 
     # -- reading ----------------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ FOR UPDATE OF t
 
 -- The readiness rule's SQL twin, a condition per entry: of_type, skipped_type, waiting, deferred, held and
 -- dependencies_done. The files and memory decide the same in Python (the readiness module of the task
--- record, queue/readiness.py today); the contract suite runs both over the same cases.
+-- record, tasks/readiness.py today); the contract suite runs both over the same cases.
 
 -- of_type --
 -- The claimer asked for these types (%(typed)s false: any type).
@@ -56,7 +56,7 @@ NOT EXISTS (
      WHERE NOT EXISTS (SELECT 1 FROM loki_tasks c WHERE c.id = d.id AND c.state = 'completed'))
 
 -- claim --
--- The best ready task, locked: one statement, the SQL twin of queue/readiness.py's rule (of the
+-- The best ready task, locked: one statement, the SQL twin of tasks/readiness.py's rule (of the
 -- asked type, not deferred, not backing off, not held, not of a skipped type, every dependency done).
 -- FOR UPDATE ... SKIP LOCKED: a row another unit holds is skipped, never waited for, so two claimers
 -- never block each other and never get the same row. The partial index loki_tasks_ready hands rows
