@@ -15,8 +15,8 @@ TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from typing import Any
 
+    from loki.storage.checks import DoctorReport, Problem
     from loki.storage.state import StateStore
-    from loki.storage.tree import DoctorReport, Problem
 
 
 def status(store: StateStore) -> dict[str, Any]:
@@ -99,7 +99,7 @@ def future_timestamps(store: StateStore) -> list[Problem]:
     clock to look at. A state that cannot be read was reported by the backend's own checks."""
     from loki.clock import format_ts, parse_ts
     from loki.errors import LokiError
-    from loki.storage.tree import Problem
+    from loki.storage.checks import Problem
 
     clock = getattr(store, "lease_clock", None) or store.clock
     states = [*QUEUE_STATES, "dead-letter", "abandoned"]

@@ -23,9 +23,9 @@ import threading
 from loki.clock import default_clock, format_ts
 from loki.errors import InvalidInput, LockTimeout
 from loki.storage import jsonio, layout
-from loki.storage.filetasks import HOT_STATES, TaskTxnBase, rotation
 from loki.storage.logpos import LogReads
 from loki.storage.schema import registry
+from loki.storage.taskbase import HOT_STATES, TaskTxnBase, rotation
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:

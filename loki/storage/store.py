@@ -49,7 +49,7 @@ from loki.storage import jsonio, layout
 from loki.storage.locks import DEFAULT_TIMEOUT, FileLock, current_holder, describe_holder, in_use, read_lock_record
 from loki.storage.logpos import LogReads
 from loki.storage.paths import check_relpath
-from loki.storage.schema import Registry, pointer, registry
+from loki.storage.schema import Registry, registry
 from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -975,19 +975,6 @@ def _entry(name: str, st: os.stat_result) -> dict[str, Any]:
     return {"name": name, "kind": kind, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def _record_pointer(kind: layout.FileKind, doc: Any, record: Any) -> str:
-    """Where ``record`` sits in ``doc``, as a JSON pointer prefix (only computed on an error)."""
-    if kind.records_are_values and isinstance(doc, dict):
-        for key, value in doc.items():
-            if value is record:
-                return pointer([key])
-    elif kind.records_key is not None:
-        for index, value in enumerate(kind.records(doc)):
-            if value is record:
-                return pointer([kind.records_key, str(index)])
-    return ""
-
-
 class Transaction:
     """Reads and staged writes of one lock domain, committed atomically."""
 
@@ -1100,7 +1087,7 @@ class Transaction:
         for record in changed:
             found = schemas.problems(kind.record_schema, record)
             if found:
-                prefix = _record_pointer(kind, doc, record)
+                prefix = kind.record_pointer(doc, record)
                 raise SchemaViolation(rel, [(prefix + p, reason) for p, reason in found])
 
     def commit(self) -> None:

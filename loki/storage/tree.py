@@ -1,4 +1,5 @@
-"""Whole-tree operations: ``init``, ``validate``, ``doctor`` and ``status``.
+"""Whole-tree operations on files: ``init``, ``validate`` and ``doctor`` (the checks every backend
+shares are in :mod:`loki.storage.checks`).
 
 ``validate`` is the thorough check: strict parsing and the reference validator
 (jsonschema) on every file, plus the invariants no single schema can express
@@ -11,43 +12,31 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from loki.clock import format_ts
-from loki.config import setting
-from loki.errors import FileTooLarge, InvalidInput, LockTimeout, LokiError, StateFileError
+from loki.errors import InvalidInput, LockTimeout, LokiError, StateFileError
 from loki.signals import types as signaltypes
 from loki.storage import jsonio, layout
+from loki.storage.checks import (
+    QUEUE_FILES,
+    DoctorReport,
+    Problem,
+    ReferenceValidator,
+    check_jsonl,
+    check_signal,
+    cross_file_problems,
+    dead_dependency_problems,
+    is_signal_file,
+    problem_from,
+)
 from loki.storage.locks import in_use
-from loki.storage.logpos import every_line
-from loki.storage.schema import pointer, registry
 from loki.storage.store import TEMP_SUFFIX, Store, fsync_dir, hard_link_reason, write_temp
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from loki.storage.state import StateStore
 
 STALE_TEMP_SECONDS = 300
 _TEMP_NAME = re.compile(r"^\..+\.(\d+)\.[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + "$")
-QUEUE_FILES = [layout.queue_file(s) for s in layout.QUEUE_STATES]
 _QUARANTINE = f"{layout.SIGNALS_DIR}/.quarantine/"
 _OUTCOME_LOG = f"{layout.LOGS_DIR}/signals.jsonl"
-
-
-@dataclass
-class Problem:
-    file: str
-    pointer: str
-    message: str
-    whole_file: bool = True
-    """The file itself is broken (it does not parse or breaks its schema). False for a problem that
-    only shows across files (a task in two files, a status that does not match its file): moving
-    the file aside would not fix it, it would take good records out of the queue."""
-
-    def __str__(self) -> str:
-        where = f"{self.file}{' at ' + self.pointer if self.pointer else ''}"
-        return f"{where}: {self.message}"
 
 
 # -- init ------------------------------------------------------------------------------------------
@@ -131,57 +120,6 @@ def init_tree(root: str) -> list[str]:
 # -- validate --------------------------------------------------------------------------------------
 
 
-class _ReferenceValidator:
-    """jsonschema over loki's schemas, built once per validate run."""
-
-    def __init__(self) -> None:
-        from jsonschema import Draft202012Validator
-        from referencing import Registry, Resource
-
-        raw = registry().all_raw()
-        resources = [(uri, Resource.from_contents(doc)) for uri, doc in raw.items()]
-        self._registry = Registry().with_resources(resources)
-        self._cls = Draft202012Validator
-        self._validators: dict[str, Any] = {}
-
-    def problems(self, schema_name: str, doc: Any) -> list[tuple[str, str]]:
-        validator = self._validators.get(schema_name)
-        if validator is None:
-            validator = self._cls(registry().raw(schema_name), registry=self._registry)
-            self._validators[schema_name] = validator
-        from loki.hooks.redact import redact  # jsonschema quotes the refused value, which may be a secret
-
-        found = []
-        for error in (leaf for top in validator.iter_errors(doc) for leaf in _branch_errors(top)):
-            message = redact(error.message)
-            message = message if len(message) <= 200 else message[:197] + "..."
-            found.append((pointer(str(p) for p in error.absolute_path), message))
-        return found
-
-
-def _branch_errors(error: Any) -> list[Any]:
-    """An anyOf/oneOf failure as every problem of the branch the value was meant for.
-
-    As in the fast validator (loki/storage/schema.py): a branch whose very type does not fit ranks after
-    one that fails deeper inside, then the branch with fewer problems wins -- and *all* of its
-    problems are reported, so `validate` counts what a reading command's "(and N more problems)"
-    counts. A failure that matched more than one branch (oneOf) has no branch errors: it stays.
-    """
-    if not error.context:
-        return [error]
-    branches: dict[Any, list[Any]] = {}
-    for sub in error.context:
-        branches.setdefault(sub.relative_schema_path[0] if sub.relative_schema_path else None, []).append(sub)
-    ranked = []
-    for subs in branches.values():
-        leaves = [leaf for sub in subs for leaf in _branch_errors(sub)]
-        # A branch whose very type does not fit, or that refuses the value's own keys (Loki Mode's
-        # queue file has no "version"), is not the branch the value was meant for.
-        wrong_type = any(sub.validator in ("type", "additionalProperties") and not sub.relative_path for sub in subs)
-        ranked.append(((1 if wrong_type else 0, len(leaves)), leaves))
-    return min(ranked, key=lambda item: item[0])[1]
-
-
 def _walk(root: str) -> Iterator[tuple[str, os.stat_result]]:
     """Every entry under root as (relative path, lstat), not following symlinks."""
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -194,14 +132,14 @@ def _walk(root: str) -> Iterator[tuple[str, os.stat_result]]:
 def validate_tree(store: Store) -> list[Problem]:
     """Every problem in the tree; an empty list means the tree is valid."""
     problems: list[Problem] = []
-    reference = _ReferenceValidator()
+    reference = ReferenceValidator()
     docs: dict[str, Any] = {}
 
     def check_document(rel: str, schema_name: str) -> Any:
         try:
             data = store.read_bytes(rel)
         except LokiError as exc:
-            problems.append(_problem_from(rel, exc))
+            problems.append(problem_from(rel, exc))
             return None
         if data is None:
             return None
@@ -248,18 +186,18 @@ def validate_tree(store: Store) -> list[Problem]:
             if doc is not None:
                 docs[rel] = (kind.normalise(doc, rel, lambda: store.foreign_stamp(rel)) if kind.normalise  # noqa: B023
                              else doc)
-        elif _is_signal_file(rel):
-            _check_signal(store, rel, problems, reference)
+        elif is_signal_file(rel):
+            check_signal(store, rel, problems, reference)
         elif rel == layout.MEMORY_LOG:
-            _check_jsonl(store, rel, problems, reference, "memory-record.json")
+            check_jsonl(store, rel, problems, reference, "memory-record.json")
         elif rel.startswith(layout.MEMORY_HINTS_DIR + "/") and rel.endswith(".json"):
             check_document(rel, "memory-hint.json")
         elif rel.startswith(layout.ARCHIVE_DIR + "/") and rel.endswith(".jsonl"):
-            _check_jsonl(store, rel, problems, reference, "task.json")
+            check_jsonl(store, rel, problems, reference, "task.json")
         elif rel == _OUTCOME_LOG:
-            _check_jsonl(store, rel, problems, reference, "signal-outcome.json")
+            check_jsonl(store, rel, problems, reference, "signal-outcome.json")
         elif rel.startswith(layout.LOGS_DIR + "/") and rel.endswith(".jsonl"):
-            _check_jsonl(store, rel, problems, reference, None)
+            check_jsonl(store, rel, problems, reference, None)
     queue_rels = [*QUEUE_FILES, layout.DEADLETTER, layout.ABANDONED]
     unfinished = (os.path.lexists(store.path(layout.journal_for(layout.QUEUE_LOCK)))
                   and not in_use(store.path(layout.QUEUE_LOCK)))
@@ -274,10 +212,10 @@ def validate_tree(store: Store) -> list[Problem]:
         except LockTimeout:
             raise  # not a problem of the tree: nothing was checked across files (exit 5)
         except LokiError as exc:
-            problems.append(_problem_from(layout.QUEUE_LOCK, exc))
+            problems.append(problem_from(layout.QUEUE_LOCK, exc))
     if not unfinished:  # mid-change, a task may well be in two files: the journal says which one wins
-        problems.extend(_cross_file_problems(docs))
-        problems.extend(_dead_dependency_problems(store, docs))
+        problems.extend(cross_file_problems(docs))
+        problems.extend(dead_dependency_problems(store, docs))
     return problems
 
 
@@ -285,160 +223,10 @@ def _hard_link_matters(rel: str) -> bool:
     """Whether a second link to ``rel`` is a problem. A signal file is never written in place (it is
     published by ``link()``, claimed by rename and deleted), and copying it could race the consumer's
     claim into a second delivery; the drift log, appended to, is a state file like any other."""
-    return not _is_signal_file(rel) or signaltypes.type_of_file(rel.rsplit("/", 1)[-1]) == signaltypes.DRIFT
-
-
-def _is_signal_file(rel: str) -> bool:
-    """An unconsumed signal, or one being processed; quarantined ones are known to be bad."""
-    parts = rel.split("/")
-    if parts[0] != layout.SIGNALS_DIR or parts[-1].startswith("."):
-        return False
-    return len(parts) == 2 or (len(parts) == 3 and parts[1] == ".processing")
-
-
-def _problem_from(rel: str, exc: LokiError) -> Problem:
-    if isinstance(exc, FileTooLarge):
-        # Too big to read is not broken: it may hold every live task of the queue, so repair must not
-        # set it aside (whole_file=False keeps doctor --repair's hands off it); a human splits it.
-        return Problem(exc.path, exc.pointer, f"{exc.reason}; loki cannot use it until it is made smaller by hand "
-                       "(`loki doctor --repair` leaves it where it is: it may hold live records)", whole_file=False)
-    if isinstance(exc, StateFileError):
-        return Problem(exc.path, exc.pointer, exc.reason)
-    return Problem(rel, "", exc.message)
-
-
-def _check_signal(store: StateStore, rel: str, problems: list[Problem], reference: _ReferenceValidator) -> None:
-    name = rel.rsplit("/", 1)[-1]
-    signal_type = signaltypes.type_of_file(name)
-    schema_name = signaltypes.schema_for(signal_type)
-    if signal_type == signaltypes.DRIFT:
-        _check_jsonl(store, rel, problems, reference, schema_name)
-        return
-    if signaltypes.left_for_others(name, tuple(setting(store.config, "signals", "leave_for_others"))):
-        return  # another tool's signal (docs/signals.md): its content is that tool's business
-    data = None
-    try:
-        data = store.read_bytes(rel)
-        doc = jsonio.loads_strict(data or b"")
-    except jsonio.JsonError as exc:
-        # An empty or plain-text file is a signal whose text is its message (Loki Mode's idiom).
-        if signaltypes.text_of(data or b"") is None:
-            problems.append(Problem(rel, exc.pointer, exc.reason))
-        return
-    except LokiError as exc:
-        problems.append(_problem_from(rel, exc))
-        return
-    problems.extend(Problem(rel, p or "/", m) for p, m in reference.problems(schema_name, doc))
-
-
-def _check_jsonl(
-    store: StateStore, rel: str, problems: list[Problem], reference: _ReferenceValidator, schema_name: str | None
-) -> None:
-    """Every line of a log parses and, given a schema, validates (read in chunks: logs grow; a torn
-    last line is checked too). Through the store's log reads, so it serves every backend."""
-    try:
-        for number, raw in every_line(store, rel):
-            if not raw.strip():
-                continue
-            try:
-                record = jsonio.loads_strict(raw)
-            except jsonio.JsonError as exc:
-                problems.append(Problem(rel, f"line {number}", exc.reason))
-                continue
-            if schema_name is not None:
-                problems.extend(Problem(rel, f"line {number}{pointer}", message)
-                                for pointer, message in reference.problems(schema_name, record))
-            if schema_name == "memory-record.json" and b"\\u0000" in raw:
-                where = jsonio.nul_pointer(record)
-                if where is not None:
-                    problems.append(Problem(rel, f"line {number}{where}", jsonio.NUL_REASON, whole_file=False))
-    except LokiError as exc:
-        problems.append(_problem_from(rel, exc))
-
-
-def _cross_file_problems(docs: dict[str, Any]) -> list[Problem]:
-    problems: list[Problem] = []
-    seen: dict[str, str] = {}
-
-    def note(task_id: str, rel: str, where: str) -> None:
-        if task_id in seen:
-            problems.append(Problem(rel, where, f"task {task_id!r} is also in {seen[task_id]}", whole_file=False))
-        else:
-            seen[task_id] = rel
-
-    for rel in QUEUE_FILES:
-        doc = docs.get(rel)
-        if not doc:
-            continue
-        state = rel.rsplit("/", 1)[-1][: -len(".json")]
-        for index, task in enumerate(doc["tasks"]):
-            note(task["id"], rel, f"/tasks/{index}")
-            if task.get("status") != state:
-                problems.append(Problem(rel, f"/tasks/{index}/status",
-                                        f"task {task['id']!r} has status {task.get('status')!r} but is in {rel}",
-                                        whole_file=False))
-    for rel in (layout.DEADLETTER, layout.ABANDONED):
-        doc = docs.get(rel)
-        for index, entry in enumerate((doc or {}).get("tasks", [])):
-            note(entry["task_id"], rel, f"/tasks/{index}")
-    return problems
-
-
-def _dead_dependency_problems(store: StateStore, docs: dict[str, Any]) -> list[Problem]:
-    """Pending or blocked tasks that wait on a cancelled or abandoned task, directly or through
-    another waiting task: every file is valid, yet they would wait for ever."""
-    from loki.queue.readiness import never_ready
-
-    states: dict[str, str | None] = {}
-    for rel in QUEUE_FILES:
-        for task in (docs.get(rel) or {}).get("tasks", []):
-            states[task["id"]] = rel.rsplit("/", 1)[-1][: -len(".json")]
-    for rel, state in ((layout.DEADLETTER, "dead-letter"), (layout.ABANDONED, "abandoned")):
-        for entry in (docs.get(rel) or {}).get("tasks", []):
-            states[entry["task_id"]] = state
-
-    def state_of(task_id: str) -> str | None:
-        if task_id not in states:
-            found = store.tasks().find_archived(task_id)
-            states[task_id] = found[0] if found is not None else None
-        return states[task_id]
-
-    waiting = [t for s in ("pending", "blocked") for t in (docs.get(layout.queue_file(s)) or {}).get("tasks", [])]
-    stuck = never_ready(waiting, state_of)
-    problems = []
-    for state in ("pending", "blocked"):
-        rel = layout.queue_file(state)
-        for index, task in enumerate((docs.get(rel) or {}).get("tasks", [])):
-            info = stuck.get(task["id"])
-            if info is not None:
-                position = task["dependencies"].index(info["dependency"])
-                problems.append(Problem(rel, f"/tasks/{index}/dependencies/{position}",
-                                        f"task {task['id']!r} can never be ready: it {info['why']} (retry "
-                                        f"{info['root']!r} or cancel {task['id']!r})", whole_file=False))
-    return problems
+    return not is_signal_file(rel) or signaltypes.type_of_file(rel.rsplit("/", 1)[-1]) == signaltypes.DRIFT
 
 
 # -- doctor ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class DoctorReport:
-    journals_finished: list[str] = field(default_factory=list)
-    temp_files: list[str] = field(default_factory=list)
-    temp_removed: list[str] = field(default_factory=list)
-    detached: list[str] = field(default_factory=list)
-    """State files that had other hard links and were given their own copy (``--repair``)."""
-    problems: list[Problem] = field(default_factory=list)
-    moved_aside: list[dict[str, str]] = field(default_factory=list)
-
-    @property
-    def healthy(self) -> bool:
-        return not self.problems
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["healthy"] = self.healthy
-        return data
 
 
 def doctor(store: Store, repair: bool = False) -> DoctorReport:

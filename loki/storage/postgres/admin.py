@@ -19,21 +19,21 @@ import os
 
 from loki.errors import InvalidInput, LokiError
 from loki.storage import jsonio, layout
+from loki.storage.checks import (
+    DoctorReport,
+    Problem,
+    ReferenceValidator,
+    check_jsonl,
+    check_signal,
+    cross_file_problems,
+    dead_dependency_problems,
+    problem_from,
+)
 from loki.storage.layout import QUEUE_STATES
 from loki.storage.postgres import migrations
 from loki.storage.postgres.connect import DatabaseError, check_url, without_password
 from loki.storage.postgres.session import Database
 from loki.storage.store import Store
-from loki.storage.tree import (
-    DoctorReport,
-    Problem,
-    _check_jsonl,
-    _check_signal,
-    _cross_file_problems,
-    _dead_dependency_problems,
-    _problem_from,
-    _ReferenceValidator,
-)
 
 OUTCOME_LOG = f"{layout.LOGS_DIR}/signals.jsonl"
 
@@ -169,7 +169,7 @@ DOCUMENTS = (layout.BREAKERS, layout.WATCH_STATE, layout.FRICTION_MAP, layout.CO
 def validate(store: StateStore) -> list[Problem]:
     """Every problem in the database's rows; an empty list means it is valid."""
     problems: list[Problem] = []
-    reference = _ReferenceValidator()
+    reference = ReferenceValidator()
 
     def check_document(rel: str, schema_name: str) -> None:
         try:
@@ -181,7 +181,7 @@ def validate(store: StateStore) -> list[Problem]:
             problems.append(Problem(rel, exc.pointer, exc.reason))
             return
         except LokiError as exc:
-            problems.append(_problem_from(rel, exc))
+            problems.append(problem_from(rel, exc))
             return
         problems.extend(Problem(rel, p or "/", m) for p, m in reference.problems(schema_name, doc))
 
@@ -198,25 +198,25 @@ def validate(store: StateStore) -> list[Problem]:
                 check_document(rel, chosen)
     for name in store.list(layout.SIGNALS_DIR):
         if not name.startswith("."):
-            _check_signal(store, f"{layout.SIGNALS_DIR}/{name}", problems, reference)
+            check_signal(store, f"{layout.SIGNALS_DIR}/{name}", problems, reference)
     for (log,) in store.rows("SELECT name FROM loki_logs ORDER BY name"):  # type: ignore[attr-defined]
         # The logs the file tree's validate reads line by line (a signal log is a signal, above).
         if log == layout.MEMORY_LOG:
-            _check_jsonl(store, log, problems, reference, "memory-record.json")
+            check_jsonl(store, log, problems, reference, "memory-record.json")
         elif log == OUTCOME_LOG:
-            _check_jsonl(store, log, problems, reference, "signal-outcome.json")
+            check_jsonl(store, log, problems, reference, "signal-outcome.json")
         elif log.startswith(layout.LOGS_DIR + "/") and log.endswith(".jsonl"):
-            _check_jsonl(store, log, problems, reference, None)
+            check_jsonl(store, log, problems, reference, None)
     view = _checked_rows(store, reference, problems)
     docs: dict[str, Any] = {layout.queue_file(state): {"tasks": view[state]} for state in QUEUE_STATES}
     docs[layout.DEADLETTER] = {"tasks": view["dead-letter"]}
     docs[layout.ABANDONED] = {"tasks": view["abandoned"]}
-    cross = _cross_file_problems(docs) + _dead_dependency_problems(store, docs)
+    cross = cross_file_problems(docs) + dead_dependency_problems(store, docs)
     problems.extend(Problem(_rows(p.file), p.pointer, p.message, whole_file=False) for p in cross)
     return problems
 
 
-def _checked_rows(store: StateStore, reference: _ReferenceValidator, problems: list[Problem]) -> dict[str, list[Any]]:
+def _checked_rows(store: StateStore, reference: ReferenceValidator, problems: list[Problem]) -> dict[str, list[Any]]:
     """Every row of the task store checked as a read checks it (against jsonschema, the reference), and its
     derived columns against its record; the hot rows that pass, by state, for the checks across states.
     A row that fails is reported by name and left out: reading it through the store would stop at it."""

@@ -378,7 +378,7 @@ class PgHeldLock:
         return True
 
     def acquire(self) -> PgHeldLock:
-        from loki.storage.locks import _describe_command
+        from loki.storage.locks import describe_command
         from loki.storage.postgres import connect as connecting
 
         if self.timeout <= 0:
@@ -410,7 +410,7 @@ class PgHeldLock:
                 "VALUES (%s, pg_backend_pid(), %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET "
                 "backend_pid = EXCLUDED.backend_pid, pid = EXCLUDED.pid, host = EXCLUDED.host, "
                 "command = EXCLUDED.command, since = EXCLUDED.since",
-                (self.rel, os.getpid(), os.uname().nodename, _describe_command(), self.store.now_ts()))
+                (self.rel, os.getpid(), os.uname().nodename, describe_command(), self.store.now_ts()))
         except BaseException:
             conn.close()
             raise

@@ -32,9 +32,9 @@ from loki.errors import Conflict, LockTimeout, StateFileError
 from loki.queue.readiness import Census
 from loki.queue.tasks import PRIORITY_RANK
 from loki.storage import jsonio, layout
-from loki.storage.filetasks import ABANDONED, DEAD_LETTER, HOT_STATES, abandoned_record
 from loki.storage.postgres import domains
 from loki.storage.postgres.connect import driver
+from loki.storage.taskbase import ABANDONED, DEAD_LETTER, HOT_STATES, abandoned_record
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
