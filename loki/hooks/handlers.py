@@ -296,6 +296,8 @@ def session_start(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
 def _refresh_local_copies(store: Store) -> None:
     """A new session starts with this machine's copies of the team's strikes, hints and settings
     up to date (a database tree; files: nothing to do). A failure costs the briefing nothing."""
+    if not store.keeps_local_copies:
+        return
     from loki.errors import LokiError
     from loki.storage import layout
 

@@ -8,7 +8,6 @@ both use these; neither imports the other's private names for them.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from loki.config import setting
@@ -16,6 +15,7 @@ from loki.errors import FileTooLarge, LokiError, StateFileError
 from loki.signals import types as signaltypes
 from loki.storage import jsonio, layout
 from loki.storage.logpos import every_line
+from loki.storage.problems import Problem
 from loki.storage.schema import pointer, registry
 
 TYPE_CHECKING = False
@@ -23,43 +23,6 @@ if TYPE_CHECKING:
     from loki.storage.state import StateStore
 
 QUEUE_FILES = [layout.queue_file(s) for s in layout.QUEUE_STATES]
-
-@dataclass
-class Problem:
-    file: str
-    pointer: str
-    message: str
-    whole_file: bool = True
-    """The file itself is broken (it does not parse or breaks its schema). False for a problem that
-    only shows across files (a task in two files, a status that does not match its file): moving
-    the file aside would not fix it, it would take good records out of the queue."""
-
-    def __str__(self) -> str:
-        where = f"{self.file}{' at ' + self.pointer if self.pointer else ''}"
-        return f"{where}: {self.message}"
-
-
-
-@dataclass
-class DoctorReport:
-    journals_finished: list[str] = field(default_factory=list)
-    temp_files: list[str] = field(default_factory=list)
-    temp_removed: list[str] = field(default_factory=list)
-    detached: list[str] = field(default_factory=list)
-    """State files that had other hard links and were given their own copy (``--repair``)."""
-    problems: list[Problem] = field(default_factory=list)
-    moved_aside: list[dict[str, str]] = field(default_factory=list)
-
-    @property
-    def healthy(self) -> bool:
-        return not self.problems
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["healthy"] = self.healthy
-        return data
-
-
 
 class ReferenceValidator:
     """jsonschema over loki's schemas, built once per validate run."""
@@ -178,6 +141,16 @@ def check_jsonl(
                     problems.append(Problem(rel, f"line {number}{where}", jsonio.NUL_REASON, whole_file=False))
     except LokiError as exc:
         problems.append(problem_from(rel, exc))
+
+
+def state_problems(store: StateStore, view: dict[str, list[Any]]) -> list[Problem]:
+    """The checks across records of a task store's states (``view``: each state's records), named as the
+    queue files they stand for: a task in two states, a status that does not match its state, a task
+    that can never be ready."""
+    docs: dict[str, Any] = {layout.queue_file(state): {"tasks": view[state]} for state in layout.QUEUE_STATES}
+    docs[layout.DEADLETTER] = {"tasks": view["dead-letter"]}
+    docs[layout.ABANDONED] = {"tasks": view["abandoned"]}
+    return cross_file_problems(docs) + dead_dependency_problems(store, docs)
 
 
 def cross_file_problems(docs: dict[str, Any]) -> list[Problem]:

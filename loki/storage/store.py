@@ -46,6 +46,9 @@ from loki.errors import (
     os_error_hint,
 )
 from loki.storage import jsonio, layout
+from loki.storage.atomic import TEMP_SUFFIX as TEMP_SUFFIX
+from loki.storage.atomic import fsync_dir as fsync_dir
+from loki.storage.atomic import hard_link_reason as hard_link_reason
 from loki.storage.locks import DEFAULT_TIMEOUT, FileLock, current_holder, describe_holder, in_use, read_lock_record
 from loki.storage.logpos import LogReads
 from loki.storage.paths import check_relpath
@@ -55,13 +58,13 @@ from loki.wording import plural
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
-    from typing import Any
+    from typing import Any, Literal
 
     from loki.storage.filetasks import FileTasks
     from loki.storage.observer import DirectoryObserver
+    from loki.storage.problems import DoctorReport, Problem
 
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
-TEMP_SUFFIX = ".tmp"
 JOURNAL_VERSION = 1
 
 
@@ -83,14 +86,6 @@ def crashpoint(name: str) -> None:
 
 def digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def temp_name(path: str) -> str:
@@ -142,12 +137,6 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
-def hard_link_reason(links: int) -> str:
-    """Why a state file with other hard links is refused (the same words everywhere)."""
-    return (f"has {links} hard links: another name (perhaps outside .loki/) shares its content, and loki refuses "
-            "to write through it as it refuses a symbolic link (`loki doctor --repair` gives it its own copy)")
-
-
 def _os_error(rel: str, exc: OSError, action: str) -> LokiError:
     return StateFileError(rel, f"cannot {action}: {describe_os_error(exc)}", hint=os_error_hint(exc))
 
@@ -156,6 +145,11 @@ class Store(LogReads):
     """A ``.loki/`` directory and the rules for touching it."""
 
     backend = "files"
+    # Capabilities (loki/storage/state.py): a claim is a link then an unlink, a key is a path, and the hooks
+    # read these very files (nothing to copy).
+    claims_in_one_step: Literal[False] = False
+    keys_need_dirs: Literal[True] = True
+    keeps_local_copies: Literal[False] = False
 
     def __init__(
         self,
@@ -937,10 +931,6 @@ class Store(LogReads):
         """None: error memory keeps its SQLite cache beside the log (:meth:`index_database`)."""
         return None
 
-    def keep_local(self, rels: Iterable[str] = (), dirs: Iterable[str] = ()) -> builtins.list[str]:
-        """Nothing to copy: the hooks' hot path reads these very files."""
-        return []
-
     def index_database(self, rel: str, side_files: Iterable[str] = ()) -> str:
         """Where SQLite keeps a cache ``rel`` (error memory's search index), checked like state.
 
@@ -959,6 +949,32 @@ class Store(LogReads):
             if st.st_nlink > 1:  # SQLite writes it in place
                 raise StateFileError(rel + suffix, hard_link_reason(st.st_nlink))
         return path
+
+    # -- administration (loki/storage/treecheck.py does the work) -------------------------------------
+
+    def validate_state(self) -> builtins.list[Problem]:
+        from loki.storage.treecheck import validate_tree
+
+        return validate_tree(self)
+
+    def doctor_state(self, *, repair: bool = False) -> DoctorReport:
+        from loki.storage.treecheck import doctor
+
+        return doctor(self, repair=repair)
+
+    def stored_records(self, states: builtins.list[str]) -> dict[str, builtins.list[Any]]:
+        """The bytes as they are: reading through the store would finish an interrupted change."""
+        found: dict[str, builtins.list[Any]] = {}
+        for state in states:
+            rel = layout.DEADLETTER if state == "dead-letter" else layout.ABANDONED if state == "abandoned" \
+                else layout.queue_file(state)
+            try:
+                doc = jsonio.loads_strict(self.read_bytes(rel) or b"{}")
+            except jsonio.JsonError:
+                doc = {}  # validate_tree names what is wrong with it
+            tasks = doc.get("tasks") if isinstance(doc, dict) else None
+            found[state] = tasks if isinstance(tasks, list) else []
+        return found
 
     def tasks(self) -> FileTasks:
         """The queue domain as tasks (:class:`loki.storage.tasks.TaskStore`), on this tree's files."""

@@ -178,3 +178,66 @@ def test_a_held_lock_has_one_holder_at_a_time_and_names_it(backend: str, backend
 
 def test_the_backend_names_itself(backend: str, backend_store: Any) -> None:
     assert backend_store.backend == {"file": "files", "memory": "memory", "postgres": "postgresql"}[backend]
+
+
+def test_each_flag_says_what_the_backend_does(backend: str, backend_store: Any) -> None:
+    """The flags are the backend's word (huey's ``blocking``): a method only the flag calls for is there
+    only where the flag says it is, never a method that quietly does nothing."""
+    expected = {"file": (False, True, False), "memory": (True, False, False), "postgres": (True, False, True)}
+    flags = (backend_store.claims_in_one_step, backend_store.keys_need_dirs, backend_store.keeps_local_copies)
+    assert flags == expected[backend]
+    assert hasattr(backend_store, "drop_twin") is not backend_store.claims_in_one_step
+    assert hasattr(backend_store, "ensure_dir") is backend_store.keys_need_dirs
+    assert hasattr(backend_store, "keep_local") is backend_store.keeps_local_copies
+
+
+def test_a_key_that_needs_no_directory_takes_an_item_at_once(backend_store: Any) -> None:
+    rel = f"{layout.MEMORY_HINTS_DIR}/fresh/hint.json"
+    if backend_store.keys_need_dirs:
+        with pytest.raises(Exception, match="fresh"):
+            backend_store.write_text(rel, "{}\n")
+        backend_store.ensure_dir(rel.rsplit("/", 1)[0])
+    backend_store.write_text(rel, "{}\n")
+    assert backend_store.read_text(rel) == "{}\n"
+
+
+def test_a_claim_in_two_steps_leaves_a_twin_that_drop_twin_removes(backend_store: Any) -> None:
+    """A crash between the link and the unlink of a file claim leaves one item under both names; a store
+    that claims in one step cannot get there, and so has no ``drop_twin``."""
+    import os
+
+    rel = backend_store.create_unique(SIGNALS, "task-done", b"{}")
+    if backend_store.claims_in_one_step:
+        assert backend_store.claim_into(rel, PROCESSING, "task-done.a")
+        assert (backend_store.exists(rel), backend_store.list(PROCESSING)) == (False, ["task-done.a"])
+        return
+    backend_store.ensure_dir(PROCESSING)
+    os.link(backend_store.path(rel), backend_store.path(f"{PROCESSING}/task-done.a"))  # the crash's leftover
+    backend_store.drop_twin(f"{PROCESSING}/task-done.a", rel)
+    assert (backend_store.exists(rel), backend_store.list(PROCESSING)) == (False, ["task-done.a"])
+
+
+def test_local_copies_are_kept_only_where_the_state_is_elsewhere(backend_store: Any, root: Any) -> None:
+    if not backend_store.keeps_local_copies:
+        return
+    rel = f"{layout.MEMORY_HINTS_DIR}/npm.json"
+    backend_store.write_text(rel, "{}\n")
+    assert backend_store.keep_local([], [layout.MEMORY_HINTS_DIR]) == [rel]
+    assert (root / layout.LOCAL_CACHE_DIR / rel).read_text() == "{}\n"
+
+
+# -- administration: each backend checks its own state -----------------------------------------------------
+
+
+def test_each_backend_validates_its_own_state(backend_store: Any) -> None:
+    from loki.storage import admin
+
+    assert admin.validate(backend_store) == []
+    assert admin.doctor(backend_store).healthy
+    from loki.queue.queue import Queue
+
+    task_id = Queue(backend_store).add("checked", type="build")["id"]
+    problems = admin.validate(backend_store)
+    assert problems == [], [str(p) for p in problems]
+    records = backend_store.stored_records(["pending", "blocked"])
+    assert [t["id"] for t in records["pending"]] == [task_id] and records["blocked"] == []

@@ -129,9 +129,6 @@ class Items:
                 (f"{rel_dir}/{entry}", rel_dir, rel)).fetchone()
         return row is not None
 
-    def drop_twin(self, claimed_rel: str, waiting_rel: str) -> None:
-        """Nothing to do: a claim is one UPDATE, so no crash leaves an item under two names."""
-
     def finish(self, rel: str, target_dir: str | None) -> None:
         """A claimed item is done: delete it, or move it into ``target_dir`` (quarantine, archive).
         Committed without waiting for the disk, as the claim is."""
@@ -233,10 +230,6 @@ class Items:
             return ("item", int(found[0][0]), int(found[0][1]))
         token: Hashable | None = super().change_token(rel)  # type: ignore[misc]
         return token
-
-    def ensure_dir(self, rel_dir: str) -> str:
-        """Nothing to make: keys need no directories."""
-        return rel_dir
 
     # -- waking a watcher -----------------------------------------------------------------------------
 

@@ -23,10 +23,11 @@ from loki.storage.schema import registry
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Literal
 
     from loki.clock import Clock
     from loki.storage.postgres.tasks import PgTasks
+    from loki.storage.problems import DoctorReport, Problem
     from loki.storage.schema import Registry
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -41,6 +42,11 @@ class PgStore(Items, Logs, Documents):
     document, a log may be read whole as text), each passing on what is not its own."""
 
     backend = "postgresql"
+    # Capabilities (loki/storage/state.py): a claim is one UPDATE, keys need no directories, and the hooks'
+    # hot path reads this machine's copies (keep_local).
+    claims_in_one_step: Literal[True] = True
+    keys_need_dirs: Literal[False] = False
+    keeps_local_copies: Literal[True] = True
 
     def __init__(self, db: Database, *, local_root: str | None = None, clock: Clock | None = None,
                  schemas: Registry | None = None, config: dict[str, Any] | None = None,
@@ -86,6 +92,22 @@ class PgStore(Items, Logs, Documents):
 
     def now_ts(self) -> str:
         return format_ts(self.clock.now())
+
+    # -- administration (loki/storage/postgres/check.py does the work) ------------------------------
+
+    def validate_state(self) -> list[Problem]:
+        from loki.storage.postgres.check import validate
+
+        return validate(self)
+
+    def doctor_state(self, *, repair: bool = False) -> DoctorReport:
+        from loki.storage.postgres.check import doctor
+
+        return doctor(self, repair=repair)
+
+    def stored_records(self, states: list[str]) -> dict[str, list[Any]]:
+        """The rows as the task store reads them."""
+        return self.tasks().view(states)
 
     def tasks(self) -> PgTasks:
         if self._tasks is None:
