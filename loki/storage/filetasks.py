@@ -25,9 +25,16 @@ from loki.storage.taskbase import ABANDONED, DEAD_LETTER, ROTATED_STATES, TaskTx
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Hashable, Iterable, Iterator
-    from typing import Any
+    from typing import Any, Protocol
 
-    from loki.storage.store import Store, Transaction
+    from loki.storage.state import FileState
+    from loki.storage.state import StateTxn as Transaction
+
+    class Store(FileState, Protocol):
+        """The file store (:class:`loki.storage.store.Store`) as its task store sees it (named here, not
+        imported: the store imports this module)."""
+
+        def iter_lines(self, rel: str, chunk: int = ...) -> Iterator[tuple[int, int, bytes]]: ...
 
 
 class FileTasks:

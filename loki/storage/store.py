@@ -1,4 +1,4 @@
-"""The one place where state files are read and written (docs/design.md §3).
+"""The file state store: ``.loki/`` on this machine's disk (docs/design.md §3, docs/storage.md).
 
 Domain modules (queue, dead-letter, breakers, signals, strikes) never open a state
 file. They ask for a transaction over a lock domain::
@@ -22,8 +22,8 @@ and the store does the rest:
 A file that fails to parse or validate is never written: the transaction raises
 :class:`StateFileError` naming the file, the JSON pointer and the reason.
 
-The interface is deliberately narrow (transaction, read, snapshot, append, create)
-so a PostgreSQL implementation can stand behind it later.
+It implements :mod:`loki.storage.state`'s roles as files; :mod:`loki.storage.memory` and
+:mod:`loki.storage.postgres` implement the same ones (the capability flags below say where they differ).
 """
 
 from __future__ import annotations

@@ -38,7 +38,22 @@ from loki.storage.problems import DoctorReport, Problem
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
-    from loki.storage.store import Store
+    from collections.abc import Iterable
+    from typing import Protocol
+
+    from loki.storage.state import FileState
+
+    class Store(FileState, Protocol):
+        """The file store (:class:`loki.storage.store.Store`) as its administration sees it: the roles, and the
+        parts only a tree on disk has. Named here, not imported: the store asks this module, and neither
+        imports the other, not even for types."""
+
+        def path(self, rel: str) -> str: ...
+        def foreign_stamp(self, rel: str) -> str: ...
+        def snapshot(self, rels: Iterable[str], attempts: int = ..., *, wait: bool = ...) -> dict[str, Any]: ...
+        def recover(self, lock: str) -> bool: ...
+        def detach(self, rel: str) -> bool: ...
+        def iter_lines(self, rel: str, chunk: int = ...) -> Iterator[tuple[int, int, bytes]]: ...
 
 STALE_TEMP_SECONDS = 300
 _TEMP_NAME = re.compile(r"^\..+\.(\d+)\.[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + "$")
