@@ -20,7 +20,7 @@ TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from typing import Any
 
-    from loki.storage.postgres.store import PgStore
+    from loki.storage.postgres.shape import PgState as PgStore
 
 OUTCOME_LOG = f"{layout.LOGS_DIR}/signals.jsonl"
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     import psycopg
 
-    from loki.storage.postgres.store import PgStore
+    from loki.storage.postgres.shape import PgState as PgStore
     from loki.storage.schema import Registry
 
     class Checker(Protocol):
