@@ -149,7 +149,7 @@ def test_validate_takes_a_journal_under_a_held_lock_for_a_commit_in_flight(
     # An agent is mid-commit while a human runs validate: its journal is not a crash's leftover.
     import threading
 
-    from loki.storage import locks, tree
+    from loki.storage import locks, treecheck  # validate_tree's module (loki.storage.tree re-exports it)
     from loki.storage.locks import FileLock
 
     put_tasks(store, "pending", [task("a")])
@@ -168,7 +168,7 @@ def test_validate_takes_a_journal_under_a_held_lock_for_a_commit_in_flight(
         probed.set()
         return held
 
-    monkeypatch.setattr(tree, "in_use", in_use)
+    monkeypatch.setattr(treecheck, "in_use", in_use)
     committer = threading.Thread(target=finish_commit)
     committer.start()
     try:

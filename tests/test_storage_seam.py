@@ -38,12 +38,22 @@ EXCEPTIONS = {
     ("hooks/agentsettings.py", "os.unlink"): "the same file's temp copy, and the file once uninstall emptied it",
     ("queue/escalations.py", "open"): "the shipped escalation template, in the package (the tree's copy goes "
                                       "through the store)",
+    ("strikes/view.py", "os.open"): "the same hot path's read of a strike file: O_NOFOLLOW, bounded, read only "
+                                    "(docs/storage.md, 'The one reader outside the store')",
+    ("strikes/callcount.py", "os.open"): "the tool-call counter: one byte appended per call with O_APPEND, "
+                                         "unlocked and unsynced because it is a hint (docs/storage.md, 'The "
+                                         "call counter')",
+    ("strikes/callcount.py", "os.lstat"): "the same counter read back: its size is the count",
+    ("regularfile.py", "os.open"): "bounded reads of regular files outside .loki/ (the agents' settings, "
+                                   ".git/HEAD, `loki work`'s result file): O_NONBLOCK, regular files only",
+    ("queue/queue.py", "os.open"): "`loki queue add --from-file`: the batch file a person names, outside "
+                                   ".loki/",
     ("work/scratch.py", "open"): "`loki work` writes the claimed task for the agent's command into a temporary "
                                  "directory outside .loki/ (the command may write there; nothing but loki writes "
                                  "inside the tree)",
 }
 
-FORBIDDEN_OS = {"listdir", "scandir", "link", "rename", "replace", "unlink"}
+FORBIDDEN_OS = {"listdir", "scandir", "link", "rename", "replace", "unlink", "open", "lstat"}
 
 
 def file_calls(source: str) -> list[tuple[str, int]]:
@@ -95,9 +105,11 @@ def test_the_storage_layer_is_everything_under_loki_storage_and_nothing_else() -
 
 def test_the_checker_sees_each_kind_of_call() -> None:
     source = ("import os, sqlite3\nimport portalocker\nopen('x')\nos.listdir('.')\nos.rename('a', 'b')\n"
-              "sqlite3.connect('d')\nself.store.path('q')\nstore.path('q')\n")
+              "sqlite3.connect('d')\nself.store.path('q')\nstore.path('q')\nos.open('f', os.O_RDONLY)\n"
+              "os.lstat('f')\n")
     assert sorted(what for what, _ in file_calls(source)) == [
-        "open", "os.listdir", "os.rename", "portalocker", "sqlite3.connect", "store.path", "store.path"]
+        "open", "os.listdir", "os.lstat", "os.open", "os.rename", "portalocker", "sqlite3.connect", "store.path",
+        "store.path"]
 
 
 def test_every_exception_is_still_needed() -> None:
@@ -186,7 +198,8 @@ def test_the_position_checker_sees_each_kind_of_use() -> None:
 
 def test_the_state_store_protocol_hands_out_no_byte_offsets() -> None:
     tree = ast.parse((LOKI / "storage" / "state.py").read_text("utf-8"))
-    protocol = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "StateStore")
-    methods = {n.name for n in protocol.body if isinstance(n, ast.FunctionDef)}
+    # StateStore is the union of the role protocols (Documents, Logs, Items ...): every one of them counts.
+    methods = {n.name for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body
+               if isinstance(n, ast.FunctionDef)}
     assert methods & BYTE_OFFSET_READS == set()
     assert {"log_end", "log_valid", "read_after", "read_line", "read_tail", "log_windows"} <= methods

@@ -285,7 +285,8 @@ def _copy(held: dict[str, Section], target: StateStore) -> None:
         crashpoint("migrate-copied")
     for rel, (data,) in held["items"].items():
         directory, name = rel.rsplit("/", 1)
-        target.ensure_dir(directory)
+        if target.keys_need_dirs:
+            target.ensure_dir(directory)
         got = target.create_unique(directory, name, data.encode("utf-8", "surrogateescape"))
         if got != rel:
             raise InvalidInput(f"{target.where}: {rel} arrived as {got}", file=rel)

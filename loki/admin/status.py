@@ -15,8 +15,8 @@ TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from typing import Any
 
+    from loki.storage.problems import DoctorReport, Problem
     from loki.storage.state import StateStore
-    from loki.storage.tree import DoctorReport, Problem
 
 
 def status(store: StateStore) -> dict[str, Any]:
@@ -68,18 +68,8 @@ def count_signals(store: StateStore) -> int:
 
 
 def validate(store: StateStore) -> list[Problem]:
-    from loki.storage.store import Store
-
-    problems: list[Problem]
-    if isinstance(store, Store):
-        from loki.storage.tree import validate_tree
-
-        problems = validate_tree(store)
-    else:
-        from loki.storage.postgres.admin import validate as validate_database
-
-        problems = validate_database(store)
-    return problems + future_timestamps(store)
+    """The backend's own checks (:meth:`validate_state`: files, rows, memory), then the clock's."""
+    return store.validate_state() + future_timestamps(store)
 
 
 FUTURE_TOLERANCE_SECONDS = 60
@@ -99,19 +89,20 @@ def future_timestamps(store: StateStore) -> list[Problem]:
     clock to look at. A state that cannot be read was reported by the backend's own checks."""
     from loki.clock import format_ts, parse_ts
     from loki.errors import LokiError
-    from loki.storage.tree import Problem
+    from loki.storage.problems import Problem
 
     clock = getattr(store, "lease_clock", None) or store.clock
     states = [*QUEUE_STATES, "dead-letter", "abandoned"]
     try:
         now = clock.now()
-        view = _records(store, states)
+        view = store.stored_records(states)
     except LokiError:
         return []
     postgres = store.backend == "postgresql"
     found: list[Problem] = []
     for state in states:
-        where = f"tasks[{state}]" if postgres else _file_of(state)
+        where = f"tasks[{state}]" if postgres else layout.DEADLETTER if state == "dead-letter" \
+            else layout.ABANDONED if state == "abandoned" else layout.queue_file(state)
         for index, record in enumerate(view[state]):
             if not isinstance(record, dict):
                 continue
@@ -136,38 +127,4 @@ def future_timestamps(store: StateStore) -> list[Problem]:
 
 
 def doctor(store: StateStore, repair: bool = False) -> DoctorReport:
-    from loki.storage.store import Store
-
-    if isinstance(store, Store):
-        from loki.storage.tree import doctor as tree_doctor
-
-        return tree_doctor(store, repair=repair)
-    from loki.storage.postgres.admin import doctor as database_doctor
-
-    doctored: DoctorReport = database_doctor(store, repair=repair)
-    return doctored
-
-
-def _file_of(state: str) -> str:
-    return layout.DEADLETTER if state == "dead-letter" else layout.ABANDONED if state == "abandoned" \
-        else layout.queue_file(state)
-
-
-def _records(store: StateStore, states: list[str]) -> dict[str, list[Any]]:
-    """Each state's records as validate may read them: on files the bytes as they are (reading through the
-    store would finish an interrupted change, which is doctor's to do), on a database its rows."""
-    from loki.storage.store import Store
-
-    if not isinstance(store, Store):
-        return store.tasks().view(states)
-    from loki.storage import jsonio
-
-    found: dict[str, list[Any]] = {}
-    for state in states:
-        try:
-            doc = jsonio.loads_strict(store.read_bytes(_file_of(state)) or b"{}")
-        except jsonio.JsonError:
-            doc = {}  # validate_tree names what is wrong with it
-        tasks = doc.get("tasks") if isinstance(doc, dict) else None
-        found[state] = tasks if isinstance(tasks, list) else []
-    return found
+    return store.doctor_state(repair=repair)

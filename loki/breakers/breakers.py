@@ -61,10 +61,13 @@ TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Callable
     from datetime import datetime
-    from typing import Any, overload
+    from typing import Any, Protocol, overload
 
-    from loki.storage.state import StateStore as Store
+    from loki.storage.state import Documents, Logs
     from loki.storage.state import StateTxn as Transaction
+
+    class Store(Documents, Logs, Protocol):
+        """The roles breakers use: documents (the breakers' file, the config) and a log (the recovery log)."""
 
 RECOVERY_LOG = "logs/circuit-recovery.log"
 MAX_NAME_LENGTH = 200

@@ -300,6 +300,8 @@ def briefing(store: Store, payload: dict[str, Any]) -> dict[str, Any] | None:
 def _refresh_local_copies(store: Store) -> None:
     """A new session starts with this machine's copies of the team's strikes, hints and settings
     up to date (a database tree; files: nothing to do). A failure costs the briefing nothing."""
+    if not store.keeps_local_copies:
+        return
     from loki.errors import LokiError
     from loki.storage import layout
 

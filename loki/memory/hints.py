@@ -185,7 +185,8 @@ def offer(store: Store, record: dict[str, Any]) -> bool:
     if not better(hint, current):
         return False
     store.schemas.validate(HINT_SCHEMA, hint, rel)
-    store.ensure_dir(layout.MEMORY_HINTS_DIR)
+    if store.keys_need_dirs:
+        store.ensure_dir(layout.MEMORY_HINTS_DIR)
     store.write_text(rel, json.dumps(hint, ensure_ascii=False, sort_keys=True) + "\n")
     return True
 
@@ -203,7 +204,8 @@ def rebuild(store: Store, resolutions: Iterable[dict[str, Any]]) -> int:
         if better(hint, best.get(rel)):
             best[rel] = hint
     with store.transaction(layout.MEMORY_LOG):
-        store.ensure_dir(layout.MEMORY_HINTS_DIR)
+        if store.keys_need_dirs:
+            store.ensure_dir(layout.MEMORY_HINTS_DIR)
         for rel, hint in best.items():
             store.schemas.validate(HINT_SCHEMA, hint, rel)
             text = json.dumps(hint, ensure_ascii=False, sort_keys=True) + "\n"

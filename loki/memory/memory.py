@@ -293,8 +293,9 @@ def _keep_local(store: Store, rels: list[str] | None = None, dirs: list[str] | N
 
     from loki.errors import LokiError
 
-    with suppress(LokiError, OSError):
-        store.keep_local(rels or [], dirs or [])
+    if store.keeps_local_copies:
+        with suppress(LokiError, OSError):
+            store.keep_local(rels or [], dirs or [])
 
 
 def _label_subject(label: Any, fallback: str) -> str:

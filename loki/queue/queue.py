@@ -1,9 +1,9 @@
 """The task queue: atomic claims with leases, retries with backoff, dependencies, priorities.
 
-Tasks live in one file per state under ``queue/`` (docs/design.md §2). Every operation is
-one transaction over the queue lock, so several agents calling ``claim`` at the same
-moment each get a different task, and a crash at any instant leaves every task in
-exactly one file. Time comes from the store's clock: nothing here reads the wall
+Tasks live in the task store (:mod:`loki.storage.tasks`: one file per state under ``queue/`` on files,
+rows on PostgreSQL, dicts in memory). Every operation is one unit of work of that store, so several
+agents calling ``claim`` at the same moment each get a different task, and a crash at any instant
+leaves every task in exactly one state. Time comes from the store's clock: nothing here reads the wall
 clock itself.
 
 Library use::

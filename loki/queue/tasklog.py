@@ -22,7 +22,7 @@ TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from typing import Any
 
-    from loki.storage.state import StateStore as Store
+    from loki.storage.state import Logs as Store  # the one role a task's log uses
 
 LOG = f"{layout.LOGS_DIR}/tasks.jsonl"
 

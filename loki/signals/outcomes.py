@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
 
-    from loki.storage.state import StateStore as Store
+    from loki.storage.state import Logs as Store  # the one role the outcome log uses
 
 LOG = f"{layout.LOGS_DIR}/signals.jsonl"
 TAIL_BYTES = 256 * 1024

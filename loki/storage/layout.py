@@ -122,6 +122,21 @@ class FileKind:
             return {**doc, self.records_key: []}
         return doc
 
+    def record_pointer(self, doc: Any, record: Any) -> str:
+        """Where ``record`` sits in ``doc``, as a JSON pointer prefix (only computed on an error, for every
+        backend's message naming the record that broke its schema)."""
+        from loki.storage.schema import pointer
+
+        if self.records_are_values and isinstance(doc, dict):
+            for key, value in doc.items():
+                if value is record:
+                    return pointer([key])
+        elif self.records_key is not None:
+            for index, value in enumerate(self.records(doc)):
+                if value is record:
+                    return pointer([self.records_key, str(index)])
+        return ""
+
     def records(self, doc: Any) -> list[Any]:
         if self.records_are_values:
             return list(doc.values()) if isinstance(doc, dict) else []

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 10.0
 
 
-def _describe_command() -> str:
+def describe_command() -> str:
     """The holder's program and command words (``loki queue fail ...``) for the lock record.
 
     Only words that name a command are kept, never an option's value or a free argument: the
@@ -271,7 +271,7 @@ class FileLock:
         self._fd = handle.fileno()
         self.record = read_lock_record(self.path)
         self.write_record({
-            "holder": {"pid": os.getpid(), "command": _describe_command(), "host": os.uname().nodename,
+            "holder": {"pid": os.getpid(), "command": describe_command(), "host": os.uname().nodename,
                        "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
             "digests": self.record.get("digests", {}) if isinstance(self.record.get("digests"), dict) else {},
         })

@@ -11,9 +11,15 @@ from __future__ import annotations
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from typing import Any
+    from typing import Any, Protocol
 
-    from loki.storage.state import StateStore
+    class LogReader(Protocol):
+        """The two reads of :class:`loki.storage.state.Logs` that :func:`every_line` needs (named here, not
+        imported: the state protocols import :class:`LogLine` from this module)."""
+
+        def read_after(self, rel: str, position: Any, limit: int = ..., *, whole: bool = ...,
+                       final: bool = ...) -> tuple[list[LogLine], Any]: ...
+        def read_line(self, rel: str, position: Any) -> bytes: ...
 
 
 class LogLine:
@@ -137,7 +143,7 @@ class LogReads:
         return data[:cut].split(b"\n") if cut >= 0 else []
 
 
-def every_line(store: StateStore, rel: str) -> Iterator[tuple[int, bytes]]:
+def every_line(store: LogReader, rel: str) -> Iterator[tuple[int, bytes]]:
     """``(line number, raw line)`` of a whole log, through any store's ``read_after`` (a chunk at a time:
     logs grow; a line longer than a chunk comes whole; a torn last line comes too)."""
     position: Any = None

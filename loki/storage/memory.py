@@ -23,16 +23,17 @@ import threading
 from loki.clock import default_clock, format_ts
 from loki.errors import InvalidInput, LockTimeout
 from loki.storage import jsonio, layout
-from loki.storage.filetasks import HOT_STATES, TaskTxnBase, rotation
 from loki.storage.logpos import LogReads
 from loki.storage.schema import registry
+from loki.storage.taskbase import HOT_STATES, TaskTxnBase, rotation
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
-    from typing import Any
+    from typing import Any, Literal
 
     from loki.clock import Clock
+    from loki.storage.problems import DoctorReport, Problem
     from loki.storage.schema import Registry
     from loki.storage.state import MemoryRules
 
@@ -43,6 +44,10 @@ class MemoryStore(LogReads):
     """A tree's state in memory (:class:`loki.storage.state.StateStore`)."""
 
     backend = "memory"
+    # Capabilities (loki/storage/state.py): a claim is one step, keys need no directories, nothing is local.
+    claims_in_one_step: Literal[True] = True
+    keys_need_dirs: Literal[False] = False
+    keeps_local_copies: Literal[False] = False
 
     def __init__(self, *, clock: Clock | None = None, config: dict[str, Any] | None = None,
                  schemas: Registry | None = None, lock_timeout: float = 10.0) -> None:
@@ -241,9 +246,6 @@ class MemoryStore(LogReads):
                 self._mtimes[target] = self._mtimes.pop(rel)
             return True
 
-    def drop_twin(self, claimed_rel: str, waiting_rel: str) -> None:
-        """Nothing to do: a claim in memory is one step, so no crash leaves an item under two names."""
-
     def finish(self, rel: str, target_dir: str | None) -> None:
         with self._lock:
             data = self._items.pop(rel, None)
@@ -260,10 +262,6 @@ class MemoryStore(LogReads):
 
     def lock_holder(self, rel: str) -> dict[str, Any] | None:
         return dict(self._holders[rel]) if rel in self._holders else None
-
-    def ensure_dir(self, rel_dir: str) -> str:
-        """Nothing to make: keys need no directories."""
-        return rel_dir
 
     def observe(self, rel_dir: str, wake: Callable[[], None]) -> MemoryObserver:
         """``wake`` is called (in the publishing thread) when an item or a log line is published under ``rel_dir``."""
@@ -282,15 +280,29 @@ class MemoryStore(LogReads):
         """None: error memory keeps its SQLite cache (an in-memory database, :meth:`index_database`)."""
         return None
 
-    def keep_local(self, rels: Iterable[str] = (), dirs: Iterable[str] = ()) -> builtins.list[str]:
-        """Nothing to copy: there are no local files."""
-        return []
-
     def index_database(self, rel: str, side_files: Iterable[str] = ()) -> str:
         """An in-memory SQLite database: the index is a cache, rebuilt from the log when it is missing."""
         return ":memory:"
 
     # -- the queue ---------------------------------------------------------------------------------
+
+    # -- administration ----------------------------------------------------------------------------
+
+    def validate_state(self) -> builtins.list[Problem]:
+        """The checks across records (a task in two states, one that can never be ready): every write
+        was validated against its schema, and nothing edits the memory by hand."""
+        from loki.storage.checks import state_problems
+
+        return state_problems(self, self.stored_records([*HOT_STATES, "dead-letter", "abandoned"]))
+
+    def doctor_state(self, *, repair: bool = False) -> DoctorReport:
+        """What validate finds: nothing to finish or sweep in memory."""
+        from loki.storage.problems import DoctorReport
+
+        return DoctorReport(problems=self.validate_state())
+
+    def stored_records(self, states: builtins.list[str]) -> dict[str, builtins.list[Any]]:
+        return self._tasks.view(states)
 
     def tasks(self) -> MemoryTasks:
         return self._tasks

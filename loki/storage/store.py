@@ -1,4 +1,4 @@
-"""The one place where state files are read and written (docs/design.md §3).
+"""The file state store: ``.loki/`` on this machine's disk (docs/design.md §3, docs/storage.md).
 
 Domain modules (queue, dead-letter, breakers, signals, strikes) never open a state
 file. They ask for a transaction over a lock domain::
@@ -22,8 +22,8 @@ and the store does the rest:
 A file that fails to parse or validate is never written: the transaction raises
 :class:`StateFileError` naming the file, the JSON pointer and the reason.
 
-The interface is deliberately narrow (transaction, read, snapshot, append, create)
-so a PostgreSQL implementation can stand behind it later.
+It implements :mod:`loki.storage.state`'s roles as files; :mod:`loki.storage.memory` and
+:mod:`loki.storage.postgres` implement the same ones (the capability flags below say where they differ).
 """
 
 from __future__ import annotations
@@ -46,23 +46,26 @@ from loki.errors import (
     os_error_hint,
 )
 from loki.storage import jsonio, layout
+from loki.storage.atomic import TEMP_SUFFIX as TEMP_SUFFIX
+from loki.storage.atomic import fsync_dir as fsync_dir
+from loki.storage.atomic import hard_link_reason as hard_link_reason
 from loki.storage.locks import DEFAULT_TIMEOUT, FileLock, current_holder, describe_holder, in_use, read_lock_record
 from loki.storage.logpos import LogReads
 from loki.storage.paths import check_relpath
-from loki.storage.schema import Registry, pointer, registry
+from loki.storage.schema import Registry, registry
 from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
-    from typing import Any
+    from typing import Any, Literal
 
     from loki.storage.filetasks import FileTasks
     from loki.storage.observer import DirectoryObserver
+    from loki.storage.problems import DoctorReport, Problem
     from loki.storage.state import MemoryRules
 
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
-TEMP_SUFFIX = ".tmp"
 JOURNAL_VERSION = 1
 
 
@@ -84,14 +87,6 @@ def crashpoint(name: str) -> None:
 
 def digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def temp_name(path: str) -> str:
@@ -143,12 +138,6 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
-def hard_link_reason(links: int) -> str:
-    """Why a state file with other hard links is refused (the same words everywhere)."""
-    return (f"has {links} hard links: another name (perhaps outside .loki/) shares its content, and loki refuses "
-            "to write through it as it refuses a symbolic link (`loki doctor --repair` gives it its own copy)")
-
-
 def _os_error(rel: str, exc: OSError, action: str) -> LokiError:
     return StateFileError(rel, f"cannot {action}: {describe_os_error(exc)}", hint=os_error_hint(exc))
 
@@ -157,6 +146,11 @@ class Store(LogReads):
     """A ``.loki/`` directory and the rules for touching it."""
 
     backend = "files"
+    # Capabilities (loki/storage/state.py): a claim is a link then an unlink, a key is a path, and the hooks
+    # read these very files (nothing to copy).
+    claims_in_one_step: Literal[False] = False
+    keys_need_dirs: Literal[True] = True
+    keeps_local_copies: Literal[False] = False
 
     def __init__(
         self,
@@ -961,10 +955,6 @@ class Store(LogReads):
         """None: error memory keeps its SQLite cache beside the log (:meth:`index_database`)."""
         return None
 
-    def keep_local(self, rels: Iterable[str] = (), dirs: Iterable[str] = ()) -> builtins.list[str]:
-        """Nothing to copy: the hooks' hot path reads these very files."""
-        return []
-
     def index_database(self, rel: str, side_files: Iterable[str] = ()) -> str:
         """Where SQLite keeps a cache ``rel`` (error memory's search index), checked like state.
 
@@ -984,6 +974,32 @@ class Store(LogReads):
                 raise StateFileError(rel + suffix, hard_link_reason(st.st_nlink))
         return path
 
+    # -- administration (loki/storage/treecheck.py does the work) -------------------------------------
+
+    def validate_state(self) -> builtins.list[Problem]:
+        from loki.storage.treecheck import validate_tree
+
+        return validate_tree(self)
+
+    def doctor_state(self, *, repair: bool = False) -> DoctorReport:
+        from loki.storage.treecheck import doctor
+
+        return doctor(self, repair=repair)
+
+    def stored_records(self, states: builtins.list[str]) -> dict[str, builtins.list[Any]]:
+        """The bytes as they are: reading through the store would finish an interrupted change."""
+        found: dict[str, builtins.list[Any]] = {}
+        for state in states:
+            rel = layout.DEADLETTER if state == "dead-letter" else layout.ABANDONED if state == "abandoned" \
+                else layout.queue_file(state)
+            try:
+                doc = jsonio.loads_strict(self.read_bytes(rel) or b"{}")
+            except jsonio.JsonError:
+                doc = {}  # validate_tree names what is wrong with it
+            tasks = doc.get("tasks") if isinstance(doc, dict) else None
+            found[state] = tasks if isinstance(tasks, list) else []
+        return found
+
     def tasks(self) -> FileTasks:
         """The queue domain as tasks (:class:`loki.storage.tasks.TaskStore`), on this tree's files."""
         if self._tasks is None:
@@ -997,19 +1013,6 @@ def _entry(name: str, st: os.stat_result) -> dict[str, Any]:
     kind = "file" if stat.S_ISREG(st.st_mode) else "symlink" if stat.S_ISLNK(st.st_mode) else \
         "directory" if stat.S_ISDIR(st.st_mode) else "other"
     return {"name": name, "kind": kind, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
-def _record_pointer(kind: layout.FileKind, doc: Any, record: Any) -> str:
-    """Where ``record`` sits in ``doc``, as a JSON pointer prefix (only computed on an error)."""
-    if kind.records_are_values and isinstance(doc, dict):
-        for key, value in doc.items():
-            if value is record:
-                return pointer([key])
-    elif kind.records_key is not None:
-        for index, value in enumerate(kind.records(doc)):
-            if value is record:
-                return pointer([kind.records_key, str(index)])
-    return ""
 
 
 class Transaction:
@@ -1124,7 +1127,7 @@ class Transaction:
         for record in changed:
             found = schemas.problems(kind.record_schema, record)
             if found:
-                prefix = _record_pointer(kind, doc, record)
+                prefix = kind.record_pointer(doc, record)
                 raise SchemaViolation(rel, [(prefix + p, reason) for p, reason in found])
 
     def commit(self) -> None:

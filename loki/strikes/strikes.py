@@ -339,8 +339,10 @@ class Strikes:
 
         from loki.errors import LokiError
 
-        with suppress(LokiError, OSError):
-            self.store.keep_local([self.rel, *others])
+        store = self.store
+        if store.keeps_local_copies:
+            with suppress(LokiError, OSError):
+                store.keep_local([self.rel, *others])
 
     def _read(self, txn: Transaction) -> dict[str, Any]:
         doc = txn.read(self.rel)

@@ -262,8 +262,9 @@ class Consumer:
 
     def _drop_waiting_twin(self, entry: str) -> None:
         """After a crash between the claim's two steps: the waiting name of a claimed item goes."""
-        self.store.drop_twin(f"{signals.PROCESSING_DIR}/{entry}",
-                             f"{layout.SIGNALS_DIR}/{signals.original_name(entry)}")
+        store = self.store
+        if not store.claims_in_one_step:  # a claim in one step (memory, PostgreSQL) never leaves a twin
+            store.drop_twin(f"{signals.PROCESSING_DIR}/{entry}", f"{layout.SIGNALS_DIR}/{signals.original_name(entry)}")
 
     # steps 2-4: apply, log, finish ---------------------------------------------------------------------
 

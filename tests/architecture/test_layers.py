@@ -42,15 +42,7 @@ ALLOWED_UPWARD: set[tuple[str, str]] = {
 MAX_UPWARD = 3
 MAX_TWO_WAY_PAIRS = 4
 
-KNOWN_CIRCLES: list[set[str]] = [
-    # Storage-internal circles that close only through type-only imports; engineer "storage" removes them
-    # in issue 24 (store.py/filetasks.py -> taskbase.py, the PostgreSQL store composed from its parts).
-    # Empty this list when that lands: the test then asserts no circle at all.
-    {"loki.storage.filetasks", "loki.storage.store"},
-    {"loki.storage.logpos", "loki.storage.state"},
-    {"loki.storage.postgres.items", "loki.storage.postgres.memorysearch", "loki.storage.postgres.store",
-     "loki.storage.postgres.tasks"},
-]
+KNOWN_CIRCLES: list[set[str]] = []  # none: the storage-internal ones went with the role protocols (issue 24)
 
 
 def module_names(package: Path) -> dict[str, Path]:

@@ -1,4 +1,5 @@
-"""Administering a tree's database: ``init --database``, ``db upgrade``, ``validate``, ``doctor``.
+"""Administering a tree's database: ``init --database``, ``db upgrade`` (``validate`` and ``doctor`` are in
+:mod:`.check`, which the store asks: :meth:`PgStore.validate_state`).
 
 ``init`` against a database is also how a second machine joins a team: an empty schema gets loki's
 tables (every migration) and the shipped text documents; a schema that already holds loki's tables
@@ -6,43 +7,25 @@ at this loki's version is joined as it is; another application's tables, an olde
 upgrade``) or a newer one (upgrade loki) are refused before anything is written -- on the server or
 in the local ``.loki/``.
 
-``validate`` re-checks what the store checked when it wrote (a row edited by hand with psql is
-caught): every document and task row against its schema, a task's status against its state, the
-cross-state invariants the file tree's validate checks (:mod:`loki.storage.tree`), signals and the
-error-memory log. ``doctor`` reports the same; a database has no temp files or journals to finish,
-and nothing is moved aside: a broken row is reported for a human to fix.
 """
 
 from __future__ import annotations
 
 import os
 
-from loki.errors import InvalidInput, LokiError
-from loki.storage import jsonio, layout
-from loki.storage.layout import QUEUE_STATES
+from loki.errors import InvalidInput
+from loki.storage import layout
 from loki.storage.postgres import migrations
+from loki.storage.postgres.check import doctor as doctor  # where they were, for callers that import them here
+from loki.storage.postgres.check import validate as validate
 from loki.storage.postgres.connect import DatabaseError, check_url, without_password
-from loki.storage.postgres.queries import query
 from loki.storage.postgres.session import Database
 from loki.storage.store import Store
-from loki.storage.tree import (
-    DoctorReport,
-    Problem,
-    _check_jsonl,
-    _check_signal,
-    _cross_file_problems,
-    _dead_dependency_problems,
-    _problem_from,
-    _ReferenceValidator,
-)
-
-OUTCOME_LOG = f"{layout.LOGS_DIR}/signals.jsonl"
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from typing import Any
 
-    from loki.storage.state import StateStore
 
 SEEDED_TEXTS = (layout.ESCALATION_TEMPLATE, layout.CONTINUITY)
 """The text documents a new tree starts with (the escalation template, CONTINUITY.md)."""
@@ -159,92 +142,3 @@ def _state_in_files(store: Store) -> str:
     if store.log_size(layout.MEMORY_LOG):
         parts.append("error memory")
     return ", ".join(parts)
-
-
-# -- validate and doctor -----------------------------------------------------------------------------
-
-DOCUMENTS = (layout.BREAKERS, layout.WATCH_STATE, layout.FRICTION_MAP, layout.CONFIG)
-"""The single documents a tree keeps (the strike files and memory hints are listed, see validate)."""
-
-
-def validate(store: StateStore) -> list[Problem]:
-    """Every problem in the database's rows; an empty list means it is valid."""
-    problems: list[Problem] = []
-    reference = _ReferenceValidator()
-
-    def check_document(rel: str, schema_name: str) -> None:
-        try:
-            data = store.read_bytes(rel)
-            if data is None:
-                return
-            doc = jsonio.loads_strict(data)
-        except jsonio.JsonError as exc:
-            problems.append(Problem(rel, exc.pointer, exc.reason))
-            return
-        except LokiError as exc:
-            problems.append(_problem_from(rel, exc))
-            return
-        problems.extend(Problem(rel, p or "/", m) for p, m in reference.problems(schema_name, doc))
-
-    for rel in DOCUMENTS:
-        kind = layout.kind_for(rel)
-        if kind is not None:
-            check_document(rel, kind.schema)
-    for directory, schema_name in ((layout.STRIKES_DIR, None), (layout.MEMORY_HINTS_DIR, "memory-hint.json")):
-        for name in store.list(directory):
-            rel = f"{directory}/{name}"
-            kind = layout.kind_for(rel)
-            chosen = kind.schema if kind is not None else schema_name
-            if chosen is not None:
-                check_document(rel, chosen)
-    for name in store.list(layout.SIGNALS_DIR):
-        if not name.startswith("."):
-            _check_signal(store, f"{layout.SIGNALS_DIR}/{name}", problems, reference)
-    for (log,) in store.rows(query("log_names")):  # type: ignore[attr-defined]
-        # The logs the file tree's validate reads line by line (a signal log is a signal, above).
-        if log == layout.MEMORY_LOG:
-            _check_jsonl(store, log, problems, reference, "memory-record.json")
-        elif log == OUTCOME_LOG:
-            _check_jsonl(store, log, problems, reference, "signal-outcome.json")
-        elif log.startswith(layout.LOGS_DIR + "/") and log.endswith(".jsonl"):
-            _check_jsonl(store, log, problems, reference, None)
-    view = _checked_rows(store, reference, problems)
-    docs: dict[str, Any] = {layout.queue_file(state): {"tasks": view[state]} for state in QUEUE_STATES}
-    docs[layout.DEADLETTER] = {"tasks": view["dead-letter"]}
-    docs[layout.ABANDONED] = {"tasks": view["abandoned"]}
-    cross = _cross_file_problems(docs) + _dead_dependency_problems(store, docs)
-    problems.extend(Problem(_rows(p.file), p.pointer, p.message, whole_file=False) for p in cross)
-    return problems
-
-
-def _checked_rows(store: StateStore, reference: _ReferenceValidator, problems: list[Problem]) -> dict[str, list[Any]]:
-    """Every row of the task store checked as a read checks it (against jsonschema, the reference), and its
-    derived columns against its record; the hot rows that pass, by state, for the checks across states.
-    A row that fails is reported by name and left out: reading it through the store would stop at it."""
-    from loki.storage.postgres import tasks as pgtasks
-
-    view: dict[str, list[Any]] = {state: [] for state in (*QUEUE_STATES, "dead-letter", "abandoned")}
-    for task_id, state, archived, doc, columns in pgtasks.every_row(store):  # type: ignore[arg-type]
-        where = pgtasks.row_name(task_id, state)
-        found = pgtasks.row_problems(reference, task_id, state, columns["priority_rank"], doc)
-        if not found:
-            found = pgtasks.column_problems(state, doc, columns)
-        if found:
-            problems.extend(Problem(where, pointer, message) for pointer, message in found)
-        elif not archived:
-            view[state].append(doc)
-    for (value,) in store.rows(query("dead_letter_metadata")):  # type: ignore[attr-defined]
-        problems.extend(Problem(pgtasks.METADATA, pointer, message)
-                        for pointer, message in pgtasks.metadata_problems(reference, value))
-    return view
-
-
-def _rows(rel: str) -> str:
-    """A queue file's name as the rows it stands for on PostgreSQL (``tasks[pending]``)."""
-    name = rel.rsplit("/", 1)[-1].removesuffix(".json")
-    return f"tasks[{name}]"
-
-
-def doctor(store: StateStore, repair: bool = False) -> DoctorReport:
-    """The problems validate finds. There is nothing to finish or sweep: a database commits whole."""
-    return DoctorReport(problems=validate(store))

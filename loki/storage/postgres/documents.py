@@ -133,9 +133,7 @@ class Documents:
         for record in changed:
             found = self.schemas.problems(kind.record_schema, record)
             if found:
-                from loki.storage.store import _record_pointer as record_pointer  # the file store's, shared
-
-                prefix = record_pointer(kind, doc, record)
+                prefix = kind.record_pointer(doc, record)
                 raise SchemaViolation(rel, [(prefix + pointer, reason) for pointer, reason in found])
 
     def _put(self, rel: str, data: bytes, mtime_ns: int | None = None) -> None:

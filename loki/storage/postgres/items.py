@@ -85,6 +85,8 @@ class Items:
         def check_size(self, rel: str, size: int) -> None: ...
         def now_ts(self) -> str: ...
         def rows(self, sql: str, params: Any = ()) -> builtins.list[tuple[Any, ...]]: ...
+        def read_text(self, rel: str) -> str | None: ...
+        def list(self, rel_dir: str) -> builtins.list[str]: ...
 
     # -- publishing --------------------------------------------------------------------------------
 
@@ -121,9 +123,6 @@ class Items:
             row = conn.execute(query("claim_item"), (f"{rel_dir}/{entry}", rel_dir, rel)).fetchone()
         return row is not None
 
-    def drop_twin(self, claimed_rel: str, waiting_rel: str) -> None:
-        """Nothing to do: a claim is one UPDATE, so no crash leaves an item under two names."""
-
     def finish(self, rel: str, target_dir: str | None) -> None:
         """A claimed item is done: delete it, or move it into ``target_dir`` (quarantine, archive).
         Committed without waiting for the disk, as the claim is."""
@@ -138,11 +137,11 @@ class Items:
 
     # -- looking -------------------------------------------------------------------------------------
 
-    def _children(self, rel_dir: str) -> list[tuple[Any, ...]]:
+    def _children(self, rel_dir: str) -> builtins.list[tuple[Any, ...]]:
         low, high = _range(rel_dir)
         return self.rows(query("item_children"), {"cut": len(low) + 1, "dir": rel_dir, "low": low, "high": high})
 
-    def scan(self, rel_dir: str) -> list[dict[str, Any]]:
+    def scan(self, rel_dir: str) -> builtins.list[dict[str, Any]]:
         """Every item directly under ``rel_dir`` (``{"name", "kind", "bytes", "mtime_ns"}``), and the
         directories holding items below it; unsorted."""
         return [{"name": str(name), "kind": "file", "bytes": int(size), "mtime_ns": int(mtime)} if size is not None
@@ -161,64 +160,55 @@ class Items:
             return {"name": name, "kind": "directory", "bytes": 0, "mtime_ns": 0}
         return {"name": name, "kind": "file", "bytes": int(size), "mtime_ns": int(mtime)}
 
-    def read_bytes(self, rel: str, *, limit: int | None = None) -> bytes | None:
-        """An item's bytes (None: absent), refused over ``limit``; else the next part's answer."""
+    def item_bytes(self, rel: str, *, limit: int | None = None) -> bytes | None:
+        """An item's bytes (None: no such item), refused over ``limit``."""
         item = self._item(rel)
         if item is None:
-            found: bytes | None = super().read_bytes(rel, limit=limit)  # type: ignore[misc]
-            return found
+            return None
         data = item
         bound = self.max_file_bytes if limit is None else limit
         if len(data) > bound:
             raise StateFileError(rel, f"is {len(data)} bytes, over the {bound}-byte limit")
         return data
 
-    # -- names shared with logs and documents: items answer first, the rest goes down the chain --------
+    # -- names shared with logs and documents: items answer first (PgStore routes, loki/storage/postgres/store.py)
 
     def _item(self, rel: str) -> bytes | None:
         found = self.rows(query("item_data"), (rel,))
         return bytes(found[0][0]) if found else None
 
-    def read_text(self, rel: str) -> str | None:
+    def item_text(self, rel: str) -> str | None:
+        """An item's text (None: no such item)."""
         data = self._item(rel)
         if data is None:
-            return super().read_text(rel)  # type: ignore[misc, no-any-return]
+            return None
         try:
             return jsonio.decode_utf8(data)
         except jsonio.JsonError as exc:
             raise StateFileError(rel, exc.reason) from None
 
-    def write_text(self, rel: str, text: str) -> None:
-        """Replace an item's content (an escalation's resolution), else write the document."""
+    def write_item_text(self, rel: str, text: str) -> bool:
+        """Replace an item's content (an escalation's resolution); False: no such item."""
         data = text.encode("utf-8")
         self.check_size(rel, len(data))
-        if not self.rows(query("replace_item"), (data, rel)):
-            super().write_text(rel, text)  # type: ignore[misc]
+        return bool(self.rows(query("replace_item"), (data, rel)))
 
-    def exists(self, rel: str) -> bool:
-        return self._item(rel) is not None or bool(super().exists(rel))  # type: ignore[misc]
+    def item_exists(self, rel: str) -> bool:
+        return self._item(rel) is not None
 
-    def remove(self, rel: str) -> bool:
-        removed = bool(self.rows(query("delete_item_returning"), (rel,)))
-        return removed or bool(super().remove(rel))  # type: ignore[misc]
+    def remove_item(self, rel: str) -> bool:
+        return bool(self.rows(query("delete_item_returning"), (rel,)))
 
-    def list(self, rel_dir: str) -> list[str]:
-        """The names under ``rel_dir``: items, directories of items, and whatever else is there."""
-        rel_dir = rel_dir.rstrip("/")
-        names = {str(row[0]) for row in self._children(rel_dir)}
-        names.update(super().list(rel_dir))  # type: ignore[misc]
-        return sorted(names)
+    def item_names(self, rel_dir: str) -> set[str]:
+        """The names under ``rel_dir`` (no trailing ``/``): items and directories of items."""
+        return {str(row[0]) for row in self._children(rel_dir)}
 
-    def change_token(self, rel: str) -> Any:  # Hashable | None (Any: the documents' is narrower)
+    def item_token(self, rel: str) -> Hashable | None:
+        """An item's change token (None: no such item)."""
         found = self.rows(query("item_version"), (rel,))
         if found:
             return ("item", int(found[0][0]), int(found[0][1]))
-        token: Hashable | None = super().change_token(rel)  # type: ignore[misc]
-        return token
-
-    def ensure_dir(self, rel_dir: str) -> str:
-        """Nothing to make: keys need no directories."""
-        return rel_dir
+        return None
 
     # -- waking a watcher -----------------------------------------------------------------------------
 
@@ -353,7 +343,7 @@ class PgHeldLock:
         return True
 
     def acquire(self) -> PgHeldLock:
-        from loki.storage.locks import _describe_command
+        from loki.storage.locks import describe_command
         from loki.storage.postgres import connect as connecting
 
         if self.timeout <= 0:
@@ -381,7 +371,7 @@ class PgHeldLock:
                 raise self._held(self.store.lock_holder(self.rel))
             conn.execute(
                 query("record_held_lock"),
-                (self.rel, os.getpid(), os.uname().nodename, _describe_command(), self.store.now_ts()))
+                (self.rel, os.getpid(), os.uname().nodename, describe_command(), self.store.now_ts()))
         except BaseException:
             conn.close()
             raise

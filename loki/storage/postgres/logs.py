@@ -76,6 +76,7 @@ class Logs:
         def lock_timeout(self) -> float: ...
         def check_size(self, rel: str, size: int) -> None: ...
         def write_text(self, rel: str, text: str) -> None: ...
+        def read_text(self, rel: str) -> str | None: ...
         def rows(self, sql: str, params: Any = ()) -> builtins.list[tuple[Any, ...]]: ...
 
     # -- appending ---------------------------------------------------------------------------------
@@ -173,14 +174,13 @@ class Logs:
         found = self.rows(query("log_meta"), (rel,))
         return _Meta(found[0] if found else None)
 
-    def list(self, rel_dir: str) -> builtins.list[str]:
-        """The names under ``rel_dir``, the logs among them (as a file tree lists its log files)."""
+    def log_names(self, rel_dir: str) -> set[str]:
+        """The names under ``rel_dir`` that are logs, or directories of logs (as a file tree lists its log files)."""
         low = rel_dir.rstrip("/") + "/"
         names = {str(name)[len(low):].split("/", 1)[0] for (name,) in
                  self.rows(query("logs_in_range"),
                            (low, low[:-1] + "0"))}
-        names.update(super().list(rel_dir))  # type: ignore[misc]
-        return sorted(names)
+        return names
 
     def _is_log(self, rel: str) -> bool:
         return bool(self.rows(query("log_has_lines"), (rel,)))
@@ -269,34 +269,33 @@ class Logs:
         text = b"".join(bytes(data) + (b"" if meta.torn and seq == meta.last else b"\n") for seq, _, data in found)
         return text[start - first:end - first]
 
-    # -- the same names as documents and items (the chain ends in Documents) ----------------------------
+    # -- the same names as documents and items (PgStore routes, loki/storage/postgres/store.py) ------------
 
-    def read_text(self, rel: str) -> str | None:
-        """A log read whole as text (a test's or an inspection's look), else the next part's answer."""
+    def log_text(self, rel: str) -> str | None:
+        """A log read whole as text (a test's or an inspection's look); None: no such log."""
         if not self._is_log(rel):
-            return super().read_text(rel)  # type: ignore[misc, no-any-return]
+            return None
         lines, _ = self.read_after(rel, None, 1 << 62, whole=True, final=True)
         meta = self._meta(rel)
         text = b"\n".join(line.data or b"" for line in lines) + (b"" if meta.torn else b"\n")
         return jsonio.decode_utf8(text)
 
-    def exists(self, rel: str) -> bool:
-        return self._is_log(rel) or bool(super().exists(rel))  # type: ignore[misc]
+    def log_exists(self, rel: str) -> bool:
+        return self._is_log(rel)
 
-    def remove(self, rel: str) -> bool:
-        """Remove a log (its old positions stay invalid for good), else the next part's item or document."""
+    def remove_log(self, rel: str) -> bool:
+        """Remove a log (its old positions stay invalid for good); False: there was no log with lines."""
         with self.db.transaction() as conn:
             if conn.execute(query("lock_log_row"), (rel,)).fetchone() is not None:
                 had = conn.execute(query("log_has_a_line"), (rel,)).fetchone()
                 self._restart(conn, rel)
                 if had is not None:
                     return True
-        return bool(super().remove(rel))  # type: ignore[misc]
+        return False
 
-    def change_token(self, rel: str) -> Any:  # Hashable | None (Any: the documents' is narrower)
-        """A log's token: where its numbering starts and ends (appends and rewrites both change it)."""
+    def log_token(self, rel: str) -> Hashable | None:
+        """A log's token: where its numbering starts and ends (appends and rewrites both change it); None: no log."""
         found = self.rows(query("log_token"), (rel,))
         if found:
             return ("log", *found[0])
-        token: Hashable | None = super().change_token(rel)  # type: ignore[misc]
-        return token
+        return None

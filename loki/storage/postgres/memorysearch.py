@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     import psycopg
 
-    from loki.storage.postgres.store import PgStore
+    from loki.storage.postgres.shape import PgState as PgStore
     from loki.storage.state import MemoryRules
 
 VERSION = "1"

@@ -31,10 +31,10 @@ from contextlib import contextmanager
 from loki.clock import format_ts, parse_ts
 from loki.errors import Conflict, LockTimeout, StateFileError
 from loki.storage import jsonio, layout
-from loki.storage.filetasks import ABANDONED, DEAD_LETTER, HOT_STATES, abandoned_record
 from loki.storage.postgres import domains
 from loki.storage.postgres.connect import driver
 from loki.storage.postgres.queries import query
+from loki.storage.taskbase import ABANDONED, DEAD_LETTER, HOT_STATES, abandoned_record
 from loki.tasks.readiness import Census
 from loki.tasks.record import PRIORITY_RANK
 
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     import psycopg
 
-    from loki.storage.postgres.store import PgStore
+    from loki.storage.postgres.shape import PgState as PgStore
     from loki.storage.schema import Registry
 
     class Checker(Protocol):
