@@ -107,7 +107,8 @@ def backend_store(make_store: Callable[..., Any]) -> Any:
 
 def postgres_store(root: Path, clock: ManualClock, config: dict[str, Any] | None = None) -> Any:
     """A PgStore over a fresh schema of the test server, with ``root`` as this machine's tree (for tests that
-    need a PostgreSQL store outside the backend fixture: tests/test_postgres_state.py, *_processes.py)."""
+    need a PostgreSQL store outside the backend fixture: tests/storage/postgres/test_postgres_state.py,
+    *_processes.py)."""
     from loki.storage.postgres.store import PgStore
     from tests.pgserver import fresh_schema_url
 
