@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from loki.clock import ManualClock
 from loki.memory.memory import ErrorMemory
 from loki.storage.store import Store
 from loki.strikes.strikes import Strikes
@@ -19,9 +21,24 @@ from tests.helpers import NOW, cli, loki_proc, snapshot_bytes
 ENV = {"LOKI_NOW": NOW}
 
 
+@pytest.fixture(scope="module")
+def seeded_template(tmp_path_factory: pytest.TempPathFactory, template_tree: Path) -> Path:
+    """The seeded tree, built once per module through the CLI (some 20 commands: seconds on a loaded
+    machine); ``seeded`` copies it, so every test still gets a tree of its own to change."""
+    root = tmp_path_factory.mktemp("seeded") / ".loki"
+    shutil.copytree(template_tree, root, symlinks=True)
+    return _seed(root, Store(root, clock=ManualClock("2026-01-25T10:00:00Z")))  # the `clock` fixture's time
+
+
 @pytest.fixture
-def seeded(root: Path, store: Store) -> Path:
-    """A tree with something in every listing."""
+def seeded(root: Path, seeded_template: Path) -> Path:
+    """A tree with something in every listing (a copy of the module's, mtimes and all)."""
+    shutil.rmtree(root)
+    shutil.copytree(seeded_template, root, symlinks=True)
+    return root
+
+
+def _seed(root: Path, store: Store) -> Path:
     for args in (["queue", "add", "Add rate limiting to the login endpoint", "--id", "t1", "-p", "high"],
                  ["queue", "add", "Write the docs", "--id", "t2"],
                  ["queue", "add", "Flaky one", "--id", "t3", "--max-attempts", "1", "-p", "low"],
