@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 SLOW_FILES = ["storage/files/test_torture.py", "storage/files/test_crash.py", "storage/files/test_fuzz.py",
               "taskqueue/test_queue_processes.py", "taskqueue/test_queue_model.py", "watch/test_watch_processes.py"]
@@ -40,6 +42,7 @@ def test_the_slow_kinds_of_test_are_marked_slow() -> None:
         assert marks == ["pytest.mark.slow"], name
 
 
+@pytest.mark.slow  # real processes one after another: over 1 s (issue 24's --durations)
 def test_a_misspelt_marker_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "test_x.py").write_text("import pytest\n\n@pytest.mark.slwo\ndef test_x():\n    pass\n")
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c",

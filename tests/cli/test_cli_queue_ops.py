@@ -155,6 +155,7 @@ def test_list_by_agent_and_the_ready_column(root: Path) -> None:
     assert "waits on t1 (in-progress)" in pending
 
 
+@pytest.mark.slow  # real processes one after another: over 1 s (issue 24's --durations)
 def test_claim_options_print_the_same_in_the_fast_lane_and_through_typer(tmp_path: Path) -> None:
     outputs = {}
     for lane, runner in (("fast", loki_proc), ("typer", cli)):

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import cli
 
 PY = sys.executable
@@ -120,6 +122,7 @@ def test_a_real_process_with_nested_loki_commands_on_the_same_tree(root: Path, t
     assert result["data"] == {"held_by": "eng-007"}  # the nested `loki` found the tree through LOKI_ROOT
 
 
+@pytest.mark.slow  # real processes one after another: over 1 s (issue 24's --durations)
 def test_the_readme_shell_agent_runs_as_shown(tmp_path: Path) -> None:
     """The README's "A team of agents" example, run as written: two `loki work` sharing three tasks."""
     readme = (REPO / "README.md").read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -119,10 +120,16 @@ def test_design_links_the_style_note() -> None:
         assert f"## {topic}" in style, topic
 
 
-def _click_command(path: list[str]) -> object:
+@functools.cache
+def _click_app() -> object:
+    """The click tree, built once: building it per README command cost seconds a run."""
     import typer.main
 
-    command: object = typer.main.get_command(build_app())
+    return typer.main.get_command(build_app())
+
+
+def _click_command(path: list[str]) -> object:
+    command: object = _click_app()
     for word in path:
         if not hasattr(command, "commands"):
             break  # a lower-case argument after the command (`loki completion bash`)

@@ -69,6 +69,7 @@ def test_eight_processes_on_two_machines_complete_2000_tasks_each_once(tmp_path:
     assert validated.code == 0, validated.stdout + validated.stderr
 
 
+@pytest.mark.slow  # real processes one after another: over 1 s (issue 24's --durations)
 def test_a_breaker_tripped_on_one_machine_refuses_on_the_other(tmp_path: Path) -> None:
     url = pgserver.fresh_schema_url(migrate=False)
     (one, env_one), (two, env_two) = machine(tmp_path, "one", url), machine(tmp_path, "two", url)
@@ -79,6 +80,7 @@ def test_a_breaker_tripped_on_one_machine_refuses_on_the_other(tmp_path: Path) -
     assert refused.code == 75, refused.stdout + refused.stderr
 
 
+@pytest.mark.slow  # real processes one after another: over 1 s (issue 24's --durations)
 def test_a_task_added_on_one_machine_is_claimed_on_the_other(tmp_path: Path) -> None:
     url = pgserver.fresh_schema_url(migrate=False)
     (one, env_one), (two, env_two) = machine(tmp_path, "one", url), machine(tmp_path, "two", url)
