@@ -25,9 +25,10 @@ demo: $(STAMP_BASE)
 test: $(STAMP_DEV)
 	$(PY) -m pytest -q
 
-# The inner loop: everything but the tests marked slow (crash, torture, fuzz, model, process races).
+# The inner loop: everything but the tests marked slow (crash, torture, fuzz, model, process races), on two
+# workers (pytest-xdist: the fast lane mostly waits on fsync, subprocesses and PostgreSQL, so two overlap).
 test-fast: $(STAMP_DEV)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" -n 2
 
 # The end-to-end tests with the real agents alone (tests/agents/: Claude Code, installed with npm into
 # .cache/agents/ on first use). `make test` runs them too; without node and npm they skip, saying why.

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,20 @@ from loki.storage.store import Store  # noqa: E402
 from loki.storage.tree import init_tree  # noqa: E402
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    state = tmp_path / ".loki"
+@pytest.fixture(scope="session")
+def template_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ``loki init`` tree per session (per pytest-xdist worker): ``root`` copies it."""
+    state = tmp_path_factory.mktemp("template") / ".loki"
     init_tree(str(state))
+    return state
+
+
+@pytest.fixture
+def root(tmp_path: Path, template_tree: Path) -> Path:
+    """A new tree: the session's template copied without fsync (init_tree fsyncs every file and directory,
+    57 ms a test); the test's tmp_path is thrown away, so nothing here needs to survive a crash."""
+    state = tmp_path / ".loki"
+    shutil.copytree(template_tree, state, symlinks=True, copy_function=shutil.copyfile)
     return state
 
 
@@ -48,9 +59,9 @@ def project(root: Path) -> Path:
 
 # -- one suite, each backend (huey's StorageTests pattern) ----------------------------------------------
 # API-level tests ask for `backend_store` (or override `store` with it in their module): they run once on
-# the files, once on the memory store and once on PostgreSQL (a schema of its own per test, in the server
-# tests/pgserver.py gives: skipped with the reason when there is none). Tests about the file format (crash,
-# fuzz, torture, bad inputs, CLI tests that look at files) keep the file-only `store`.
+# the files, once on the memory store and once on PostgreSQL (this worker's schema, emptied before each
+# test, in the server tests/pgserver.py gives: skipped with the reason when there is none). Tests about the
+# file format (crash, fuzz, torture, bad inputs, CLI tests that look at files) keep the file-only `store`.
 
 
 BACKENDS = ("file", "memory", "postgres")
@@ -73,19 +84,22 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_store(backend: str, root: Path, clock: ManualClock,
-               request: pytest.FixtureRequest) -> Callable[..., Any]:
+def make_store(backend: str, clock: ManualClock, request: pytest.FixtureRequest) -> Callable[..., Any]:
     """A store of this backend over the test's tree; ``config``: the tree's config/loki.json (on PostgreSQL,
-    the team's config document). Each call opens the same state again (memory: a new, empty store)."""
+    the team's config document). Each call opens the same state again (memory: a new, empty store).
+
+    The memory store gets no tree (a test that asks for ``root`` itself still has one); PostgreSQL gets this
+    worker's migrated schema, emptied before the test (tests/pgserver.py: worker_schema_url)."""
+    if backend == "memory":
+        return lambda config=None: MemoryStore(clock=clock, config=config)
+    root: Path = request.getfixturevalue("root")
     url = None
     if backend == "postgres":
-        from tests.pgserver import fresh_schema_url
+        from tests.pgserver import worker_schema_url
 
-        url = fresh_schema_url()
+        url = worker_schema_url()
 
     def make(config: dict[str, Any] | None = None) -> Any:
-        if backend == "memory":
-            return MemoryStore(clock=clock, config=config)
         if url is not None:
             from loki.storage.postgres.store import PgStore
 
@@ -107,7 +121,8 @@ def backend_store(make_store: Callable[..., Any]) -> Any:
 
 def postgres_store(root: Path, clock: ManualClock, config: dict[str, Any] | None = None) -> Any:
     """A PgStore over a fresh schema of the test server, with ``root`` as this machine's tree (for tests that
-    need a PostgreSQL store outside the backend fixture: tests/test_postgres_state.py, *_processes.py)."""
+    need a PostgreSQL store outside the backend fixture: tests/storage/postgres/test_postgres_state.py,
+    *_processes.py)."""
     from loki.storage.postgres.store import PgStore
     from tests.pgserver import fresh_schema_url
 

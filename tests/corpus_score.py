@@ -1,6 +1,6 @@
 """Score ``loki.text.errorscan.scan`` on the labelled corpus in tests/corpus/ (see its README.md).
 
-Used by ``tests/test_errorscan.py::test_corpus_targets`` and runnable on its own to see the misses:
+Used by ``tests/text/test_errorscan.py::test_corpus_targets`` and runnable on its own to see the misses:
 
     .venv/bin/python tests/corpus_score.py            # figures, and the misses of the tune split
     .venv/bin/python tests/corpus_score.py --heldout  # also the misses of the held-out split

@@ -1,6 +1,6 @@
 """Expected screens of ``loki watch`` kept as text files in tests/golden/watch/ (see its README).
 
-``LOKI_UPDATE_GOLDEN=1 pytest tests/test_watchscreen.py tests/test_watch_tmux.py`` rewrites them
+``LOKI_UPDATE_GOLDEN=1 pytest tests/watch/test_watchscreen.py tests/watch/test_watch_tmux.py`` rewrites them
 from what the code draws now; review the diff before committing it, as for any expected output.
 """
 

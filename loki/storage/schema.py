@@ -10,7 +10,7 @@ Every file kind has a draft 2020-12 schema in ``schemas/``. Two validators read 
 
 A keyword outside the subset is a compile error, so a schema can never silently
 mean less here than it does to jsonschema; the test suite checks both validators
-agree on generated documents (tests/test_schema.py).
+agree on generated documents (tests/storage/files/test_schema.py).
 
 Errors are ``(json_pointer, message)`` pairs.
 """

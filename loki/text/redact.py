@@ -16,7 +16,7 @@ and docker's ``auth`` are generic, and count only with a generated-looking value
 ``docker login -p``, ``aws configure set``, ``.netrc``) have a rule each, and a bare 40-character AWS
 secret key is told from a git SHA or an identifier by its letters (see :func:`_replace_bare_aws_secret`).
 The shapes follow the rule lists of gitleaks and detect-secrets (the regexes here are loki's own; running
-either tool from a hook would cost more than the hook's whole budget); tests/test_redact.py has a secret
+either tool from a hook would cost more than the hook's whole budget); tests/text/test_redact.py has a secret
 and a near miss for each.
 
 Cost: a rule's regex only runs when one of its literal needles occurs in the text; every regex but the
