@@ -13,9 +13,10 @@ from pathlib import Path
 GOLDEN = Path(__file__).resolve().parent / "golden" / "watch"
 
 
-def check(name: str, actual: str) -> None:
-    """``actual`` must equal ``golden/watch/<name>`` (a unified diff says where it does not)."""
-    path = GOLDEN / name
+def check(name: str, actual: str, *, folder: str = "watch", what: str = "screen") -> None:
+    """``actual`` must equal ``golden/<folder>/<name>`` (a unified diff says where it does not). The CLI's
+    tables (``folder="tables"``) are kept the same way."""
+    path = GOLDEN.parent / folder / name
     text = actual.rstrip("\n") + "\n"
     if os.environ.get("LOKI_UPDATE_GOLDEN") == "1":
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -23,6 +24,6 @@ def check(name: str, actual: str) -> None:
     expected = path.read_text(encoding="utf-8") if path.exists() else ""
     if text != expected:
         diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True),
-                                            f"golden/watch/{name}", "drawn now"))
-        raise AssertionError(f"the screen differs from golden/watch/{name} (LOKI_UPDATE_GOLDEN=1 rewrites it):\n"
+                                            f"golden/{folder}/{name}", "drawn now"))
+        raise AssertionError(f"the {what} differs from golden/{folder}/{name} (LOKI_UPDATE_GOLDEN=1 rewrites it):\n"
                              f"{diff}")

@@ -7,8 +7,6 @@ tests/golden/tables/; ``LOKI_UPDATE_GOLDEN=1`` rewrites them from what the code 
 
 from __future__ import annotations
 
-import difflib
-import os
 from pathlib import Path
 
 import pytest
@@ -18,8 +16,8 @@ from loki.queue.queue import Queue
 from loki.storage.store import Store
 from loki.wording import shorten
 from tests.helpers import NOW, cli
+from tests.watchgolden import check
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "tables"
 WIDTHS = ["80", "120", "200"]
 ERROR = ("ConnectionRefusedError: [Errno 111] Connection refused while connecting to the staging database at "
          "db.internal:5432 after 3 retries; the migration step 0042_add_index never started, so nothing was "
@@ -27,17 +25,7 @@ ERROR = ("ConnectionRefusedError: [Errno 111] Connection refused while connectin
 
 
 def check_golden(name: str, actual: str) -> None:
-    path = GOLDEN / name
-    text = actual.rstrip("\n") + "\n"
-    if os.environ.get("LOKI_UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    expected = path.read_text(encoding="utf-8") if path.exists() else ""
-    if text != expected:
-        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True),
-                                            f"golden/tables/{name}", "drawn now"))
-        raise AssertionError(f"the table differs from golden/tables/{name} (LOKI_UPDATE_GOLDEN=1 rewrites it):\n"
-                             f"{diff}")
+    check(name, actual, folder="tables", what="table")
 
 
 def _fifteen(root: Path) -> Queue:
