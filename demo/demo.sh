@@ -9,7 +9,12 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/loki-demo.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
 
-bold() { printf '\n\033[1m%s\033[0m\n' "$*"; }
+# Bold only on a terminal: a log or a pipe gets the heading as plain text (NO_COLOR turns it off too).
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then
+  bold() { printf '\n\033[1m%s\033[0m\n' "$*"; }
+else
+  bold() { printf '\n%s\n' "$*"; }
+fi
 run() {
   local shown='$' arg
   for arg in "$@"; do
