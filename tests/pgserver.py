@@ -159,6 +159,23 @@ def server_url() -> str:
 
 
 _schemas = itertools.count(1)
+_made_on_the_shared_server: list[str] = []
+
+
+@atexit.register
+def _drop_schemas_made_on_the_shared_server() -> None:
+    """A throwaway cluster goes whole at exit; on the server LOKI_TEST_DATABASE_URL names, the schemas this
+    process made are dropped (a server already gone, or a killed run, leaves them: nothing to wait for)."""
+    if not _made_on_the_shared_server:
+        return
+    try:
+        import psycopg
+
+        with psycopg.connect(os.environ[URL_ENV], autocommit=True, connect_timeout=3) as conn:
+            for name in _made_on_the_shared_server:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    except Exception:  # best effort at exit: a leftover schema harms no test
+        pass
 
 
 def fresh_schema_url(base_url: str | None = None, *, migrate: bool = True, schema: str | None = None) -> str:
@@ -172,6 +189,8 @@ def fresh_schema_url(base_url: str | None = None, *, migrate: bool = True, schem
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
         conn.execute(f'CREATE SCHEMA "{name}"')
+    if base == os.environ.get(URL_ENV):
+        _made_on_the_shared_server.append(name)
     separator = "&" if "?" in base else "?"
     url = f"{base}{separator}options={quote(f'-csearch_path={name}', safe='')}"
     if migrate:
