@@ -283,7 +283,7 @@ SELECT version FROM loki_documents WHERE name = %s
 
 -- commit_without_waiting_for_the_disk --
 -- This transaction's commit does not wait for its WAL to reach the disk (see items.py for why that is
--- safe for a claim and a finish).
+-- safe for a finish, and not for a claim).
 SELECT set_config('synchronous_commit', 'off', true)
 
 -- publish_item --
