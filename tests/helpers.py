@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import select
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -136,3 +137,20 @@ def snapshot_bytes(root: Path | str) -> dict[str, bytes]:
         if path.is_file() and not path.is_symlink() and not path.name.endswith(".lock"):
             files[str(path.relative_to(root))] = path.read_bytes()
     return files
+
+
+def process_gone(pid: int, within: float = 30.0) -> bool:
+    """The process has exited, or exits within ``within`` seconds (a zombie waiting for a reaper -- an
+    orphan in a container whose init does not reap -- has exited too).
+
+    Waited for through a pidfd, which becomes readable when the process exits: no polling, no sleep. One
+    that does not exit in time (a grandchild a signal did not reach) is False.
+    """
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], within)[0])
+    finally:
+        os.close(fd)

@@ -7,9 +7,7 @@ backoff. The commands are tiny real processes (``python -c``, ``sh -c``).
 from __future__ import annotations
 
 import json
-import os
 import random
-import select
 import signal
 import subprocess
 import sys
@@ -30,7 +28,7 @@ from loki.clock import ManualClock
 from loki.errors import InvalidInput
 from loki.storage import layout
 from loki.storage.store import Store
-from tests.helpers import cli
+from tests.helpers import cli, process_gone
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parents[2]
@@ -319,23 +317,6 @@ def _spawn_runner(root: Path, *args: str) -> subprocess.Popen[bytes]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def _gone(pid: int, within: float = 30.0) -> bool:
-    """The process has exited, or exits within ``within`` seconds (a zombie waiting for a reaper --
-    an orphan in a container whose init does not reap -- has exited too).
-
-    Waited for through a pidfd, which becomes readable when the process exits: a grandchild the
-    signal reached can still be dying when the runner, its parent's reaper, returns. One the signal
-    did not reach sleeps on for minutes, and this is False.
-    """
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], within)[0])
-    finally:
-        os.close(fd)
-
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_stops_the_command_and_the_runner_without_retrying(root: Path, signum: int, code: int) -> None:
@@ -348,7 +329,7 @@ def test_a_signal_stops_the_command_and_the_runner_without_retrying(root: Path, 
     assert proc.returncode == code, err.decode()
     assert out == b""  # no second attempt
     assert f"stopped by {signal.Signals(signum).name}; not retrying" in err.decode()
-    assert _gone(child)
+    assert process_gone(child)
     assert Store(root).read(layout.BREAKERS) == {}  # an interrupted call says nothing about the dependency
 
 
@@ -360,7 +341,7 @@ def test_a_signal_also_reaches_what_the_command_started(root: Path) -> None:
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
     assert proc.returncode == 143
-    assert _gone(grandchild)
+    assert process_gone(grandchild)
 
 
 def test_a_signal_during_the_backoff_wait_ends_it(root: Path) -> None:
@@ -384,7 +365,7 @@ def test_a_command_that_ignores_the_signal_is_killed_after_the_grace_period(tmp_
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err.decode()
-    assert _gone(child)
+    assert process_gone(child)
 
 
 # -- through the CLI -------------------------------------------------------------------------------

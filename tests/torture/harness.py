@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import random
-import select
 import signal
 import subprocess
 import sys
@@ -48,6 +47,7 @@ from typing import Any
 from loki.storage import layout
 from loki.storage.store import Store
 from loki.storage.tree import init_tree, validate_tree
+from tests.helpers import process_gone
 
 REPO = Path(__file__).resolve().parent.parent.parent
 AGENT = [sys.executable, "-I", "-S", str(Path(__file__).resolve().parent / "agent.py")]
@@ -231,7 +231,7 @@ class Harness:
                                              "held): a lease lapsed under a live agent")
         started = [line for line in effects if line[0] == "start"]
         for line in started[self._checked_starts:]:
-            if not _gone(int(line[4]), within=5.0):
+            if not process_gone(int(line[4]), within=5.0):
                 self.violation(round_number, f"the command of {line[3]} (pid {line[4]}, task {line[1]}) outlived "
                                              "its loki work")
         self._checked_starts = len(started)
@@ -287,17 +287,6 @@ class Harness:
             if ended[(op, nonce)] and total == 0:
                 self.violation(round_number, f"signal {nonce} was emitted and is gone")
 
-
-def _gone(pid: int, within: float = 10.0) -> bool:
-    """The process has exited, or exits within ``within`` seconds (a pidfd wait, no polling)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], within)[0])
-    finally:
-        os.close(fd)
 
 
 def run(rounds: int, workers: int, seed: int, root: str | None = None, work: int = 2) -> dict[str, Any]:

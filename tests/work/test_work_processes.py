@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import pytest
 
 from loki.queue.queue import Queue
 from loki.storage.store import Store
-from tests.helpers import cli, tree_problems
+from tests.helpers import cli, process_gone, tree_problems
 
 pytestmark = pytest.mark.slow  # real agent processes, signals and SIGKILL: ~20 s (make test-fast skips it)
 
@@ -38,17 +37,6 @@ def spawn_work(root: Path, agent: str, *args: str, env: dict[str, str] | None = 
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "TMPDIR": str(scratch), **(env or {})})
 
-
-def gone(pid: int, within: float = 30.0) -> bool:
-    """The process has exited or exits within ``within`` seconds (waited for through a pidfd, no polling)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], within)[0])
-    finally:
-        os.close(fd)
 
 
 def side_effects(path: Path) -> list[list[str]]:
@@ -99,7 +87,7 @@ def test_a_signal_stops_the_command_and_releases_the_task(root: Path, signum: in
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err.decode()
-    assert gone(grandchild)
+    assert process_gone(grandchild)
     assert b"the shell went on" not in out  # the whole process group was stopped, not only its leader
     assert "released t1 (back to pending, untouched)" in err.decode()
     assert f"stopped by {signal.Signals(signum).name}; 1 task claimed (1 released); exit {code}" in err.decode()
@@ -115,7 +103,7 @@ def test_kill_9_takes_the_command_down_and_the_lapsed_lease_requeues_the_task(ro
     grandchild = _started_child(proc)
     proc.kill()
     proc.communicate(timeout=60)
-    assert gone(grandchild)  # the guard saw its loki work die and killed the command's group
+    assert process_gone(grandchild)  # the guard saw its loki work die and killed the command's group
     left = [p.name for p in (root.parent / "scratch").iterdir()]  # the killed loki work's scratch directory
     assert len(left) == 1 and left[0].startswith("loki-work-t1-")
     held = cli(["queue", "show", "t1", "--json"], root=root).json()
