@@ -136,7 +136,6 @@ def postgres_store(root: Path, clock: ManualClock, config: dict[str, Any] | None
 # green on the strength of tests that never started an agent.
 
 REQUIRE_AGENTS = "LOKI_REQUIRE_AGENTS"
-_agent_tests: set[str] = set()
 _agent_tests_passed = 0
 
 
@@ -163,17 +162,18 @@ def claude_code() -> Path:
         raise  # not reached: skip and fail raise
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    _agent_tests.update(item.nodeid for item in items if item.get_closest_marker("agent") is not None)
-
-
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count the agent tests that passed. Under pytest-xdist this runs on the controller too, for every report
+    a worker sends (collection happens on the workers only): the marker is read from the report's keywords,
+    which travel with it, so the count is the same serial or on workers."""
     global _agent_tests_passed
-    if report.when == "call" and report.passed and report.nodeid in _agent_tests:
+    if report.when == "call" and report.passed and "agent" in report.keywords:
         _agent_tests_passed += 1
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # a pytest-xdist worker saw only its share of the tests: the controller decides for the run
     if agents_required() and _agent_tests_passed == 0 and exitstatus in (0, 5):
         session.exitstatus = 1
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
