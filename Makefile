@@ -22,8 +22,13 @@ $(STAMP_DEV): pyproject.toml | $(PY)
 demo: $(STAMP_BASE)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash demo/demo.sh
 
+# The test lanes write bytecode even where PYTHONDONTWRITEBYTECODE is set (__pycache__/ is git-ignored): without
+# it every pytest process (each xdist worker) rewrites the asserts of every test module again at every run,
+# ~6 s of CPU a process on this machine, and every `loki` subprocess a test starts compiles loki again.
+test test-fast test-agents: export PYTHONDONTWRITEBYTECODE :=
+
 test: $(STAMP_DEV)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 # The inner loop: everything but the tests marked slow (crash, torture, fuzz, model, process races), on two
 # workers (pytest-xdist: the fast lane mostly waits on fsync, subprocesses and PostgreSQL, so two overlap).
