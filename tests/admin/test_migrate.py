@@ -8,6 +8,7 @@ PostgreSQL and back through the CLI.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +60,24 @@ def populate(root: Path) -> None:
         assert hooked.code == 0, hooked.stderr
 
 
-@pytest.fixture
-def populated(tmp_path: Path) -> Path:
-    root = tmp_path / ".loki"
+@pytest.fixture(scope="session")
+def populated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The day of work, done once per session (per pytest-xdist worker): ``populated`` copies it."""
+    top = tmp_path_factory.mktemp("populated")
+    root = top / ".loki"
     init_tree(str(root))
-    (tmp_path / ".git").mkdir()
-    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (top / ".git").mkdir()
+    (top / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     populate(root)
-    return root
+    return top
+
+
+@pytest.fixture
+def populated(tmp_path: Path, populated_template: Path) -> Path:
+    """A populated tree of the test's own: the template copied (times kept, no fsync: thrown away after)."""
+    for name in (".loki", ".git"):
+        shutil.copytree(populated_template / name, tmp_path / name, symlinks=True)
+    return tmp_path / ".loki"
 
 
 def test_every_section_moves_and_is_verified(populated: Path) -> None:
