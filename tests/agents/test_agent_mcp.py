@@ -1,4 +1,5 @@
-"""The real Claude Code with loki as an MCP server (``--mcp-config``, ``loki mcp``), against the scripted model:
+"""The real Claude Code with loki as an MCP server (``--mcp-config`` naming the ``.mcp.json`` that ``loki hooks install
+--mcp`` wrote), against the scripted model:
 the model is offered loki's tools, lists what is ready, claims a task and completes it with the token the claim
 returned; the tree shows the task completed by the agent the configuration names."""
 
@@ -56,9 +57,10 @@ def test_claude_code_claims_and_completes_a_task_through_loki_mcp(claude_code: P
     project = make_project(tmp_path / "shop")
     added = json.loads(loki_command(["queue", "add", "Add rate limiting to login", "--json"], project).stdout)
     task_id = added["task"]["id"]
+    # the configuration `loki hooks install --mcp` writes (.mcp.json), handed to Claude Code as it is
     loki = os.path.join(os.path.dirname(sys.executable), "loki")
-    config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"loki": {"command": loki, "args": ["mcp", "--agent", "claude-mcp"]}}}))
+    loki_command(["hooks", "install", "--mcp", "--command", loki, "--mcp-agent", "claude-mcp"], project)
+    config = project / ".mcp.json"
     turns: list[Any] = [
         tool("mcp__loki__ready", {}),
         tool("mcp__loki__claim", {}),
