@@ -176,28 +176,42 @@ def _toml_table(text: str) -> tuple[int, int, int] | None:
     return start, own_end if own_end is not None else len(lines), len(lines)
 
 
-def _toml_lines(entry: dict[str, Any]) -> str:
+def _toml_lines(entry: dict[str, Any]) -> tuple[str, str, str]:
+    """The table's header, its ``command`` line and its ``args`` line."""
     # a JSON string is a TOML basic string for any text a command line holds (quotes and backslashes escaped)
     args = ", ".join(json.dumps(arg, ensure_ascii=False) for arg in entry["args"])
-    return (f"[mcp_servers.{SERVER}]  # loki hooks install --mcp\n"
-            f"command = {json.dumps(entry['command'], ensure_ascii=False)}\nargs = [{args}]\n")
+    return (f"[mcp_servers.{SERVER}]  # loki hooks install --mcp\n",
+            f"command = {json.dumps(entry['command'], ensure_ascii=False)}\n", f"args = [{args}]\n")
+
+
+_KEY = re.compile(r"^\s*(command|args)\s*=")
 
 
 def _toml_install(path: str, text: str, entry: dict[str, Any]) -> Change:
+    """Add the table, or set its ``command`` and ``args`` lines; any other key in it (``required = true``,
+    ``startup_timeout_sec``, an ``env`` subtable) stays as it is."""
     _toml_check(path, text)
-    wanted = _toml_lines(entry)
+    header, command, args = _toml_lines(entry)
     span = _toml_table(text)
     lines = text.splitlines(keepends=True)
     if span is None:
         joined = text if not text or text.endswith("\n") else text + "\n"
-        after = joined + ("\n" if joined.strip() else "") + wanted
+        after = joined + ("\n" if joined.strip() else "") + header + command + args
         return Change(text, after, "added", entry)
     start, end, _ = span
-    table = "".join(lines[start:end])
-    trailing = table[len(table.rstrip("\n")):]  # blank lines between it and the next table stay
-    if table.rstrip("\n") + "\n" == wanted:
+    own = lines[start + 1:end]
+    keys = {found.group(1): index for index, line in enumerate(own) if (found := _KEY.match(line))}
+    single_line = "args" not in keys or own[keys["args"]].rstrip().endswith("]")
+    if "command" in keys and "args" in keys and own[keys["command"]] == command and own[keys["args"]] == args:
         return Change(text, text, "unchanged", entry)
-    after = "".join(lines[:start]) + wanted + trailing[1:] + "".join(lines[end:])
+    if single_line:  # set the two lines where they are (or first in the table)
+        kept = [line for index, line in enumerate(own) if index not in keys.values()]
+        at = min(keys.values(), default=0)
+        body = [*kept[:at], command, args, *kept[at:]]
+    else:  # an args array over several lines: the table's own lines are written anew
+        trailing = [line for line in own if not line.strip()]
+        body = [command, args, *trailing]
+    after = "".join(lines[:start + 1]) + "".join(body) + "".join(lines[end:])
     _toml_check(path, after)
     return Change(text, after, "updated", entry)
 

@@ -75,11 +75,17 @@ def test_the_codex_toml_keeps_its_comments_and_layout_byte_for_byte(root: Path) 
     run(root, "install", "--mcp", "--agent", "codex", "--command", "loki")
     text = path.read_text()
     assert text.startswith(THEIR_TOML) and loki_entry(path)["args"] == ["mcp", "--agent", "codex"]
-    # a table of its own added by hand below ours (its env) goes with it; what follows stays
-    path.write_text(text + '\n[mcp_servers.loki.env]\nLOKI_ROOT = "/srv/.loki"\n\n[history]\npersistence = "none"\n')
+    # keys added by hand to the table (Codex waits for a `required` server at start) and a subtable of its own
+    # (its env) stay through install; uninstall takes them with it; what follows stays
+    path.write_text(text + 'required = true\n\n[mcp_servers.loki.env]\nLOKI_ROOT = "/srv/.loki"\n\n[history]\n'
+                    'persistence = "none"\n')
+    before = path.read_bytes()
+    assert run(root, "install", "--mcp", "--agent", "codex", "--command", "loki")["action"] == "unchanged"
+    assert path.read_bytes() == before
     updated = run(root, "install", "--mcp", "--agent", "codex", "--command", "/opt/loki/bin/loki")
     assert updated["action"] == "updated" and loki_entry(path)["command"] == "/opt/loki/bin/loki"
-    assert loki_entry(path)["env"] == {"LOKI_ROOT": "/srv/.loki"}
+    assert loki_entry(path)["env"] == {"LOKI_ROOT": "/srv/.loki"} and loki_entry(path)["required"] is True
+    assert path.read_bytes() == before.replace(b'command = "loki"', b'command = "/opt/loki/bin/loki"')
     run(root, "uninstall", "--mcp", "--agent", "codex")
     assert path.read_text() == THEIR_TOML + '\n[history]\npersistence = "none"\n'
 
