@@ -13,7 +13,9 @@ import sys
 
 import typer
 
+from loki.cli import mcpinstall
 from loki.cli.common import JSON_HELP, echo, print_json, root_option
+from loki.cli.mcpinstall import MCP_AGENT_HELP, MCP_HELP
 from loki.hooks.boundary import AGENTS, DEFAULT_AGENT, EVENTS
 from loki.hooks.codex import EVENTS as CODEX_EVENTS
 from loki.hooks.gemini import EVENTS as GEMINI_EVENTS
@@ -131,6 +133,8 @@ def install(
     command: str | None = typer.Option(None, "--command", help="How hooks run loki, e.g. 'uvx loki' (default: 'loki' "
                                        "if this installation is on PATH, else its path; see docs/hooks.md)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+    mcp: bool = typer.Option(False, "--mcp", help=MCP_HELP),
+    mcp_agent: str | None = typer.Option(None, "--mcp-agent", help=MCP_AGENT_HELP),
 ) -> None:
     """Merge loki's hooks into an agent's settings, keeping everything already there.
 
@@ -140,6 +144,9 @@ def install(
     from loki.hooks import agentsettings
 
     agent = _agent(agent_name)
+    if mcp:
+        mcpinstall.install(ctx, agent, settings, command, mcp_agent, dry_run, json_output)
+        return
     path, project = _settings_path(ctx, settings, agent)
     doc, existed = agentsettings.load(path, agent)
     base = command.strip() if command and command.strip() else agentsettings.default_command(project, agent)
@@ -166,6 +173,7 @@ def uninstall(
     settings: str | None = typer.Option(None, "--settings", help=SETTINGS_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change as a diff; write nothing."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+    mcp: bool = typer.Option(False, "--mcp", help=MCP_HELP),
 ) -> None:
     """Remove exactly loki's hook entries (`loki hook ...`); everything else stays.
 
@@ -175,6 +183,9 @@ def uninstall(
     from loki.hooks import agentsettings
 
     agent = _agent(agent_name)
+    if mcp:
+        mcpinstall.uninstall(ctx, agent, settings, dry_run, json_output)
+        return
     path, _ = _settings_path(ctx, settings, agent)
     doc, existed = agentsettings.load(path, agent)
     if not existed:

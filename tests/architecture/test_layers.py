@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("watch",),     # the watcher and the live view: consumes signals, applies decisions to the queue
     ("work",),      # the agent loop
     ("hooks",),     # the agents' edge only
+    ("mcpserver",), # the MCP server: the holder verbs as tools (the mcp extra)
     ("admin",),     # status, validate, doctor, migrate: across every concept
     ("cli",),
     ("entry",),     # loki/__init__.py, entry.py, __main__.py: the facade and the console script

