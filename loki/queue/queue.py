@@ -203,6 +203,10 @@ class Queue:
 
         if not isinstance(spec, dict):
             raise InvalidArgument(f"{_at(where)}a task must be a JSON object, got {type(spec).__name__}")
+        if spec.get("verify") is not None:  # whichever shape it turns out to be, its checks are checks
+            from loki.tasks.verify import check_commands
+
+            spec = {**spec, "verify": check_commands(spec["verify"], f"{_at(where)}verify" if where else "--verify")}
         if is_loki_task(spec, task_keys()):
             task = self._foreign_task(spec, now)
         else:
