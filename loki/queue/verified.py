@@ -54,6 +54,20 @@ def summary(items: Sequence[dict[str, Any]], head: str | None) -> str:
     return f"{count} passed{on}: {each}"
 
 
+def signal_evidence(task: dict[str, Any], config: dict[str, Any], signal_type: str, signal_id: str,
+                    agent: str | None, body: dict[str, Any]) -> dict[str, Any] | None:
+    """What ``TESTS_PASSED_x`` records for a task with checks: the testing stream's report stands for
+    them (the watcher applies it whoever holds the task); None for a task without checks."""
+    checks = verify.checks_for(task, config)
+    if not checks:
+        return None
+    commit = body.get("commit")
+    reported: dict[str, Any] = {"signal": signal_id, "type": signal_type, "by": agent, "checks_reported": checks,
+                                "commit": commit if isinstance(commit, str) else None}
+    reported.update({key: body[key] for key in ("summary", "passed", "failed") if key in body})
+    return reported
+
+
 def read_evidence(path: str) -> tuple[list[dict[str, Any]], str | None]:
     """``--evidence FILE``: its check results and the commit ``HEAD`` names here now (what they must
     have run on). A file that is not strict JSON of the expected shape: :class:`InvalidInput`."""

@@ -375,7 +375,8 @@ class Worker:
             run.heartbeats = heartbeat.renewals
             run.runs = len(result.attempts)
             if checked is not None:
-                run.checks = [item.evidence() for item in checked]
+                # what is printed (--json) says what the queue keeps: the command's secrets redacted
+                run.checks = [{**item.evidence(), "command": redact(item.command)} for item in checked]
             self._record(task, run, result.outcome, runner, scratch, heartbeat.lost, wanted, checked)
         finally:
             scratch.remove()

@@ -214,3 +214,22 @@ def test_check_rules() -> None:
     assert check_commands(["a", "b", "a"]) == ["a", "b"]
     with pytest.raises(InvalidArgument, match="21 checks; the limit is 20"):
         check_commands([f"c{i}" for i in range(21)])
+
+
+def test_tests_passed_records_the_signal_as_the_evidence_of_a_task_with_checks(backend_store: Any) -> None:
+    from loki.signals.emit import emit
+    from loki.watch.consumer import consume_pending
+
+    queue = Queue(backend_store)
+    queue.add("checked", task_id="t1", verify=["make test"])
+    queue.add("unchecked", task_id="t2")
+    for task_id in ("t1", "t2"):
+        queue.claim("eng-1", task_id=task_id)
+        emit(backend_store, "TESTS_PASSED_auth", {"summary": "42 passed", "passed": 42, "commit": "abc1234"},
+             task_id=task_id, agent="qa-1")
+        assert consume_pending(backend_store)["consumed"]
+    checked = queue.show("t1")["task"]["result"]
+    assert checked["verification"] == {"signal": checked["signal"], "type": "TESTS_PASSED_auth", "by": "qa-1",
+                                       "checks_reported": ["make test"], "commit": "abc1234", "summary": "42 passed",
+                                       "passed": 42}
+    assert "verification" not in queue.show("t2")["task"]["result"]
