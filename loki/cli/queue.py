@@ -55,6 +55,8 @@ def add(
     idempotency_key: str | None = typer.Option(None, "--idempotency-key",
                                                help="Adding the same key again returns the existing task."),
     max_attempts: int | None = typer.Option(None, "--max-attempts", help="Failures before dead-letter (default 5)."),
+    verify: list[str] | None = typer.Option(None, "--verify", help="A check loki work runs after the agent exits 0, "
+                                            "e.g. 'make test' (repeatable; default: the type's, docs/verify.md)."),
     from_file: str | None = typer.Option(None, "--from-file",
                                          help="Add a JSON array, {tasks: [...]} or JSONL batch in one transaction."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -84,7 +86,7 @@ def add(
     task = queue.add(
         title, description=description, type=type_, priority=priority.lower(), depends_on=depends_on or [],
         labels=label or [], payload=parse_json_option(payload, "--payload", want_object=True), task_id=task_id,
-        idempotency_key=idempotency_key, max_attempts=max_attempts,
+        idempotency_key=idempotency_key, max_attempts=max_attempts, verify=verify,
     )
     if json_output:
         print_json({"created": task.created, "task": task})
@@ -146,7 +148,7 @@ def show(
     say(f"{task['id']}: {task['title']}")
     fields = ["state", "priority", "type", "labels", "dependencies", "created_at", "available_at", "deferred",
               "blocked", "claimed_by", "lease_until", "max_attempts", "last_error", "completed_at", "completed_by",
-              "payload", "result"]
+              "verify", "payload", "result"]
     values = {**task, "state": result["state"] + (" (archived)" if result.get("archived") else ""),
               "completed_by": result.get("completed_by"), "blocked": _blocked_text(task.get("blocked")),
               "deferred": _deferred_text(task.get("deferred")),
@@ -155,6 +157,7 @@ def show(
     table(None, ["field", "value"], [[f, _text(values.get(f))] for f in fields if values.get(f) not in (None, [], "")])
     if task.get("description"):
         say(task["description"])
+    _show_checks(task)
     if task.get("attempts"):
         table("attempts", ["#", "when", "agent", "approach", "type", "error"],
               [[a["attempt_number"], a["timestamp"], a["agent_id"], a["approach"], a["error_type"],
@@ -163,6 +166,26 @@ def show(
         say(f"note {note['timestamp']}{' ' + note['author'] if note.get('author') else ''}: {note['text']}")
     if task.get("history"):
         say(f"history: {plural(len(task['history']), 'event')} (`loki queue history {task['id']}`)")
+
+
+def _show_checks(task: dict[str, Any]) -> None:
+    """The evidence a completion kept (docs/verify.md): each check's command, exit, duration, commit and
+    its output's last line."""
+    result = task.get("result")
+    verification = result.get("verification") if isinstance(result, dict) else None
+    if not isinstance(verification, dict):
+        return
+    if verification.get("forced_by"):
+        say(f"checks: not run; completed by --force --by {verification['forced_by']}")
+    rows = []
+    for item in verification.get("checks") or []:
+        if not isinstance(item, dict):
+            continue
+        lines = [line for line in str(item.get("output_tail") or "").splitlines() if line.strip()]
+        rows.append([item.get("command"), item.get("exit_code"), item.get("duration_seconds"),
+                     str(item.get("commit") or "")[:12], shorten(lines[-1], 120) if lines else ""])
+    if rows:
+        table("checks", ["check", "exit", "seconds", "commit", "output (last line)"], rows)
 
 
 def _blocked_text(blocked: dict[str, Any] | None) -> str | None:
@@ -264,12 +287,31 @@ def complete(
     agent: str = typer.Option(..., "--agent", "-a", help=AGENT_HELP),
     token: str | None = typer.Option(None, "--token", help=TOKEN_HELP),
     result: str | None = typer.Option(None, "--result", help="Any JSON value to store as the result."),
+    evidence: str | None = typer.Option(None, "--evidence", help="A JSON file of the task's checks' results, "
+                                        "passed on the current HEAD (docs/verify.md)."),
+    force: bool = typer.Option(False, "--force", help="Complete a task with checks without their evidence "
+                                                      "(needs --by; kept in its history)."),
+    by: str | None = typer.Option(None, "--by", help="With --force: the person who decided."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Mark a task you hold as completed. Exit 4 if you no longer hold it."""
+    """Mark a task you hold as completed. Exit 4 if you no longer hold it; 1 if its checks did not pass."""
+    from loki.errors import UsageError
     from loki.queue.queue import parse_json_option
 
-    task = _queue(ctx).complete(task_id, agent, token=token, result=parse_json_option(result, "--result"))
+    if force and not by:
+        raise UsageError("--force needs --by NAME: the person who decided to complete it without its checks")
+    if by and not force:
+        raise UsageError("--by goes with --force")
+    if force and evidence is not None:
+        raise UsageError("give either --evidence or --force, not both")
+    value = parse_json_option(result, "--result")
+    checks, head = (None, None)
+    if evidence is not None:
+        from loki.queue.verified import read_evidence
+
+        checks, head = read_evidence(evidence)
+    task = _queue(ctx).complete(task_id, agent, token=token, result=value, evidence=checks, head=head,
+                                forced_by=by if force else None)
     if json_output:
         print_json({"task": task})
     else:
@@ -464,6 +506,9 @@ def edit(
     remove_dependency: list[str] | None = typer.Option(None, "--remove-dependency",
                                                        help="Stop waiting for this task (repeatable)."),
     max_attempts: int | None = typer.Option(None, "--max-attempts", help="Failures before the dead-letter queue."),
+    verify: list[str] | None = typer.Option(None, "--verify", help="The task's checks, replacing its list "
+                                            "(repeatable; docs/verify.md)."),
+    no_verify: bool = typer.Option(False, "--no-verify", help="No checks for this task, whatever its type's default."),
     force: bool = typer.Option(False, "--force", help="Edit even a task another agent holds (its claim stays)."),
     by: str | None = typer.Option(None, "--by", "--agent", "-a", help=BY_HELP),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -473,7 +518,8 @@ def edit(
         task_id, by=who(by), force=force, title=title, description=description, type=type_,
         priority=None if priority is None else priority.lower(), add_labels=add_label or [],
         remove_labels=remove_label or [], add_dependencies=add_dependency or [],
-        remove_dependencies=remove_dependency or [], max_attempts=max_attempts)
+        remove_dependencies=remove_dependency or [], max_attempts=max_attempts,
+        verify=_verify_edit(verify, no_verify))
     if json_output:
         print_json(result)
     elif not result["changed"]:
@@ -484,6 +530,14 @@ def edit(
         if "description" in result["changed"]:
             changes = "; ".join(p for p in (changes, "description changed") if p)
         say(f"edited {task_id} ({result['state']}): {changes}")
+
+
+def _verify_edit(verify: list[str] | None, no_verify: bool) -> list[str] | None:
+    from loki.errors import UsageError
+
+    if verify and no_verify:
+        raise UsageError("give either --verify or --no-verify, not both")
+    return [] if no_verify else (verify or None)
 
 
 @app.command("close")

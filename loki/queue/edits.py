@@ -63,13 +63,14 @@ EDITABLE = ("pending", "in-progress", "blocked", "failed")
 """The queue states whose tasks ``edit`` changes; a dead-letter entry's task too."""
 CLOSABLE = ("pending", "in-progress", "blocked", "failed")
 EDIT_OPTIONS = ("--title", "--description", "--type", "--priority", "--add-label", "--remove-label",
-                "--add-dependency", "--remove-dependency", "--max-attempts")
+                "--add-dependency", "--remove-dependency", "--max-attempts", "--verify", "--no-verify")
 
 
 def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = False, title: str | None = None,
          description: str | None = None, type: str | None = None, priority: str | None = None,
          add_labels: Sequence[str] = (), remove_labels: Sequence[str] = (), add_dependencies: Sequence[str] = (),
-         remove_dependencies: Sequence[str] = (), max_attempts: int | None = None) -> dict[str, Any]:
+         remove_dependencies: Sequence[str] = (), max_attempts: int | None = None,
+         verify: Sequence[str] | None = None) -> dict[str, Any]:
     """Change the named fields of a pending, in-progress, blocked, failed or dead-letter task.
 
     Returns ``{"task", "state", "changed"}``: ``changed`` maps each field that changed to
@@ -86,7 +87,7 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
 
     check_id(task_id, "task id")
     asked = {"title": title, "description": description, "type": type, "priority": priority,
-             "max_attempts": max_attempts}
+             "max_attempts": max_attempts, "verify": None if verify is None else list(verify)}
     if all(v is None for v in asked.values()) and not (add_labels or remove_labels or add_dependencies
                                                       or remove_dependencies):
         raise InvalidArgument(f"nothing to edit: give at least one of {', '.join(EDIT_OPTIONS)}", field="edit")
@@ -100,6 +101,10 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
     if max_attempts is not None and (isinstance(max_attempts, bool) or not isinstance(max_attempts, int)
                                      or not 1 <= max_attempts <= 1000):
         raise InvalidArgument("--max-attempts must be an integer from 1 to 1000", field="max_attempts")
+    if verify is not None:  # the task's checks, replacing its list (or its type's default); [] none
+        from loki.tasks.verify import check_commands
+
+        asked["verify"] = check_commands(list(verify))
     for label in [*add_labels, *remove_labels]:
         check_name(label, "label", 100)
     for dep in [*add_dependencies, *remove_dependencies]:

@@ -129,6 +129,7 @@ class Queue:
         task_id: str | None = None,
         idempotency_key: str | None = None,
         max_attempts: int | None = None,
+        verify: Sequence[str] | None = None,
     ) -> TaskAnswer:
         """Add one task and return it, as ``claim`` returns the task it took.
 
@@ -138,6 +139,8 @@ class Queue:
         spec = {"title": title, "description": description, "type": type, "priority": priority,
                 "dependencies": list(depends_on), "labels": list(labels), "payload": payload, "id": task_id,
                 "idempotency_key": idempotency_key, "max_attempts": max_attempts}
+        if verify is not None:
+            spec["verify"] = list(verify)
         result = self.add_many([spec], where="")[0]
         return TaskAnswer.of(result["task"], created=result["created"])
 
@@ -200,6 +203,10 @@ class Queue:
 
         if not isinstance(spec, dict):
             raise InvalidArgument(f"{_at(where)}a task must be a JSON object, got {type(spec).__name__}")
+        if spec.get("verify") is not None:  # whichever shape it turns out to be, its checks are checks
+            from loki.tasks.verify import check_commands
+
+            spec = {**spec, "verify": check_commands(spec["verify"], f"{_at(where)}verify" if where else "--verify")}
         if is_loki_task(spec, task_keys()):
             task = self._foreign_task(spec, now)
         else:
@@ -261,6 +268,10 @@ class Queue:
             labels=list(spec.get("labels") or []), payload=payload, max_attempts=max_attempts,
             idempotency_key=spec.get("idempotency_key"),
         )
+        if spec.get("verify") is not None:  # absent: the type's default checks, decided when it runs
+            from loki.tasks.verify import check_commands
+
+            task["verify"] = check_commands(spec["verify"], f"{_at(where)}verify" if where else "--verify")
         return task
 
     def _checked(self, task: dict[str, Any], where: str) -> dict[str, Any]:
@@ -685,15 +696,30 @@ class Queue:
             unit.update(IN_PROGRESS, task)
         return task
 
-    def complete(self, task_id: str, agent: str, *, token: str | None = None, result: Any = None) -> dict[str, Any]:
+    def complete(self, task_id: str, agent: str, *, token: str | None = None, result: Any = None,
+                 evidence: Sequence[dict[str, Any]] | None = None, head: str | None = None,
+                 forced_by: str | None = None) -> dict[str, Any]:
         """Complete the task ``agent`` holds. With ``token``, a repeat of a completion that was committed
-        (its acknowledgement lost with a dropped connection) returns the completed task and changes nothing."""
+        (its acknowledgement lost with a dropped connection) returns the completed task and changes nothing.
+
+        A task with checks (``verify``, or its type's default: loki/tasks/verify.py) completes only with
+        ``evidence``, its checks' results, every one passed on ``head`` (the commit they ran on, which
+        the caller read: loki/queue/verified.py), or ``forced_by``, a person's name, kept in its history;
+        else :class:`loki.tasks.verify.Unverified` (exit 1, naming the checks). The evidence is kept
+        under the result's ``verification``."""
+        from loki.queue import verified
+
+        if forced_by is not None:
+            from loki.text.textsafe import check_name
+
+            check_name(forced_by, "name")
         with self.tasks.transaction() as unit:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
             done = self._completed_by_this_claim(unit, task_id, agent, token)
             if done is not None:
                 return done
             task = self._held(unit, task_id, agent, token)
+            result, forced = verified.verified_result(task, self.store.config, result, evidence, head, forced_by)
             held_token = task.get("claim_token")
             clear_claim(task)
             # The token of the claim that completed it stays: a retried complete with it is recognised.
@@ -702,7 +728,7 @@ class Queue:
             task["completed_at"] = now
             task["completed_by"] = agent  # the claim is cleared: who did it stays (loki agents counts it)
             task["updated_at"] = now
-            history.record(task, "completed", now, by=agent, to=COMPLETED)
+            history.record(task, "completed", now, by=agent, to=COMPLETED, detail=forced)
             unit.move(task, IN_PROGRESS, COMPLETED)
             self.rotate_hot(unit, COMPLETED)
         return task
@@ -1094,7 +1120,7 @@ def check_fix_commit(fix_commit: str | None) -> None:
 
 
 ADD_FIELDS = frozenset({"title", "description", "type", "priority", "dependencies", "depends_on", "labels", "payload",
-                        "id", "idempotency_key", "max_attempts"})
+                        "id", "idempotency_key", "max_attempts", "verify"})
 """The fields of a task as ``add`` takes it (``--from-file`` items in loki's own shape)."""
 
 

@@ -280,6 +280,12 @@ def complete_task(store: Store, sig: Signal) -> dict[str, Any]:
         clear_claim(task)
         task["result"] = {"signal": sig.id, "type": sig.type,
                           **{k: sig.body[k] for k in ("summary", "passed", "failed") if k in sig.body}}
+        from loki.queue.verified import signal_evidence
+
+        # A task with declared checks keeps the testing stream's word as its evidence (docs/verify.md).
+        evidence = signal_evidence(task, store.config, sig.type, sig.id, sig.agent, sig.body)
+        if evidence is not None:
+            task["result"]["verification"] = evidence
         task["completed_at"] = now
         task["completed_by"] = holder  # the agent whose work the tests passed (None: nobody held it)
         task["updated_at"] = now

@@ -31,10 +31,10 @@ class GuardedLauncher:
         self.env: Mapping[str, str] | None = None
         """The environment of the next command (None: this process's)."""
 
-    def __call__(self, command: list[str]) -> subprocess.Popen[bytes]:
+    def __call__(self, command: list[str], cwd: str | None = None) -> subprocess.Popen[bytes]:
         return subprocess.Popen([*GUARD_PYTHON, GUARD, str(self._watch), "--", *command],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                pass_fds=(self._watch,), env=self.env)
+                                pass_fds=(self._watch,), env=self.env, cwd=cwd)
 
     def close(self) -> None:
         """Close the pipe: a guard still running (there should be none) takes its command down."""

@@ -48,8 +48,11 @@ from dataclasses import dataclass, field
 from loki.breakers.runner import RetryPolicy, Runner, resolve
 from loki.errors import Conflict, ExitCode, InvalidArgument, LokiError, NotFound, NothingToDo, UsageError
 from loki.queue.queue import Queue
+from loki.tasks import verify
 from loki.text.redact import redact
 from loki.work import placeholders
+from loki.work.checks import CheckResult, Checks
+from loki.work.checks import failure as check_failure
 from loki.work.failure import Failure, bad_result, describe
 from loki.work.heartbeat import Heartbeat, renew_interval
 from loki.work.launch import GuardedLauncher
@@ -91,6 +94,8 @@ class WorkOptions:
     """None: the queue's default (``queue.lease_seconds``, 3600)."""
     retries: int = 5
     """With ``breaker``: the waits ``loki run`` allows after a failure or a refusal."""
+    check_timeout_seconds: float | None = None
+    """Each declared check's limit (docs/verify.md); None: ``verify.timeout_seconds`` of the settings (600)."""
     record_retry_seconds: float = RECORD_RETRY_SECONDS
     """How long a finished run's outcome is kept and its recording tried again while the store cannot
     be reached (a database restarting, a lock held too long: exit 5)."""
@@ -115,6 +120,10 @@ class WorkOptions:
         if isinstance(self.record_retry_seconds, bool) or not 0 <= self.record_retry_seconds <= 86400:
             raise InvalidArgument(f"invalid record_retry_seconds {self.record_retry_seconds!r}: it must be a number "
                                   "of seconds from 0 to 86400", field="record_retry_seconds")
+        if self.check_timeout_seconds is not None and (isinstance(self.check_timeout_seconds, bool)
+                                                       or not 0 < self.check_timeout_seconds <= 86400):
+            raise InvalidArgument(f"invalid check timeout {self.check_timeout_seconds!r}: it must be a number of "
+                                  "seconds above 0, at most 86400", field="check_timeout_seconds")
         placeholders.check(self.command)
 
 
@@ -139,12 +148,15 @@ class TaskRun:
     error_class: str | None = None
     error: str | None = None
     """The failure's first line, or why the lease was lost."""
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    """The declared checks' evidence (loki/work/checks.py), in the order they ran."""
 
     def to_json(self) -> dict[str, Any]:
         return {"task_id": self.task_id, "title": self.title, "outcome": self.outcome, "state": self.state,
                 "exit_code": self.exit_code, "duration_seconds": self.duration_seconds,
                 "heartbeats": self.heartbeats, "runs": self.runs, "retry_at": self.retry_at,
-                "error_type": self.error_type, "error_class": self.error_class, "error": self.error}
+                "error_type": self.error_type, "error_class": self.error_class, "error": self.error,
+                "checks": self.checks}
 
 
 @dataclass
@@ -217,6 +229,7 @@ class Worker:
         self._stop_signal: int | None = None
         self._waiting_said = ""
         self._runner: Runner | None = None
+        self._checks: Checks | None = None
         self._breakers: Any = None
         if options.breaker is not None:
             from loki.breakers.breakers import Breakers
@@ -250,6 +263,9 @@ class Worker:
         runner = self._runner
         if runner is not None:
             runner.request_stop(signum)
+        checks = self._checks
+        if checks is not None:
+            checks.request_stop(signum)
 
     def stopped(self) -> bool:
         """Has SIGINT/SIGTERM (or :meth:`request_stop`) asked the loop to stop?"""
@@ -340,19 +356,39 @@ class Worker:
             started = self._timer()
             self._runner = runner
             heartbeat.start()
+            wanted = verify.checks_for(task, self.store.config)
+            checked: list[CheckResult] | None = None
             try:
                 result = runner.run_unguarded()
+                ended = self._timer()
+                self._runner = None
+                # Stopped by a signal, the run's own exit says whether the work got done.
+                run.exit_code = result.attempts[-1].exit_code if result.attempts else result.exit_code
+                if wanted and run.exit_code == 0 and result.outcome == "succeeded" and heartbeat.lost is None \
+                        and not self.stopped():
+                    checked = self._run_checks(wanted, launcher)  # the lease renewed meanwhile
             finally:
                 self._runner = None
+                self._checks = None
                 heartbeat.stop()  # before anything is recorded: no renewal may land after it
-            run.duration_seconds = round(self._timer() - started, 3)
+            run.duration_seconds = round(ended - started, 3)  # the command's; each check has its own
             run.heartbeats = heartbeat.renewals
             run.runs = len(result.attempts)
-            # Stopped by a signal, the run's own exit says whether the work got done.
-            run.exit_code = result.attempts[-1].exit_code if result.attempts else result.exit_code
-            self._record(task, run, result.outcome, runner, scratch, heartbeat.lost)
+            if checked is not None:
+                # what is printed (--json) says what the queue keeps: the command's secrets redacted
+                run.checks = [{**item.evidence(), "command": redact(item.command)} for item in checked]
+            self._record(task, run, result.outcome, runner, scratch, heartbeat.lost, wanted, checked)
         finally:
             scratch.remove()
+
+    def _run_checks(self, wanted: list[str], launcher: GuardedLauncher) -> list[CheckResult]:
+        timeout = self.options.check_timeout_seconds or verify.timeout_seconds(self.store.config)
+        checks = Checks(launcher, timeout=timeout, timer=self._timer)
+        self._checks = checks
+        if self.stopped():  # the signal came between the command's exit and here
+            checks.request_stop(self._stop_signal or signal.SIGTERM)
+        self._notify(f"running {plural_checks(len(wanted))} of the task: {', '.join(wanted)}")
+        return checks.run(wanted)
 
     def _runner_for(self, command: list[str], launcher: GuardedLauncher) -> Runner:
         policy = RetryPolicy(retries=self.options.retries if self.options.breaker else 0)
@@ -376,13 +412,18 @@ class Worker:
         runner = self._runner
         if runner is not None:
             runner.request_stop(signal.SIGTERM)
+        checks = self._checks
+        if checks is not None:
+            checks.request_stop(signal.SIGTERM)
 
     # -- recording the outcome -------------------------------------------------------------------
 
     def _record(self, task: dict[str, Any], run: TaskRun, outcome: str, runner: Runner, scratch: Scratch,
-                lost: LokiError | None) -> None:
+                lost: LokiError | None, wanted: list[str], checked: list[CheckResult] | None) -> None:
         if lost is not None:
             self._lost(run, lost)
+        elif wanted and (outcome == "succeeded" or (outcome == "interrupted" and run.exit_code == 0)):
+            self._verified(task, run, scratch, wanted, checked or [])
         elif outcome == "succeeded" or (outcome == "interrupted" and run.exit_code == 0):
             self._complete(task, run, scratch)  # finished before a signal could stop it: done is done
         elif outcome == "interrupted":
@@ -393,7 +434,20 @@ class Worker:
         else:
             self._fail(task, run, describe(run.exit_code or 0, *runner.output_tail()))
 
-    def _complete(self, task: dict[str, Any], run: TaskRun, scratch: Scratch) -> None:
+    def _verified(self, task: dict[str, Any], run: TaskRun, scratch: Scratch, wanted: list[str],
+                  checked: list[CheckResult]) -> None:
+        """The command exited 0: complete the task if every check passed; a failed check is a failed
+        attempt; checks a signal stopped (or never started) leave the task released, unverified."""
+        failed = next((item for item in checked if not item.passed), None)
+        if failed is not None and not failed.interrupted:
+            self._fail(task, run, check_failure(failed, len(checked), len(wanted)))
+        elif failed is not None or len(checked) < len(wanted):
+            self._release(task, run)
+        else:
+            self._complete(task, run, scratch, checked)
+
+    def _complete(self, task: dict[str, Any], run: TaskRun, scratch: Scratch,
+                  checked: list[CheckResult] | None = None) -> None:
         try:
             data = scratch.read_result()
         except BadResultFile as exc:
@@ -403,16 +457,20 @@ class Worker:
                                   "heartbeats": run.heartbeats, "runs": run.runs}
         if data is not None:
             result["data"] = data
+        evidence = None if checked is None else [item.evidence() for item in checked]
+        head = checked[0].commit if checked else None
         try:
             self._recording(run, "exit 0", lambda: self.queue.complete(
-                task["id"], self.options.agent, token=task["claim_token"], result=result))
+                task["id"], self.options.agent, token=task["claim_token"], result=result, evidence=evidence,
+                head=head))
         except (Conflict, NotFound) as exc:
             # A repeat of a complete that landed (its answer lost) is not refused: the queue recognises the
             # claim's token on the completed task (Queue.complete) and returns it.
             self._lost(run, exc)
             return
         run.outcome, run.state = "completed", "completed"
-        self._notify(f"completed {task['id']} in {run.duration_seconds:g}s (exit 0)")
+        passed = f", {plural_checks(len(checked))} passed" if checked else ""
+        self._notify(f"completed {task['id']} in {run.duration_seconds:g}s (exit 0{passed})")
 
     def _fail(self, task: dict[str, Any], run: TaskRun, failure: Failure) -> None:
         # The approach is what was tried: the command (not who ran it: one script run by three agents is
@@ -512,6 +570,10 @@ def _tasks_exit(summary: Summary) -> int:
     if "failed" in last.values():
         return FAILED_EXIT
     return 0
+
+
+def plural_checks(count: int) -> str:
+    return "1 check" if count == 1 else f"{count} checks"
 
 
 def _name(signum: int) -> str:
