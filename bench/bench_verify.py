@@ -92,16 +92,14 @@ def _measure(repo: str, repeat: int) -> list[dict[str, Any]]:
         summary = Worker(store, WorkOptions(agent="bench", command=COMMAND, max_tasks=1), **quiet).run_unguarded()
         assert summary.exit_code == 0 and summary.count("completed") == 1
 
-    def timed(verify: list[str] | None) -> float:
-        samples = []
-        for _ in range(repeat):
-            samples.extend(time_call(lambda: one_task(verify), repeat=1, warmup=0))
-        return median(samples)
-
     one_task(None)  # warm-up
     one_task([CHECK])
-    without = timed(None)
-    with_check = timed([CHECK])
+    plain: list[float] = []
+    checked: list[float] = []
+    for _ in range(repeat):  # interleaved: the machine's load changes both alike
+        plain.extend(time_call(lambda: one_task(None), repeat=1, warmup=0))
+        checked.extend(time_call(lambda: one_task([CHECK]), repeat=1, warmup=0))
+    without, with_check = median(plain), median(checked)
     added = with_check - without
     note = (f"{PENDING} pending; command `sh -c 'exit 0'`; check `{CHECK}`: the check adds {added:.1f} ms per task, "
             f"{added - alone:.1f} ms more than running it alone")
