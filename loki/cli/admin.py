@@ -127,6 +127,11 @@ def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json",
         f"({escalations['total']} in all)")
     reviewed = report["dead_letter"]["last_reviewed"] or "never"
     say(f"dead-letter: {plural(report['dead_letter']['size'], 'entry', 'entries')}, last reviewed {reviewed}")
+    failing = report["checks_failing"]
+    if failing:
+        shown = ", ".join(f"{row['task_id']} {row['check']!r} ({row['state']})" for row in failing[:5])
+        more = f" and {len(failing) - 5} more" if len(failing) > 5 else ""
+        say(f"checks failing: {plural(len(failing), 'task')}: {shown}{more}")
     watcher = report["watcher"]
     if watcher["consuming"]:
         holder = watcher["holder"] or {}

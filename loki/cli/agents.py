@@ -40,6 +40,11 @@ def agents(
         for row in silent:
             when = "at the next claim or watcher tick" if (row["lease_left"] or 0) <= 0 else "when its lease runs out"
             footer(f"{row['agent']} is silent: {row['silent_because']}; {row['task']} goes back to pending {when}")
+        for row in rows:
+            failed = row.get("failing_check")
+            if failed:
+                footer(f"{row['agent']} holds {row['task']}, whose check {failed['check']!r} failed at attempt "
+                       f"{failed['attempt']} (exit {failed['exit_code']}, {failed['error_class']})")
         footer(f"{plural(len(rows), 'agent')} seen, {len(silent)} silent; done and failed count today "
                f"({result['today']}, UTC)")
 

@@ -275,6 +275,7 @@ def briefing(store: Store, payload: dict[str, Any]) -> dict[str, Any] | None:
     builders: list[tuple[str, Callable[[Store, dict[str, Any]], str | None]]] = [
         ("Queue", _queue_section),
         ("Signals", _signals_section),
+        ("Checks", _checks_section),
         ("Dead-letter review", _deadletter_section),
         ("Escalations", _escalations_section),
         ("Strikes", _strikes_section),
@@ -340,6 +341,21 @@ def _queue_section(store: Store, payload: dict[str, Any]) -> str | None:
     if view["blocked"]:
         parts.append(f"{len(view['blocked'])} blocked on a human")
     return "- Queue: " + ", ".join(parts) + "."
+
+
+def _checks_section(store: Store, payload: dict[str, Any]) -> str | None:
+    """Tasks whose declared checks failed at their last attempt (docs/verify.md): what an agent picking
+    them up must fix first."""
+    from loki.tasks.verify import checks_failing
+
+    failing = checks_failing(store.tasks().view(["pending", "in-progress", "blocked", "dead-letter"]))
+    if not failing:
+        return None
+    shown = ", ".join(f"{row['task_id']} {row['check']!r} ({row['state']}, {row['error_class']})"
+                      for row in failing[:5])
+    more = f" and {len(failing) - 5} more" if len(failing) > 5 else ""
+    return (f"- Checks: {plural(len(failing), 'task')} failed a declared check at the last attempt: {shown}{more} "
+            "(`loki queue show ID` has the check's output; the task completes only when its checks pass).")
 
 
 def _signals_section(store: Store, payload: dict[str, Any]) -> str | None:

@@ -137,7 +137,16 @@ def _row(agent: _Agent, now: str, branches: dict[str, dict[str, Any]]) -> dict[s
             "task_title": current.get("title") if current else None,
             "tasks_held": sorted(t["id"] for t in agent.held), "lease_until": lease_until, "lease_left": lease_left,
             "done_today": agent.done_today, "failed_today": agent.failed_today, "branch": branch,
-            "strikes": branches.get(branch) if branch is not None else None}
+            "strikes": branches.get(branch) if branch is not None else None,
+            "failing_check": _failing_check(current)}
+
+
+def _failing_check(task: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The declared check the held task failed at its last attempt (docs/verify.md), if it did."""
+    from loki.tasks.verify import failing_check
+
+    failed = failing_check(task) if task is not None else None
+    return None if failed is None else {key: failed[key] for key in ("check", "exit_code", "error_class", "attempt")}
 
 
 def roster(store: Store) -> dict[str, Any]:

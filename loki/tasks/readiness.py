@@ -286,7 +286,15 @@ def _gate_reason(task: dict[str, Any], gate: str, until: str) -> dict[str, Any]:
         why = f": {deferred['reason']}" if deferred.get("reason") else ""
         return {"reason": DEFERRED, "until": until, "text": f"deferred until {until}{by}{why}"}
     if gate == BACKOFF:
-        return {"reason": BACKOFF, "until": until, "text": f"backing off until {until} (after a failed attempt)"}
+        from loki.tasks.verify import failing_check
+
+        failed = failing_check(task)
+        after = "a failed attempt" if failed is None else \
+            f"its check {failed['check']!r} failed: exit {failed['exit_code']} ({failed['error_class']})"
+        reason = {"reason": BACKOFF, "until": until, "text": f"backing off until {until} (after {after})"}
+        if failed is not None:
+            reason["check"] = failed["check"]
+        return reason
     return {"reason": CLAIMED_IN_PLACE, "until": until,
             "text": f"claimed in pending.json by {task.get('claimed_by')} (Loki Mode) until {until}"}
 

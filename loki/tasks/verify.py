@@ -15,6 +15,7 @@ from __future__ import annotations
 import shlex
 
 from loki.errors import InvalidArgument, InvalidInput, LokiError
+from loki.text.lazyre import LazyRegex
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -156,3 +157,50 @@ def tail(text: str, chars: int = TAIL_CHARS) -> str:
 def head_of(text: str, chars: int = TAIL_CHARS) -> str:
     text = text.strip("\n")
     return text if len(text) <= chars else text[:chars] + "..."
+
+
+_FAILED_CHECK = LazyRegex(r"check (?:\d+ of \d+ )?('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\") failed: "
+                          r"exit (-?\d+) \(([a-z_]+)\)")
+"""The first line loki/work/checks.py's :func:`~loki.work.checks.failure` writes."""
+
+
+def failing_check(task: dict[str, Any]) -> dict[str, Any] | None:
+    """The check the task's last attempt failed, when that attempt was a failed check (the message
+    loki/work/checks.py writes: ``check 'make test' failed: exit 1 (test_failure): ...``):
+    ``{"check", "exit_code", "error_class", "headline", "attempt", "at"}``; else None."""
+    import ast
+
+    attempts = task.get("attempts") or []
+    if not attempts or not isinstance(attempts[-1], dict):
+        return None
+    last = attempts[-1]
+    message = last.get("error_message")
+    if not isinstance(message, str) or not message.startswith("check "):
+        return None
+    found = _FAILED_CHECK.get().match(message)
+    if found is None:
+        return None
+    try:
+        check = ast.literal_eval(found.group(1))
+    except (ValueError, SyntaxError):
+        return None
+    return {"check": str(check), "exit_code": int(found.group(2)), "error_class": found.group(3),
+            "headline": message.splitlines()[0][:300], "attempt": last.get("attempt_number"),
+            "at": last.get("timestamp")}
+
+
+def checks_failing(view: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """The tasks whose last attempt was a failed declared check (docs/verify.md), not yet completed:
+    ``{"task_id", "title", "state", "check", "exit_code", "error_class", "attempt", "at"}``, oldest first."""
+    rows = []
+    for state in ("pending", "in-progress", "blocked", "dead-letter"):
+        for record in view.get(state, []):
+            task = record.get("task_data") if state == "dead-letter" else record
+            if not isinstance(task, dict):
+                continue
+            failed = failing_check(task)
+            if failed is not None:
+                rows.append({"task_id": task.get("id"), "title": task.get("title"), "state": state,
+                             **{key: failed[key] for key in ("check", "exit_code", "error_class", "attempt", "at")}})
+    rows.sort(key=lambda row: str(row["at"] or ""))
+    return rows

@@ -61,6 +61,8 @@ class Dashboard:
             rows.append({"id": task["id"], "title": task.get("title", ""), "holder": task.get("claimed_by"),
                          "lease_until": lease, "lease_left": left})
         escalations = self._open_escalations()
+        failing = sum(self._summary(state).get("failing", 0)
+                      for state in ("pending", "in-progress", "blocked", "dead-letter"))
         return {
             "now": format_ts(now),
             "root": self.store.where,
@@ -72,6 +74,7 @@ class Dashboard:
             "signals": self._signal_counts(),
             "recent": self._recent(),
             "escalations": {"open": len(escalations), "items": escalations[-self.escalations_limit:]},
+            "checks_failing": failing,
         }
 
     # -- cached file summaries ---------------------------------------------------------------------
@@ -92,6 +95,11 @@ class Dashboard:
                 {k: t.get(k) for k in ("id", "title", "claimed_by", "lease_until")}
                 for t in sorted(tasks, key=lambda t: t.get("lease_until") or "9999")[:KEPT_IN_PROGRESS]
             ]
+        if state in ("pending", "in-progress", "blocked", "dead-letter"):
+            from loki.tasks.verify import checks_failing
+
+            # tasks whose declared check failed at their last attempt (docs/verify.md)
+            summary["failing"] = len(checks_failing({state: tasks}))
         self._files[state] = (key, summary)
         return summary
 

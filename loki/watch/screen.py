@@ -356,9 +356,14 @@ def queue_lines(snap: dict[str, Any], width: int, *, rows: int) -> list[Line]:
     counts = snap["queue"]
     label = "queue  "
 
+    failing = int(snap.get("checks_failing") or 0)
+
     def items(short: bool) -> list[tuple[str, str, str]]:
-        return [(name if not short else abbr, str(counts.get(name, 0)),
-                 QUEUE_TONE.get(name, "") if counts.get(name, 0) else "") for name, abbr in QUEUE_STATES]
+        found = [(name if not short else abbr, str(counts.get(name, 0)),
+                  QUEUE_TONE.get(name, "") if counts.get(name, 0) else "") for name, abbr in QUEUE_STATES]
+        if failing:  # tasks whose declared check failed at their last attempt (docs/verify.md)
+            found.append(("checks failing" if not short else "chk!", str(failing), "bad"))
+        return found
 
     def render(parts: list[tuple[str, str, str]], first: bool) -> Line:
         line: Line = [(label if first else " " * len(label), "head")]

@@ -23,6 +23,7 @@ import threading
 import time
 from collections import deque
 
+from loki.errors import InvalidArgument
 from loki.tasks import verify
 from loki.text.redact import redact
 from loki.work.failure import QUEUE_ERROR_TYPES, Failure
@@ -37,8 +38,9 @@ if TYPE_CHECKING:
 KEEP_BYTES = 4 * verify.TAIL_CHARS
 """Of each end of a check's output held in memory while it runs (a test suite may print megabytes)."""
 TIMEOUT_EXIT = 124
-POLL_SECONDS = 0.1
-"""How often a waiting check looks whether it was asked to stop (SIGINT, the lease lost)."""
+MAX_WAIT_SECONDS = 1.0
+"""The longest single wait for a check: its exit and a stop request wake it at once; this bounds how late a
+timeout is noticed when the timer is not the wall clock."""
 
 
 class CheckResult:
@@ -81,11 +83,14 @@ class Checks:
         self._timer = timer
         self._cwd = cwd
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        """Set when the running check exits or a stop is requested: the wait ends at once (no polling)."""
         self.results: list[CheckResult] = []
 
     def request_stop(self, signum: int) -> None:
         """Kill the running check (SIGKILL to its group: a check holds nothing worth a grace period)."""
         self._stop.set()
+        self._wake.set()
 
     def run(self, commands: Sequence[str]) -> list[CheckResult]:
         """Run ``commands`` in order until one fails (or a stop is requested); their results."""
@@ -103,8 +108,8 @@ class Checks:
         started = self._timer()
         try:
             argv = verify.check_command(command, "check")
-        except Exception as exc:  # a type default of the settings that is not a command line
-            return CheckResult(command, 2, 0.0, str(exc), str(exc), commit)
+        except InvalidArgument as exc:  # a type default of the settings that is not a command line
+            return CheckResult(command, 2, 0.0, exc.message, exc.message, commit)
         output = _Output()
         try:
             process = self._launcher(argv, cwd=self._cwd)
@@ -115,9 +120,18 @@ class Checks:
                    for stream in (process.stdout, process.stderr) if stream is not None]
         for reader in readers:
             reader.start()
+        exited = threading.Event()
+
+        def wait() -> None:
+            process.wait()
+            exited.set()
+            self._wake.set()
+
+        waiter = threading.Thread(target=wait, daemon=True)
+        waiter.start()
         timed_out = interrupted = False
         deadline = started + self._timeout
-        while True:
+        while not exited.is_set():
             left = deadline - self._timer()
             if left <= 0:
                 timed_out = True
@@ -127,12 +141,10 @@ class Checks:
                 interrupted = True
                 _kill_group(process.pid, signal.SIGKILL)
                 break
-            try:
-                process.wait(min(left, POLL_SECONDS))
-                break
-            except Exception:  # subprocess.TimeoutExpired
-                continue
-        code = process.wait()
+            self._wake.wait(min(left, MAX_WAIT_SECONDS))
+            self._wake.clear()  # what woke it is looked at above, before the next wait
+        waiter.join()
+        code = process.returncode
         if not timed_out and not interrupted:
             # The group's other members may hold the pipes open (a daemon it left): kill what is left.
             _kill_group(process.pid, signal.SIGKILL)

@@ -8,6 +8,7 @@ commit). Time is injected: the loop's waits move the ManualClock past each backo
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -233,3 +234,44 @@ def test_tests_passed_records_the_signal_as_the_evidence_of_a_task_with_checks(b
                                        "checks_reported": ["make test"], "commit": "abc1234", "summary": "42 passed",
                                        "passed": 42}
     assert "verification" not in queue.show("t2")["task"]["result"]
+
+
+# -- what the views show -----------------------------------------------------------------------------
+
+
+def test_status_agents_briefing_explain_and_watch_show_a_failing_check(backend_store: Any, repo: Path) -> None:
+    from loki.admin.status import status
+    from loki.hooks.handlers import briefing
+    from loki.queue.agents import roster
+    from loki.watch.dashboard import Dashboard
+    from loki.watch.screen import queue_lines
+
+    queue = Queue(backend_store)
+    check = "sh -c 'echo FAILED test_a.py::test_b; exit 1'"
+    queue.add("Fix it", task_id="t1", verify=[check])
+    queue.add("Fine", task_id="t2")
+    summary = work(backend_store, ["true"], max_tasks=1)
+    assert summary.runs[0].outcome == "failed"
+    rows = status(backend_store)["checks_failing"]
+    assert [(r["task_id"], r["state"], r["check"], r["exit_code"], r["error_class"], r["attempt"]) for r in rows] == [
+        ("t1", "pending", check, 1, "test_failure", 1)]
+    waiting = queue.ready()["not_ready"]
+    assert [w["id"] for w in waiting] == ["t1"]
+    reason = waiting[0]["reasons"][0]
+    assert reason["reason"] == "backoff" and reason["check"] == check
+    assert f"(after its check {check!r} failed: exit 1 (test_failure))" in reason["text"]
+    answer = briefing(backend_store, {})
+    assert answer is not None
+    said = json.dumps(answer)
+    assert "Checks: 1 task failed a declared check at the last attempt: t1" in said
+    snap = Dashboard(backend_store).snapshot()
+    assert snap["checks_failing"] == 1
+    line = "".join(text for text, _tone in queue_lines(snap, 300, rows=1)[0])
+    assert "checks failing 1" in line
+    backend_store.clock.advance(3600)  # past the backoff: an agent takes it again
+    queue.claim("eng-2", task_id="t1")
+    row = next(r for r in roster(backend_store)["agents"] if r["agent"] == "eng-2")
+    assert row["failing_check"] == {"check": check, "exit_code": 1, "error_class": "test_failure", "attempt": 1}
+    queue.edit("t1", verify=["true"], force=True, by="eng-2")
+    work(backend_store, ["true"], max_tasks=1, agent="eng-3")  # t2, no checks
+    assert status(backend_store)["checks_failing"][0]["state"] == "in-progress"

@@ -72,9 +72,10 @@ class Harness:
         self.agent_tmp = Path(root).parent / "agent-tmp"  # loki work's scratch directories, killed or not
         self.agent_tmp.mkdir(exist_ok=True)
         self.stats = {"rounds": 0, "kills": 0, "operations": 0, "violations": 0, "work_kills": 0, "work_runs": 0,
-                      "work_completed": 0, "work_done_unrecorded": 0}
+                      "work_completed": 0, "work_done_unrecorded": 0, "work_verified": 0}
         self.violations: list[str] = []
         self._checked_starts = 0
+        self._checked_checks = 0
 
     def spawn_agents(self, round_number: int) -> list[subprocess.Popen[bytes]]:
         """``loki work`` agents: a 6 s lease (renewed every 2 s); one run in four fails, one in three is slow."""
@@ -84,7 +85,8 @@ class Harness:
              "4", "3"],
             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LOKI_LOCK_TIMEOUT": "30",
-                 "TMPDIR": str(self.agent_tmp)}) for n in range(self.work)]
+                 "TMPDIR": str(self.agent_tmp), "LOKI_TORTURE_SIDE_LOG": str(self.side_log)})
+            for n in range(self.work)]
 
     def spawn(self, round_number: int) -> list[subprocess.Popen[bytes]]:
         procs = [subprocess.Popen([sys.executable, "-m", "loki", "--root", self.root, "watch", "--no-tui"],
@@ -219,7 +221,8 @@ class Harness:
         text = self.side_log.read_text(errors="replace")
         whole = text[:text.rfind("\n") + 1]
         return [line.split() for line in whole.splitlines()
-                if len(line.split()) == {"start": 5, "done": 4, "overlap": 4}.get(line.split()[0] if line else "", -1)]
+                if len(line.split()) == {"start": 5, "done": 4, "overlap": 4, "check": 5}.get(
+                    line.split()[0] if line else "", -1)]
 
     def _check_agents(self, round_number: int, store: Store) -> None:
         if not self.work:
@@ -235,6 +238,13 @@ class Harness:
                 self.violation(round_number, f"the command of {line[3]} (pid {line[4]}, task {line[1]}) outlived "
                                              "its loki work")
         self._checked_starts = len(started)
+        checks = [line for line in effects if line[0] == "check"]
+        for line in checks[self._checked_checks:]:
+            if not process_gone(int(line[4]), within=5.0):
+                self.violation(round_number, f"the check of {line[3]} (pid {line[4]}, task {line[1]}) outlived "
+                                             "its loki work")
+        self._checked_checks = len(checks)
+        self._check_verified(round_number, store)
         completions = self._completions(store)
         done = {(line[1], line[2]): line[3] for line in effects if line[0] == "done"}
         for task_id, token in completions.items():
@@ -244,13 +254,38 @@ class Harness:
         last_start = {line[3]: (line[1], line[2]) for line in started}
         cancelled = {t["id"] for t in store.read(layout.queue_file("cancelled"))["tasks"]}
         unrecorded = [(key, agent) for key, agent in done.items() if completions.get(key[0]) != key[1]]
+        from tests.torture.check import fails
+
+        # A run whose declared check failed did its work and was rightly not completed (a failed attempt).
+        failed_checks = {(line[1], line[2]) for line in checks if fails(line[2])}
         for (task_id, token), agent in unrecorded:
-            if last_start.get(agent) != (task_id, token) and task_id not in cancelled:
+            if last_start.get(agent) != (task_id, token) and task_id not in cancelled and \
+                    (task_id, token) not in failed_checks:
                 self.violation(round_number, f"{agent} finished task {task_id} (token {token}) and went on without "
                                              "recording it")
         self.stats["work_runs"] = len(started)
         self.stats["work_completed"] = len(completions)
         self.stats["work_done_unrecorded"] = sum(1 for key, _ in unrecorded)
+
+    def _check_verified(self, round_number: int, store: Store) -> None:
+        """Every completed task with checks kept evidence that they all passed, or a person's override."""
+        for task in store.read(layout.queue_file("completed"))["tasks"]:
+            if not task.get("verify"):
+                continue
+            result = task.get("result")
+            verification = result.get("verification") if isinstance(result, dict) else None
+            if not isinstance(verification, dict):
+                self.violation(round_number, f"task {task['id']} has checks and was completed without evidence")
+                continue
+            if verification.get("forced_by"):
+                continue
+            ran = {item.get("command"): item.get("exit_code") for item in verification.get("checks") or []}
+            if any(ran.get(check) != 0 for check in task["verify"]):
+                self.violation(round_number, f"task {task['id']} was completed with checks that did not pass: {ran}")
+        self.stats["work_verified"] = sum(
+            1 for task in store.read(layout.queue_file("completed"))["tasks"]
+            if task.get("verify") and isinstance(task.get("result"), dict)
+            and (task["result"].get("verification") or {}).get("checks"))
 
     def _completions(self, store: Store) -> dict[str, str]:
         """task id -> the claim token of the run loki work completed it with (its agent's result)."""
@@ -313,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     result["seed"] = args.seed
     print(json.dumps(result, indent=2))
     print(f"rounds {result['rounds']}  kills {result['kills']}  operations {result['operations']}  "
-          f"loki work: kills {result['work_kills']} runs {result['work_runs']} completed {result['work_completed']}  "
+          f"loki work: kills {result['work_kills']} runs {result['work_runs']} completed {result['work_completed']} "
+          f"(verified by checks {result['work_verified']})  "
           f"violations {result['violations']}  ({result['seconds']} s, seed {args.seed})")
     return 1 if result["violations"] else 0
 

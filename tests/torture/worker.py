@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shlex
 import sys
 
 from loki.breakers.breakers import Breakers
@@ -23,6 +24,8 @@ from loki.storage.store import Store
 from loki.strikes.strikes import Strikes
 
 BREAKER = "api/torture"
+CHECK = shlex.join([sys.executable, "-I", "-S", os.path.join(os.path.dirname(os.path.abspath(__file__)), "check.py")])
+"""The declared check (tests/torture/check.py) half the tasks carry: ``loki work`` runs it after the agent."""
 
 
 class Worker:
@@ -52,7 +55,8 @@ class Worker:
         task_id = f"{self.name}-{self.serial}"
         self.log("begin", "add", task_id)
         self.queue.add(f"torture task {task_id}", task_id=task_id, max_attempts=self.rng.choice([1, 2, 3]),
-                       priority=self.rng.choice(["high", "medium", "low"]))
+                       priority=self.rng.choice(["high", "medium", "low"]),
+                       verify=[CHECK] if self.rng.random() < 0.5 else None)
         self.log("end", "add", task_id)
 
     def claim(self) -> None:
@@ -64,8 +68,10 @@ class Worker:
             return
         task_id, token = self.held.pop(self.rng.randrange(len(self.held)))
         roll = self.rng.random()
-        if roll < 0.5:
+        if roll < 0.25:  # refused (and nothing written) when the task has checks
             self.queue.complete(task_id, self.name, token=token)
+        elif roll < 0.5:
+            self.queue.complete(task_id, self.name, token=token, forced_by=self.name)
         elif roll < 0.9:
             self.queue.fail(task_id, self.name, token=token, error=f"error {self.rng.choice('abcdef')}",
                             approach=f"approach {self.rng.randrange(5)}", error_type="test_failure")

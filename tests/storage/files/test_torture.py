@@ -20,3 +20,5 @@ def test_crash_harness_finds_no_violation(tmp_path: Path) -> None:
     assert result["operations"] > rounds * 5
     # loki work agents were killed too, and their commands ran and completed tasks between the kills.
     assert result["work_kills"] >= rounds and result["work_runs"] > 0 and result["work_completed"] > 0
+    # Half the tasks carry a declared check (tests/torture/check.py): some completed with their evidence.
+    assert result["work_verified"] > 0
