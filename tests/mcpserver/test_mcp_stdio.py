@@ -129,3 +129,56 @@ def test_no_command_but_loki_mcp_imports_the_sdk() -> None:
             "'pydantic'}), 'loki.mcpserver.server' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[] False\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["journal-written", "between-files", "files-replaced"])
+def test_a_server_killed_mid_claim_leaves_every_task_in_one_state(root: Path, point: str) -> None:
+    """The server process dies as kill -9 would (the crash harness's crashpoints) inside a claim's commit: the
+    client sees its connection end; the next server finishes or undoes the change; each task is in exactly one
+    state, the tree is valid, and the claim the first agent never heard of is not handed out twice."""
+    ids = ["t1", "t2", "t3"]
+    for task_id in ids:
+        assert cli(["queue", "add", f"task {task_id}", "--id", task_id], root=root).code == 0
+    crashing = server(root, "a1")
+    crashing.env = {**(crashing.env or {}), "LOKI_CRASHPOINT": point}
+
+    async def crash() -> str:
+        async with mcp.Client(crashing) as client:
+            try:
+                await client.call_tool("claim", {})
+            except mcp.MCPError as exc:  # the SDK's client: the connection closed under the request
+                return str(exc)
+        return "answered"
+
+    assert anyio.run(crash) == "Connection closed"
+    claimed: list[str] = []
+
+    async def after() -> None:
+        async with mcp.Client(server(root, "a2")) as client:
+            while True:
+                reply, _ = await call(client, "claim")
+                if reply["status"] != "claimed":
+                    assert reply["status"] == "nothing_ready", reply
+                    return
+                claimed.append(reply["task_id"])
+
+    anyio.run(after)
+    store = Store(root)
+    states = {state: [t["id"] for t in tasks_in(store, state)] for state in ("pending", "in-progress", "completed")}
+    assert sorted(states["pending"] + states["in-progress"] + states["completed"]) == ids
+    held = {t["id"]: t["claimed_by"] for t in tasks_in(store, "in-progress")}
+    assert sorted(claimed) == sorted(k for k, v in held.items() if v == "a2")
+    assert len(claimed) >= 2 and set(held.values()) <= {"a1", "a2"}  # at most the one a1 never heard of
+    assert tree_problems(root) == []
+
+
+def test_without_the_extra_loki_mcp_says_what_to_install(root: Path) -> None:
+    import subprocess
+
+    code = ("import sys\nsys.modules['mcp'] = None  # as if the extra were not installed\n"
+            "sys.argv = ['loki', 'mcp', '--agent', 'a1']\nfrom loki.entry import main\nsys.exit(main())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "LOKI_ROOT": str(root)})
+    assert done.returncode == 1 and done.stdout == ""
+    assert "pip install 'loki-state[mcp]'" in done.stderr and done.stderr.count("\n") == 1
