@@ -20,6 +20,7 @@ import mcp_types as types
 from mcp.server.lowlevel.server import Server
 
 from loki.mcpserver.tools import ToolSet
+from loki.text.textsafe import json_for_terminal
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -53,7 +54,8 @@ def build_server(tools: ToolSet) -> Server[Any]:
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         reply, is_error = await serial.call(params.name, params.arguments)
-        text = json.dumps(reply, ensure_ascii=False, default=str)
+        # hosts show tool results to people too: a title's DEL, C1 or bidi character travels escaped (C0 already is)
+        text = json_for_terminal(json.dumps(reply, ensure_ascii=False, default=str))
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     structured_content=reply, is_error=is_error)
 

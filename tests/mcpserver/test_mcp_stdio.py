@@ -64,6 +64,22 @@ def test_the_sdk_client_lists_the_tools_claims_and_completes_over_stdio(root: Pa
 
 
 @pytest.mark.slow
+def test_a_hostile_title_travels_escaped_in_the_text_a_host_may_print(root: Path) -> None:
+    title = "fix \u202egnp.exe\u202c login \x9b31m \x1b[2J"
+    assert cli(["queue", "add", title, "--id", "t1"], root=root).code == 0
+
+    async def scenario() -> Any:
+        async with mcp.Client(server(root)) as client:
+            return await client.call_tool("ready", {})
+
+    result = anyio.run(scenario)
+    text = result.content[0].text
+    assert not any(char in text for char in "\u202e\u202c\x9b\x1b")
+    assert json.loads(text)["tasks"][0]["title"] == title == result.structured_content["tasks"][0]["title"]
+    assert tree_problems(root) == []
+
+
+@pytest.mark.slow
 def test_two_clients_racing_to_claim_never_get_the_same_task(root: Path) -> None:
     ids = [f"t{n:02}" for n in range(24)]
     batch = root.parent / "batch.json"
