@@ -27,6 +27,21 @@ def server(root: Path, agent: str | None = "a1", *extra: str) -> Any:
     return mcp.StdioServerParameters(command=sys.executable, args=args, env=env, cwd=str(root.parent))
 
 
+class Barrier:
+    """``await barrier.wait()`` returns once ``parties`` tasks are waiting."""
+
+    def __init__(self, parties: int) -> None:
+        self.parties = parties
+        self.arrived = 0
+        self.event = anyio.Event()
+
+    async def wait(self) -> None:
+        self.arrived += 1
+        if self.arrived == self.parties:
+            self.event.set()
+        await self.event.wait()
+
+
 async def call(client: Any, name: str, **arguments: Any) -> tuple[dict[str, Any], bool]:
     result = await client.call_tool(name, arguments)
     reply = result.structured_content
@@ -80,33 +95,37 @@ def test_a_hostile_title_travels_escaped_in_the_text_a_host_may_print(root: Path
 
 
 @pytest.mark.slow
-def test_two_clients_racing_to_claim_never_get_the_same_task(root: Path) -> None:
+@pytest.mark.parametrize("names", [("a1", "a2"), ("claude", "claude")], ids=["two-agents", "one-name-twice"])
+def test_two_clients_racing_to_claim_never_get_the_same_task(root: Path, names: tuple[str, str]) -> None:
+    """Two servers, two clients, one queue. Under one agent name too (two sessions of a host configured alike):
+    each claim is still one task to one client, under the token that client was given."""
     ids = [f"t{n:02}" for n in range(24)]
     batch = root.parent / "batch.json"
     batch.write_text(json.dumps([{"id": task_id, "title": f"task {task_id}"} for task_id in ids]))
     assert cli(["queue", "add", "--from-file", str(batch)], root=root).code == 0
-    got: dict[str, list[str]] = {}
+    got: dict[int, dict[str, str]] = {0: {}, 1: {}}  # client -> {task id: token}
+    both = Barrier(2)
 
-    async def agent(name: str) -> None:
-        got[name] = []
-        async with mcp.Client(server(root, name)) as client:
+    async def agent(client_number: int) -> None:
+        async with mcp.Client(server(root, names[client_number])) as client:
+            await both.wait()  # servers start at their own pace: the race begins once both answer
             while True:
                 reply, _ = await call(client, "claim")
                 if reply["status"] != "claimed":
                     assert reply["status"] == "nothing_ready", reply
                     return
-                got[name].append(reply["task_id"])
+                got[client_number][reply["task_id"]] = reply["token"]
 
     async def race() -> None:
         async with anyio.create_task_group() as group:
-            group.start_soon(agent, "a1")
-            group.start_soon(agent, "a2")
+            group.start_soon(agent, 0)
+            group.start_soon(agent, 1)
 
     anyio.run(race)
-    assert sorted(got["a1"] + got["a2"]) == ids  # every task once: none twice, none lost
-    assert got["a1"] and got["a2"], got  # both really raced (24 claims each way)
-    held = {t["id"]: t["claimed_by"] for t in tasks_in(Store(root), "in-progress")}
-    assert held == {**dict.fromkeys(got["a1"], "a1"), **dict.fromkeys(got["a2"], "a2")}
+    assert sorted([*got[0], *got[1]]) == ids  # every task once: none twice, none lost
+    assert got[0] and got[1], got  # both really raced (24 claims between them)
+    held = {t["id"]: (t["claimed_by"], t["claim_token"]) for t in tasks_in(Store(root), "in-progress")}
+    assert held == {task_id: (names[n], token) for n in (0, 1) for task_id, token in got[n].items()}
     assert tree_problems(root) == []
 
 
