@@ -310,6 +310,8 @@ def _checked(spec: dict[str, Any], arguments: Any) -> dict[str, Any]:
 
     if not isinstance(arguments, dict):
         raise InvalidArgument("the arguments must be a JSON object", field="arguments")
+    # null for an optional argument means "not given", as models often send it; a required one is still missing
+    arguments = {key: value for key, value in arguments.items() if value is not None}
     errors = sorted(Draft202012Validator(spec["inputSchema"]).iter_errors(arguments), key=lambda e: list(e.path))
     if errors:
         raise _argument_error(errors[0])
