@@ -88,5 +88,8 @@ def run_stdio(tools: ToolSet) -> None:
 def http_app(tools: ToolSet, *, path: str = "/mcp", host: str = "127.0.0.1") -> Starlette:
     """The same tools as a streamable-HTTP ASGI app answering at ``path`` (run it with its lifespan: the
     SDK's session manager starts there). ``host`` sets the SDK's DNS-rebinding protection (on for
-    127.0.0.1/localhost: only those Host and Origin headers are accepted)."""
+    127.0.0.1/localhost: only those Host and Origin headers are accepted).
+
+    Mounted in another Starlette app (``Mount("/", app=mcp_app)``), its lifespan does not run by itself:
+    the parent's lifespan enters ``mcp_app.router.lifespan_context(mcp_app)``."""
     return build_server(tools).streamable_http_app(streamable_http_path=path, host=host)
