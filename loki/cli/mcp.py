@@ -21,6 +21,6 @@ def mcp(
     try:
         from loki.mcpserver.server import run_stdio
     except ImportError as exc:
-        raise LokiError(f"loki mcp needs the MCP SDK ({exc.name or exc} is not installed): "
+        raise LokiError("loki mcp needs the MCP SDK (the mcp package), which this installation lacks: "
                         "pip install 'loki-state[mcp]'", missing=exc.name) from exc
     run_stdio(tools)

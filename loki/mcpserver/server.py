@@ -20,6 +20,7 @@ import mcp_types as types
 from mcp.server.lowlevel.server import Server
 
 from loki.mcpserver.tools import ToolSet
+from loki.text.textsafe import json_for_terminal
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -53,7 +54,8 @@ def build_server(tools: ToolSet) -> Server[Any]:
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         reply, is_error = await serial.call(params.name, params.arguments)
-        text = json.dumps(reply, ensure_ascii=False, default=str)
+        # hosts show tool results to people too: a title's DEL, C1 or bidi character travels escaped (C0 already is)
+        text = json_for_terminal(json.dumps(reply, ensure_ascii=False, default=str))
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     structured_content=reply, is_error=is_error)
 
@@ -86,5 +88,8 @@ def run_stdio(tools: ToolSet) -> None:
 def http_app(tools: ToolSet, *, path: str = "/mcp", host: str = "127.0.0.1") -> Starlette:
     """The same tools as a streamable-HTTP ASGI app answering at ``path`` (run it with its lifespan: the
     SDK's session manager starts there). ``host`` sets the SDK's DNS-rebinding protection (on for
-    127.0.0.1/localhost: only those Host and Origin headers are accepted)."""
+    127.0.0.1/localhost: only those Host and Origin headers are accepted).
+
+    Mounted in another Starlette app (``Mount("/", app=mcp_app)``), its lifespan does not run by itself:
+    the parent's lifespan enters ``mcp_app.router.lifespan_context(mcp_app)``."""
     return build_server(tools).streamable_http_app(streamable_http_path=path, host=host)

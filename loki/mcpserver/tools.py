@@ -310,6 +310,8 @@ def _checked(spec: dict[str, Any], arguments: Any) -> dict[str, Any]:
 
     if not isinstance(arguments, dict):
         raise InvalidArgument("the arguments must be a JSON object", field="arguments")
+    # null for an optional argument means "not given", as models often send it; a required one is still missing
+    arguments = {key: value for key, value in arguments.items() if value is not None}
     errors = sorted(Draft202012Validator(spec["inputSchema"]).iter_errors(arguments), key=lambda e: list(e.path))
     if errors:
         raise _argument_error(errors[0])
@@ -350,14 +352,17 @@ def _argument_error(error: Any) -> InvalidArgument:
 
 
 def _strings(value: Any, where: str) -> list[tuple[str, str]]:
+    """Every string in an argument, keys of its objects included, each with where it is (``fields.note``)."""
     if isinstance(value, str):
         return [(where, value)]
+    found: list[tuple[str, str]] = []
     if isinstance(value, dict):
-        return [pair for key, item in value.items() for pair in [(f"{where}.{key}", str(key)), *_strings(item,
-                                                                                                   f"{where}.{key}")]]
-    if isinstance(value, list):
-        return [pair for index, item in enumerate(value) for pair in _strings(item, f"{where}[{index}]")]
-    return []
+        for key, item in value.items():
+            found += [(f"{where}.{key}", str(key)), *_strings(item, f"{where}.{key}")]
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += _strings(item, f"{where}[{index}]")
+    return found
 
 
 def _check_text(where: str, text: str) -> None:

@@ -13,13 +13,14 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from loki.storage.store import Store
 from tests.helpers import cli, process_gone, snapshot_bytes, tasks_in, tree_problems
-from tests.mcpserver.test_mcp_stdio import call
+from tests.mcpserver.test_mcp_stdio import Barrier, call
 from tests.mcpserver.test_tools import BAD_ARGUMENTS
 
 mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install -e '.[dev]')")
@@ -30,10 +31,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
-def http_server(root: Path, agent: str) -> Iterator[str]:
+def http_server(root: Path, agent: str, *extra: str) -> Iterator[str]:
     """The URL of a server for ``agent`` over ``root``; killed on the way out."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "tests.mcpserver.httpserver", str(root), agent],
+    proc = subprocess.Popen([sys.executable, "-m", "tests.mcpserver.httpserver", str(root), agent, *extra],
                             stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
     try:
         assert proc.stdout is not None
@@ -51,9 +52,11 @@ def test_two_clients_racing_over_http_never_get_the_same_task(root: Path) -> Non
     batch.write_text(json.dumps([{"id": task_id, "title": f"task {task_id}"} for task_id in ids]))
     assert cli(["queue", "add", "--from-file", str(batch)], root=root).code == 0
     got: dict[str, list[str]] = {"a1": [], "a2": []}
+    both = Barrier(2)
 
     async def agent(url: str, name: str) -> None:
         async with mcp.Client(url) as client:
+            await both.wait()  # the race begins once both sessions are open
             while True:
                 reply, _ = await call(client, "claim")
                 if reply["status"] != "claimed":
@@ -112,3 +115,17 @@ def test_a_request_naming_another_host_is_refused(root: Path) -> None:
     with http_server(root, "a1") as url:
         answer = httpx.post(url, json=body, headers=headers)
     assert answer.status_code in (403, 421), answer.text
+
+
+def test_mounted_in_another_app_with_the_documented_lifespan_it_serves_the_tools(root: Path) -> None:
+    """What `loki serve` is to do: mount the app and enter its lifespan in its own (docs/mcp.md, "Over HTTP")."""
+    assert cli(["queue", "add", "one", "--id", "t1"], root=root).code == 0
+
+    async def scenario(url: str) -> dict[str, Any]:
+        async with mcp.Client(url) as client:
+            reply, _ = await call(client, "claim")
+            return reply
+
+    with http_server(root, "mounted-1", "--mounted") as url:
+        claimed = anyio.run(scenario, url)
+    assert claimed["status"] == "claimed" and tasks_in(Store(root), "in-progress")[0]["claimed_by"] == "mounted-1"

@@ -27,6 +27,21 @@ def server(root: Path, agent: str | None = "a1", *extra: str) -> Any:
     return mcp.StdioServerParameters(command=sys.executable, args=args, env=env, cwd=str(root.parent))
 
 
+class Barrier:
+    """``await barrier.wait()`` returns once ``parties`` tasks are waiting."""
+
+    def __init__(self, parties: int) -> None:
+        self.parties = parties
+        self.arrived = 0
+        self.event = anyio.Event()
+
+    async def wait(self) -> None:
+        self.arrived += 1
+        if self.arrived == self.parties:
+            self.event.set()
+        await self.event.wait()
+
+
 async def call(client: Any, name: str, **arguments: Any) -> tuple[dict[str, Any], bool]:
     result = await client.call_tool(name, arguments)
     reply = result.structured_content
@@ -64,33 +79,53 @@ def test_the_sdk_client_lists_the_tools_claims_and_completes_over_stdio(root: Pa
 
 
 @pytest.mark.slow
-def test_two_clients_racing_to_claim_never_get_the_same_task(root: Path) -> None:
+def test_a_hostile_title_travels_escaped_in_the_text_a_host_may_print(root: Path) -> None:
+    title = "fix \u202egnp.exe\u202c login \x9b31m \x1b[2J"
+    assert cli(["queue", "add", title, "--id", "t1"], root=root).code == 0
+
+    async def scenario() -> Any:
+        async with mcp.Client(server(root)) as client:
+            return await client.call_tool("ready", {})
+
+    result = anyio.run(scenario)
+    text = result.content[0].text
+    assert not any(char in text for char in "\u202e\u202c\x9b\x1b")
+    assert json.loads(text)["tasks"][0]["title"] == title == result.structured_content["tasks"][0]["title"]
+    assert tree_problems(root) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("names", [("a1", "a2"), ("claude", "claude")], ids=["two-agents", "one-name-twice"])
+def test_two_clients_racing_to_claim_never_get_the_same_task(root: Path, names: tuple[str, str]) -> None:
+    """Two servers, two clients, one queue. Under one agent name too (two sessions of a host configured alike):
+    each claim is still one task to one client, under the token that client was given."""
     ids = [f"t{n:02}" for n in range(24)]
     batch = root.parent / "batch.json"
     batch.write_text(json.dumps([{"id": task_id, "title": f"task {task_id}"} for task_id in ids]))
     assert cli(["queue", "add", "--from-file", str(batch)], root=root).code == 0
-    got: dict[str, list[str]] = {}
+    got: dict[int, dict[str, str]] = {0: {}, 1: {}}  # client -> {task id: token}
+    both = Barrier(2)
 
-    async def agent(name: str) -> None:
-        got[name] = []
-        async with mcp.Client(server(root, name)) as client:
+    async def agent(client_number: int) -> None:
+        async with mcp.Client(server(root, names[client_number])) as client:
+            await both.wait()  # servers start at their own pace: the race begins once both answer
             while True:
                 reply, _ = await call(client, "claim")
                 if reply["status"] != "claimed":
                     assert reply["status"] == "nothing_ready", reply
                     return
-                got[name].append(reply["task_id"])
+                got[client_number][reply["task_id"]] = reply["token"]
 
     async def race() -> None:
         async with anyio.create_task_group() as group:
-            group.start_soon(agent, "a1")
-            group.start_soon(agent, "a2")
+            group.start_soon(agent, 0)
+            group.start_soon(agent, 1)
 
     anyio.run(race)
-    assert sorted(got["a1"] + got["a2"]) == ids  # every task once: none twice, none lost
-    assert got["a1"] and got["a2"], got  # both really raced (24 claims each way)
-    held = {t["id"]: t["claimed_by"] for t in tasks_in(Store(root), "in-progress")}
-    assert held == {**dict.fromkeys(got["a1"], "a1"), **dict.fromkeys(got["a2"], "a2")}
+    assert sorted([*got[0], *got[1]]) == ids  # every task once: none twice, none lost
+    assert got[0] and got[1], got  # both really raced (24 claims between them)
+    held = {t["id"]: (t["claimed_by"], t["claim_token"]) for t in tasks_in(Store(root), "in-progress")}
+    assert held == {task_id: (names[n], token) for n in (0, 1) for task_id, token in got[n].items()}
     assert tree_problems(root) == []
 
 
@@ -129,3 +164,56 @@ def test_no_command_but_loki_mcp_imports_the_sdk() -> None:
             "'pydantic'}), 'loki.mcpserver.server' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[] False\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["journal-written", "between-files", "files-replaced"])
+def test_a_server_killed_mid_claim_leaves_every_task_in_one_state(root: Path, point: str) -> None:
+    """The server process dies as kill -9 would (the crash harness's crashpoints) inside a claim's commit: the
+    client sees its connection end; the next server finishes or undoes the change; each task is in exactly one
+    state, the tree is valid, and the claim the first agent never heard of is not handed out twice."""
+    ids = ["t1", "t2", "t3"]
+    for task_id in ids:
+        assert cli(["queue", "add", f"task {task_id}", "--id", task_id], root=root).code == 0
+    crashing = server(root, "a1")
+    crashing.env = {**(crashing.env or {}), "LOKI_CRASHPOINT": point}
+
+    async def crash() -> str:
+        async with mcp.Client(crashing) as client:
+            try:
+                await client.call_tool("claim", {})
+            except mcp.MCPError as exc:  # the SDK's client: the connection closed under the request
+                return str(exc)
+        return "answered"
+
+    assert anyio.run(crash) == "Connection closed"
+    claimed: list[str] = []
+
+    async def after() -> None:
+        async with mcp.Client(server(root, "a2")) as client:
+            while True:
+                reply, _ = await call(client, "claim")
+                if reply["status"] != "claimed":
+                    assert reply["status"] == "nothing_ready", reply
+                    return
+                claimed.append(reply["task_id"])
+
+    anyio.run(after)
+    store = Store(root)
+    states = {state: [t["id"] for t in tasks_in(store, state)] for state in ("pending", "in-progress", "completed")}
+    assert sorted(states["pending"] + states["in-progress"] + states["completed"]) == ids
+    held = {t["id"]: t["claimed_by"] for t in tasks_in(store, "in-progress")}
+    assert sorted(claimed) == sorted(k for k, v in held.items() if v == "a2")
+    assert len(claimed) >= 2 and set(held.values()) <= {"a1", "a2"}  # at most the one a1 never heard of
+    assert tree_problems(root) == []
+
+
+def test_without_the_extra_loki_mcp_says_what_to_install(root: Path) -> None:
+    import subprocess
+
+    code = ("import sys\nsys.modules['mcp'] = None  # as if the extra were not installed\n"
+            "sys.argv = ['loki', 'mcp', '--agent', 'a1']\nfrom loki.entry import main\nsys.exit(main())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "LOKI_ROOT": str(root)})
+    assert done.returncode == 1 and done.stdout == ""
+    assert "pip install 'loki-state[mcp]'" in done.stderr and done.stderr.count("\n") == 1

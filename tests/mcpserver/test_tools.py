@@ -248,6 +248,15 @@ def test_no_arguments_at_all_and_an_unknown_tool_are_bad_input(store: Any) -> No
     assert is_error and reply["status"] == "bad_input" and "claim" in reply["message"]
 
 
+def test_null_for_an_optional_argument_means_not_given(store: Any) -> None:
+    Queue(store).add("one", task_id="t1")
+    tools = _tools(store)
+    claimed = _ok(tools, "claim", task_id=None, type=None, lease_seconds=None)
+    assert claimed["task_id"] == "t1"
+    done = _ok(tools, "complete", task_id="t1", token=claimed["token"], result=None, evidence=None)
+    assert done["status"] == "completed" and tasks_in(store, "completed")[0]["result"] is None
+
+
 def test_the_agent_name_is_checked_once_when_the_tools_are_made(store: Any) -> None:
     with pytest.raises(InvalidArgument, match="agent name"):
         ToolSet(store, "eng\x1b[2J")
