@@ -23,6 +23,7 @@ def status(store: StateStore) -> dict[str, Any]:
     """Tasks per state, breakers by state, signals waiting, dead-letter size and last review, the
     watcher, and which backend the tree is on: read through the storage interfaces, the same on all."""
     from loki.breakers.breakers import Breakers
+    from loki.spend.report import team
 
     view = store.tasks().view([*QUEUE_STATES, "dead-letter", "abandoned"])
     counts = {state: len(view[state]) for state in (*QUEUE_STATES, "dead-letter", "abandoned")}
@@ -39,6 +40,7 @@ def status(store: StateStore) -> dict[str, Any]:
                         "last_reviewed": store.tasks().dead_letter_doc()["metadata"]["last_reviewed"]},
         "escalations": _escalation_counts(store),
         "watcher": _watcher(store),
+        "spend": team(store),  # docs/spend.md: what the agents reported spending, today (UTC) and in all
     }
 
 

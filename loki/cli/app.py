@@ -108,6 +108,12 @@ def _agents(app: typer.Typer) -> None:
     app.command("agents")(agents.agents)
 
 
+def _usage(app: typer.Typer) -> None:
+    from loki.cli import usage
+
+    app.command("usage")(usage.usage)
+
+
 def _completion(app: typer.Typer) -> None:
     from loki.cli import completion
 
@@ -146,6 +152,7 @@ REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "hooks": _hooks,
     "errors": _errors,
     "agents": _agents,
+    "usage": _usage,
     "completion": _completion,
     "db": _database,
     "migrate": _migrate,

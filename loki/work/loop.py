@@ -40,14 +40,16 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import sys
 import threading
 import time
 from contextlib import suppress
 from dataclasses import dataclass, field
 
 from loki.breakers.runner import RetryPolicy, Runner, resolve
-from loki.errors import Conflict, ExitCode, InvalidArgument, LokiError, NotFound, NothingToDo, UsageError
+from loki.errors import Conflict, ExitCode, InvalidArgument, InvalidInput, LokiError, NotFound, NothingToDo, UsageError
 from loki.queue.queue import Queue
+from loki.spend.meter import Meter, model_in_command
 from loki.text.redact import redact
 from loki.work import placeholders
 from loki.work.failure import Failure, bad_result, describe
@@ -139,12 +141,15 @@ class TaskRun:
     error_class: str | None = None
     error: str | None = None
     """The failure's first line, or why the lease was lost."""
+    usage: dict[str, Any] | None = None
+    """What the agent reported spending (loki/spend/meter.py), as recorded in the task; None: nothing."""
 
     def to_json(self) -> dict[str, Any]:
         return {"task_id": self.task_id, "title": self.title, "outcome": self.outcome, "state": self.state,
                 "exit_code": self.exit_code, "duration_seconds": self.duration_seconds,
                 "heartbeats": self.heartbeats, "runs": self.runs, "retry_at": self.retry_at,
-                "error_type": self.error_type, "error_class": self.error_class, "error": self.error}
+                "error_type": self.error_type, "error_class": self.error_class, "error": self.error,
+                "usage": self.usage}
 
 
 @dataclass
@@ -222,6 +227,8 @@ class Worker:
             from loki.breakers.breakers import Breakers
 
             self._breakers = Breakers(store)
+        self._prices = _price_table(store)  # a bad spend.prices stops here, before anything is claimed
+        self._meter: Meter | None = None
 
     # -- public --------------------------------------------------------------------------------
 
@@ -333,6 +340,7 @@ class Worker:
                                          result_file=scratch.result_file)
             command = placeholders.expand(self.options.command, values)
             launcher.env = {**os.environ, **environment(values, self.store.local_root)}
+            meter = self._meter = Meter(self._prices, command_model=model_in_command(command))
             runner = self._runner_for(command, launcher)
             heartbeat = Heartbeat(lambda: self.queue.heartbeat(task["id"], self.options.agent,
                                                                token=task["claim_token"], lease_seconds=lease),
@@ -345,6 +353,7 @@ class Worker:
             finally:
                 self._runner = None
                 heartbeat.stop()  # before anything is recorded: no renewal may land after it
+                meter.finish()
             run.duration_seconds = round(self._timer() - started, 3)
             run.heartbeats = heartbeat.renewals
             run.runs = len(result.attempts)
@@ -358,10 +367,35 @@ class Worker:
         policy = RetryPolicy(retries=self.options.retries if self.options.breaker else 0)
         return Runner(command, policy=policy, breakers=self._breakers, breaker=self.options.breaker,
                       clock=self.store.clock, sleep=self._injected_sleep,
-                      stdout=self._stdout, stderr=self._stderr,
+                      # The meter reads a copy of stdout; what the terminal gets is unchanged.
+                      stdout=self._metered_stdout(), stderr=self._stderr,
                       # One run without a breaker: the runner's retry lines would only repeat the failure.
                       notify=self._notify if self.options.breaker else None,
                       launch=launcher)
+
+    def _metered_stdout(self) -> Writer:
+        from loki.breakers.runner import stream_writer
+
+        write = self._stdout or stream_writer(sys.stdout)
+        return self._meter.tee(write) if self._meter is not None else write
+
+    def _usage(self, run: TaskRun, data: object) -> dict[str, Any] | None:
+        """The claim's usage from the meter (and the result file's ``data``), its refusals said once each."""
+        meter = self._meter
+        if meter is None:
+            return None
+        entry = meter.entry(data)
+        for problem in meter.problems:
+            self._notify(f"usage of {run.task_id} not recorded from {problem}")
+        meter.problems.clear()
+        run.usage = entry
+        return entry
+
+    def _result_data(self, scratch: Scratch) -> object:
+        try:
+            return scratch.read_result()
+        except BadResultFile:
+            return None
 
     def _lease_of(self, task: dict[str, Any]) -> float:
         """The lease just taken, in seconds (what each renewal extends it by)."""
@@ -386,26 +420,28 @@ class Worker:
         elif outcome == "succeeded" or (outcome == "interrupted" and run.exit_code == 0):
             self._complete(task, run, scratch)  # finished before a signal could stop it: done is done
         elif outcome == "interrupted":
-            self._release(task, run)
+            self._release(task, run, self._usage(run, self._result_data(scratch)))
         elif outcome == "circuit_open":
-            self._release(task, run)
+            self._release(task, run, self._usage(run, self._result_data(scratch)))
             run.error = f"the breaker {self.options.breaker} stayed open"
         else:
-            self._fail(task, run, describe(run.exit_code or 0, *runner.output_tail()))
+            self._fail(task, run, describe(run.exit_code or 0, *runner.output_tail()),
+                       self._usage(run, self._result_data(scratch)))
 
     def _complete(self, task: dict[str, Any], run: TaskRun, scratch: Scratch) -> None:
         try:
             data = scratch.read_result()
         except BadResultFile as exc:
-            self._fail(task, run, bad_result(exc.message))
+            self._fail(task, run, bad_result(exc.message), self._usage(run, None))
             return
+        usage = self._usage(run, data)
         result: dict[str, Any] = {"exit_code": 0, "duration_seconds": run.duration_seconds,
                                   "heartbeats": run.heartbeats, "runs": run.runs}
         if data is not None:
             result["data"] = data
         try:
             self._recording(run, "exit 0", lambda: self.queue.complete(
-                task["id"], self.options.agent, token=task["claim_token"], result=result))
+                task["id"], self.options.agent, token=task["claim_token"], result=result, usage=usage))
         except (Conflict, NotFound) as exc:
             # A repeat of a complete that landed (its answer lost) is not refused: the queue recognises the
             # claim's token on the completed task (Queue.complete) and returns it.
@@ -414,7 +450,8 @@ class Worker:
         run.outcome, run.state = "completed", "completed"
         self._notify(f"completed {task['id']} in {run.duration_seconds:g}s (exit 0)")
 
-    def _fail(self, task: dict[str, Any], run: TaskRun, failure: Failure) -> None:
+    def _fail(self, task: dict[str, Any], run: TaskRun, failure: Failure,
+              usage: dict[str, Any] | None = None) -> None:
         # The approach is what was tried: the command (not who ran it: one script run by three agents is
         # one approach, not the "3 distinct approaches" that make the dead-letter review abandon a
         # task), or the approach a person proposed when the task was retried with one.
@@ -422,7 +459,7 @@ class Worker:
         try:
             outcome = self._recording(run, f"exit {run.exit_code}", lambda: self.queue.fail(
                 task["id"], self.options.agent, token=task["claim_token"], error=failure.message,
-                error_type=failure.error_type, approach=approach[:500]))
+                error_type=failure.error_type, approach=approach[:500], usage=usage))
         except (Conflict, NotFound) as exc:
             landed = self._failed_already(task)
             if landed is None:
@@ -473,9 +510,9 @@ class Worker:
         pending = shown["state"] == "pending"
         return {"state": shown["state"], "retry_at": shown["task"].get("available_at") if pending else None}
 
-    def _release(self, task: dict[str, Any], run: TaskRun) -> None:
+    def _release(self, task: dict[str, Any], run: TaskRun, usage: dict[str, Any] | None = None) -> None:
         try:
-            self.queue.release(task["id"], self.options.agent, token=task["claim_token"])
+            self.queue.release(task["id"], self.options.agent, token=task["claim_token"], usage=usage)
         except (Conflict, NotFound) as exc:
             self._lost(run, exc)
             return
@@ -496,6 +533,15 @@ class _Unrecorded(LokiError):
                          f"{error.message}; it stays held until its lease lapses, then runs again")
         self.error = error
         self.exit_code = error.exit_code
+
+
+def _price_table(store: Store) -> dict[str, dict[str, float]]:
+    from loki.spend.prices import BadPrices, table
+
+    try:
+        return table(store.config)
+    except BadPrices as exc:
+        raise InvalidInput(f"config/loki.json: {exc}", field="spend.prices") from None
 
 
 def _finish(summary: Summary, stopped: str, exit_code: int, reason: str) -> Summary:

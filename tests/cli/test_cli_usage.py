@@ -36,6 +36,8 @@ USAGE = [
     ["errors", "search", "***"],
     ["errors", "reset"],
     ["watch", "--once", "--observer", "magic"],
+    ["usage", "--by", "colour"],
+    ["usage", "--since", "last tuesday"],
 ]
 
 
