@@ -38,7 +38,10 @@ if TYPE_CHECKING:
 
 LINE_MAX = 4 * 1024 * 1024
 WHOLE_MAX = 4 * 1024 * 1024
-_MARKERS = (b'"usage"', b'"stats"', b'"total_cost_usd"')
+_MARKERS = (b'"result"', b"turn.completed", b'"stats"')
+"""A usage document holds one of these (Claude Code's ``"type": "result"``, Codex's ``turn.completed``,
+Gemini's ``"stats"``); a line without any is not parsed (Claude Code's assistant messages carry a ``usage``
+of their own that the result sums)."""
 _LABELS = {"claude": "Claude Code result", "codex": "Codex turn.completed", "gemini": "Gemini CLI stats",
            "result_file": "result file"}
 RESULT_FILE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens", "usd", "model")
@@ -93,24 +96,35 @@ class Meter:
                 self._whole = None
             else:
                 self._whole.extend(data)
-        start = 0
-        while True:
-            end = data.find(b"\n", start)
-            if end < 0:
-                self._append(data[start:])
-                return
-            self._append(data[start:end])
-            self._end_line()
-            start = end + 1
+        cut = data.rfind(b"\n")
+        if cut < 0:  # no line ends here: the line goes on
+            self._carry(data)
+            return
+        head, tail = data[:cut], data[cut + 1:]
+        if self._skipping:  # the rest of an overlong line: dropped up to its end
+            first = head.find(b"\n")
+            head = b"" if first < 0 else head[first + 1:]
+            self._skipping = False
+        else:
+            head = bytes(self._line) + head
+        self._line.clear()
+        # Most output is not a usage document: a chunk without a marker costs one search per marker.
+        if any(marker in head for marker in _MARKERS):
+            for line in head.split(b"\n"):
+                self._end_line(line)
+        self._carry(tail)
 
     def finish(self) -> None:
         """The command's stdout ended: its last line, then, if no line was a usage document, the whole."""
-        self._end_line()
+        if not self._skipping:
+            self._end_line(bytes(self._line))
+        self._line.clear()
+        self._skipping = False
         whole, self._whole = self._whole, None
         if self._line_documents == 0 and whole and whole.count(b"\n") > 1 and any(m in whole for m in _MARKERS):
             self._document(bytes(whole))
 
-    def _append(self, part: bytes) -> None:
+    def _carry(self, part: bytes) -> None:
         if self._skipping:
             return
         if len(self._line) + len(part) > LINE_MAX:
@@ -119,11 +133,9 @@ class Meter:
             return
         self._line.extend(part)
 
-    def _end_line(self) -> None:
-        line, skipping = bytes(self._line).strip(), self._skipping
-        self._line.clear()
-        self._skipping = False
-        if skipping or line[:1] not in (b"{", b"[") or not any(m in line for m in _MARKERS):
+    def _end_line(self, line: bytes) -> None:
+        line = line.strip()
+        if line[:1] not in (b"{", b"[") or not any(m in line for m in _MARKERS):
             return
         if self._document(line):
             self._line_documents += 1
