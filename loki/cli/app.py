@@ -108,6 +108,12 @@ def _agents(app: typer.Typer) -> None:
     app.command("agents")(agents.agents)
 
 
+def _budget(app: typer.Typer) -> None:
+    from loki.cli import budget
+
+    app.add_typer(budget.app, name="budget")
+
+
 def _usage(app: typer.Typer) -> None:
     from loki.cli import usage
 
@@ -153,6 +159,7 @@ REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "errors": _errors,
     "agents": _agents,
     "usage": _usage,
+    "budget": _budget,
     "completion": _completion,
     "db": _database,
     "migrate": _migrate,

@@ -243,9 +243,11 @@ def claim(
 
     # `loki queue claim` usually runs through the fast lane (loki/cli/fast.py); both print the same.
     output = resolve_format(fmt, quiet, json_output)  # a bad format claims nothing
-    print_claim(_queue(ctx).claim(agent, types=type_ or [], labels=label or [],
-                                  priorities=[p.lower() for p in priority or []], task_id=task_id, reuse=reuse,
-                                  lease_seconds=lease), output)
+    from loki.spend.budgets import claim as budget_claim
+
+    print_claim(budget_claim(_queue(ctx), agent, types=type_ or [], labels=label or [],
+                             priorities=[p.lower() for p in priority or []], task_id=task_id, reuse=reuse,
+                             lease_seconds=lease), output)
 
 
 @app.command("heartbeat")

@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 from loki.breakers.runner import RetryPolicy, Runner, resolve
 from loki.errors import Conflict, ExitCode, InvalidArgument, InvalidInput, LokiError, NotFound, NothingToDo, UsageError
 from loki.queue.queue import Queue
+from loki.spend.budgets import BudgetExceeded
+from loki.spend.budgets import claim as budget_claim
 from loki.spend.meter import Meter, model_in_command
 from loki.text.redact import redact
 from loki.work import placeholders
@@ -96,6 +98,12 @@ class WorkOptions:
     record_retry_seconds: float = RECORD_RETRY_SECONDS
     """How long a finished run's outcome is kept and its recording tried again while the store cannot
     be reached (a database restarting, a lock held too long: exit 5)."""
+    reserve_usd: float = 0.0
+    """Dollars counted against the budgets for every attempt running in a budget's scope, this one included,
+    before each claim (docs/spend.md: what bounds the overshoot)."""
+    max_task_usd: float | None = None
+    """A per-task cap: passed to Claude Code as ``--max-budget-usd``; an attempt that failed having spent
+    it is a failure of class ``budget``."""
 
     def __post_init__(self) -> None:
         from loki.text.textsafe import check_name
@@ -118,6 +126,13 @@ class WorkOptions:
             raise InvalidArgument(f"invalid record_retry_seconds {self.record_retry_seconds!r}: it must be a number "
                                   "of seconds from 0 to 86400", field="record_retry_seconds")
         placeholders.check(self.command)
+        for name, value in (("reserve", self.reserve_usd), ("max-task-usd", self.max_task_usd)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not 0 <= value <= 1_000_000 or value != value):
+                raise InvalidArgument(f"invalid --{name} {value!r}: dollars from 0 to 1,000,000", field=name)
+        if self.max_task_usd is not None and self.max_task_usd <= 0:
+            raise InvalidArgument(f"invalid --max-task-usd {self.max_task_usd!r}: dollars above 0",
+                                  field="max-task-usd")
 
 
 @dataclass
@@ -159,7 +174,8 @@ class Summary:
     agent: str
     runs: list[TaskRun] = field(default_factory=list)
     stopped: str = ""
-    """``max_tasks``, ``nothing_ready``, ``empty`` (--until-empty), ``signal``, ``circuit_open``, ``error``."""
+    """``max_tasks``, ``nothing_ready``, ``empty`` (--until-empty), ``signal``, ``circuit_open``, ``budget``
+    (a spent budget refused the claim: exit 75), ``error``."""
     reason: str = ""
     exit_code: int = 0
 
@@ -274,8 +290,10 @@ class Worker:
             if limit is not None and len(summary.runs) >= limit:
                 return _finish(summary, "max_tasks", _tasks_exit(summary), f"{limit} task(s) done (--max-tasks)")
             try:
-                task = self.queue.claim(self.options.agent, types=self.options.types,
-                                        lease_seconds=self.options.lease_seconds)
+                task = budget_claim(self.queue, self.options.agent, types=self.options.types,
+                                    lease_seconds=self.options.lease_seconds, reserve=self.options.reserve_usd)
+            except BudgetExceeded as exc:  # between tasks: nothing in hand, nothing to release
+                return _finish(summary, "budget", CIRCUIT_OPEN_EXIT, exc.message)
             except NothingToDo as exc:
                 if self._wait_for_more(exc):
                     continue
@@ -339,6 +357,8 @@ class Worker:
             values = placeholders.values(task, agent=self.options.agent, task_file=scratch.task_file,
                                          result_file=scratch.result_file)
             command = placeholders.expand(self.options.command, values)
+            if self.options.max_task_usd is not None and os.path.basename(command[0]) == "claude":
+                command = [*command, "--max-budget-usd", f"{self.options.max_task_usd:g}"]
             launcher.env = {**os.environ, **environment(values, self.store.local_root)}
             meter = self._meter = Meter(self._prices, command_model=model_in_command(command))
             runner = self._runner_for(command, launcher)
@@ -391,6 +411,14 @@ class Worker:
         run.usage = entry
         return entry
 
+    def _over_cap(self, run: TaskRun, usage: dict[str, Any] | None) -> Failure | None:
+        """A failed attempt that spent ``--max-task-usd``: a failure of class ``budget``."""
+        cap = self.options.max_task_usd
+        if cap is None or usage is None or usage.get("usd") is None or float(usage["usd"]) < cap:
+            return None
+        headline = f"exit {run.exit_code} (budget): spent ${float(usage['usd']):.4f}, --max-task-usd is ${cap:g}"
+        return Failure("other", "budget", headline, headline)
+
     def _result_data(self, scratch: Scratch) -> object:
         try:
             return scratch.read_result()
@@ -425,8 +453,9 @@ class Worker:
             self._release(task, run, self._usage(run, self._result_data(scratch)))
             run.error = f"the breaker {self.options.breaker} stayed open"
         else:
-            self._fail(task, run, describe(run.exit_code or 0, *runner.output_tail()),
-                       self._usage(run, self._result_data(scratch)))
+            usage = self._usage(run, self._result_data(scratch))
+            self._fail(task, run, self._over_cap(run, usage) or describe(run.exit_code or 0, *runner.output_tail()),
+                       usage)
 
     def _complete(self, task: dict[str, Any], run: TaskRun, scratch: Scratch) -> None:
         try:

@@ -52,13 +52,16 @@ PRINTERS: dict[str, list[list[str]]] = {
     "errors stats": [["errors", "stats"]],
     "signal list": [["signal", "list"]],
     "signal show": [],  # run below with the names of the tree's signals
+    "budget list": [["budget", "list"]],
+    "budget show": [["budget", "show", "b1"]],
     "usage": [["usage"], ["usage", "--by", "model"], ["usage", "--by", "agent"], ["usage", "--by", "label"]],
     "signal log": [["signal", "log"]],
 }
 # Commands that show no stored text a person did not just type (or only through say(), which never reads markup:
 # their answers are checked below through the state-changing commands of the setup).
 NO_STORED_TEXT = {
-    "approve", "breaker capacity", "breaker check", "breaker failure", "breaker reset", "breaker success",
+    "approve", "budget remove", "budget set",
+    "breaker capacity", "breaker check", "breaker failure", "breaker reset", "breaker success",
     "breaker trip", "completion", "db upgrade", "deadletter abandon", "deadletter propose", "deadletter retry",
     "deadletter review", "deadletter split", "doctor", "errors compact", "errors reindex", "errors reset", "escalate",
     "escalations close", "hook", "hooks install", "hooks uninstall", "init", "migrate", "queue add", "queue cancel",
@@ -107,6 +110,7 @@ def _hostile_tree(root: Path) -> None:
     store = Store(root)
     Strikes(store, branch="main").record_failure("Bash", {"command": f"make {HOSTILE}"}, HOSTILE)
     ErrorMemory(store).capture("Bash", {"command": f"make {HOSTILE}"}, f"error: {HOSTILE}", branch="main")
+    run("budget", "set", "b1", "--usd", "5", "--per", "day", "--scope", f"label:{LABEL}")
     # What an agent reported spending, its model name hostile (docs/spend.md)
     run("queue", "add", HOSTILE, "--id", "t6", "--label", LABEL)
     queue = Queue(store)
@@ -152,6 +156,8 @@ def test_hostile_text_through_every_human_facing_printer(root: Path, width: str)
         ("errors", "search", "end"): ["[bold]B[/bold]", "[ci]", "\\x1b[2J"],
         ("signal", "log"): ["PROGRESS_UPDATE"],
         ("usage", "--by", "model"): LITERAL,
+        ("budget", "list"): [LABEL],
+        ("budget", "show", "b1"): [LABEL],
         ("usage", "--by", "agent"): [AGENT],
         ("usage", "--by", "label"): [LABEL],
         ("queue", "show", "t6"): [*LITERAL, AGENT],
