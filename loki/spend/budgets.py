@@ -21,8 +21,10 @@ The overshoot: a budget counts what was spent, and an attempt's spend is known w
 ``N`` dollars ends at most at ``N`` plus what the attempts already running when it was reached go on to
 spend: with ``A`` agents on the budget's scope and attempts costing at most ``C`` each (``--max-task-usd``
 caps ``C`` for agents that take a cap), under ``N + A x C``. ``--reserve R`` counts ``R`` for every running
-attempt before a claim, so a claim is refused once ``spent + R x (running + 1) > N``: with ``R >= C`` the budget
-is never overshot; with a smaller ``R`` the bound is ``N + A x (C - R)``.
+attempt before a claim, so a claim is refused once ``spent + R x (running + 1) > N``: with ``R >= C``, agents
+that claim one after another never overshoot. The check is read before the claim, not under the claim's lock:
+agents claiming at the same instant each see the others' attempts not yet running, so the bound that always
+holds stays ``N + A x C``; the reserve makes reaching it need ``A`` claims at one instant at the limit.
 """
 
 from __future__ import annotations

@@ -21,11 +21,11 @@ def claude_result(usd: float, cache_read: int) -> dict[str, object]:
             "modelUsage": {"claude-sonnet-4-5": {"costUSD": usd}}}
 
 
-def run_agent(root: Path, agent: str, doc: object, *types: str) -> None:
+def run_agent(root: Path, agent: str, doc: object, *types: str, code: int = 0) -> None:
     command = [PY, "-c", f"print({json.dumps(doc)!r})"]
     options = [arg for type_ in types for arg in ("--type", type_)]
     result = cli(["work", "--agent", agent, *options, "--", *command], root=root)
-    assert result.code == 0, result.stderr
+    assert result.code == code, result.stderr
 
 
 @pytest.fixture
@@ -103,3 +103,32 @@ def test_a_bad_price_table_in_the_config_stops_loki_work_before_any_claim(root: 
     assert result.stderr.splitlines()[0] == ("error: config/loki.json at /spend/prices/m/input: -1 is less than the "
                                              "minimum of 0")
     assert cli(["queue", "show", "t1", "--json"], root=root).json()["state"] == "pending"
+
+
+def test_budget_commands(root: Path) -> None:
+    assert cli(["budget", "set", "daily", "--usd", "50", "--per", "day"], root=root).stdout == \
+        "budget daily: $50.00 per day for team\n"
+    assert cli(["budget", "set", "docs", "--tokens", "5M", "--per", "hour", "--scope", "type:docs"],
+               root=root).code == 0
+    rows = cli(["budget", "list", "--json"], root=root).json()["budgets"]
+    assert [(r["name"], r["usd"], r["tokens"], r["scope"], r["exhausted"]) for r in rows] == [
+        ("daily", 50.0, None, "team", False), ("docs", None, 5_000_000, "type:docs", False)]
+    assert cli(["budget", "list", "-q"], root=root).stdout == "daily\ndocs\n"
+    shown = cli(["budget", "show", "daily"], root=root)
+    assert shown.stdout.startswith("daily (team): $0.0000 of $50.00 this day (since ")
+    assert cli(["budget", "remove", "docs"], root=root).stdout == "budget docs removed\n"
+    missing = cli(["budget", "show", "docs"], root=root)
+    assert missing.code == 1 and "no budget 'docs'" in missing.stderr
+    assert cli(["validate"], root=root).code == 0
+
+
+def test_a_spent_budget_makes_queue_claim_exit_75_with_the_refill_time(root: Path) -> None:
+    assert cli(["queue", "add", "a", "--id", "t1"], root=root).code == 0
+    assert cli(["queue", "add", "b", "--id", "t2"], root=root).code == 0
+    assert cli(["budget", "set", "team", "--usd", "0.5", "--per", "week"], root=root).code == 0
+    run_agent(root, "eng-1", claude_result(0.5, 0), code=75)  # the first task spends it all: the loop stops
+    refused = cli(["queue", "claim", "--agent", "eng-2", "--json"], root=root)
+    assert refused.code == 75
+    error = json.loads(refused.stdout or refused.stderr)
+    assert error["error"] == "budget_exceeded" and error["budget"] == "team" and error["refill_at"].endswith("Z")
+    assert cli(["queue", "show", "t2", "--json"], root=root).json()["state"] == "pending"

@@ -117,3 +117,50 @@ def test_a_released_claim_keeps_what_it_spent(store: Any) -> None:
     queue.release("t1", "a", token=claimed["claim_token"], usage=usage)
     shown = queue.show("t1")
     assert shown["state"] == "pending" and shown["task"]["usage"][0]["outcome"] == "released"
+
+
+def test_max_task_usd_is_passed_to_claude_code_and_a_failure_that_spent_it_is_class_budget(
+        store: Any, tmp_path: Any) -> None:
+    claude = tmp_path / "claude"  # stands in for Claude Code: records its arguments, spends over the cap
+    seen = tmp_path / "args"
+    claude.write_text(f"#!/bin/sh\necho \"$@\" > {seen}\necho '{json.dumps({**CLAUDE, 'total_cost_usd': 0.6})}'\n"
+                      "exit 1\n")
+    claude.chmod(0o755)
+    Queue(store).add("t", task_id="t1")
+    summary = work(store, [str(claude), "-p", "Do {id}"], max_task_usd=0.5)
+    assert seen.read_text().split() == ["-p", "Do", "t1", "--max-budget-usd", "0.5"]
+    run = summary.runs[0]
+    assert (run.outcome, run.error_class, run.error) == ("failed", "budget",
+                                                         "exit 1 (budget): spent $0.6000, --max-task-usd is $0.5")
+    task = Queue(store).show("t1")["task"]
+    assert task["attempts"][0]["error_message"] == "exit 1 (budget): spent $0.6000, --max-task-usd is $0.5"
+    assert task["usage"][0]["usd"] == 0.6
+
+
+def test_max_task_usd_is_not_passed_to_other_commands(store: Any) -> None:
+    Queue(store).add("t", task_id="t1")
+    summary = work(store, [PY, "-c", "import sys; print(sys.argv[1:])", "x"], max_task_usd=0.5)
+    assert summary.count("completed") == 1
+
+
+@pytest.mark.parametrize(("options", "match"), [({"max_task_usd": 0}, "invalid --max-task-usd 0"),
+                                                ({"max_task_usd": -1.0}, "invalid --max-task-usd"),
+                                                ({"reserve_usd": float("nan")}, "invalid --reserve"),
+                                                ({"reserve_usd": -2.0}, "invalid --reserve")])
+def test_bad_spend_options_are_usage_errors(options: dict[str, Any], match: str) -> None:
+    from loki.work.loop import WorkOptions
+
+    with pytest.raises(InvalidArgument, match=match):
+        WorkOptions(agent="a", command=["true"], **options)
+
+
+def test_loki_work_stops_between_tasks_when_a_budget_is_spent(store: Any) -> None:
+    from loki.spend.budgets import Budgets
+
+    Budgets(store).set("team", usd=0.5, per="day")
+    for n in range(1, 5):
+        Queue(store).add(f"t{n}", task_id=f"t{n}")
+    summary = work(store, printing(CLAUDE))  # 0.25 a task: the third claim is refused
+    assert (summary.exit_code, summary.stopped, summary.count("completed")) == (75, "budget", 2)
+    assert summary.reason.startswith("budget team (team) spent: $0.5000 of $0.50 this day; it refills at ")
+    assert Queue(store).show("t3")["state"] == "pending"
