@@ -6,6 +6,8 @@
 * The same for 1 MB of plain text (an agent that prints no JSON: the lines are skipped by their first byte).
 * In-process ``loki work``, one task: a command that prints Claude Code's result line (the usage parsed, priced
   and stored with the completion) against a command that prints a line of the same length the meter ignores.
+* Cold ``loki queue claim --json`` on a files tree of 300 pending and 200 completed tasks that spent something,
+  with 10 budgets (none spent: the claim is a plain one after the check) against the same tree without budgets.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sys
 from typing import Any
 
 from bench.bench_work import _refill, _tree
-from bench.common import median, row, runs, time_call
+from bench.common import BASE_ENV, loki_executable, median, row, runs, time_call, time_command
 from loki.spend.meter import Meter
 from loki.storage.store import Store
 from loki.work.loop import Worker, WorkOptions
@@ -83,4 +85,31 @@ def run() -> list[dict[str, Any]]:
                     floor_name="no usage reported", floor_ms=plain,
                     note=f"metering + storing the entry: {metered - plain:+.2f} ms per task (100 pending, "
                          "python -c printing one line)"))
+    rows.append(_cold_claims())
     return rows
+
+
+def _cold_claims() -> dict[str, Any]:
+    from loki.queue.queue import Queue
+    from loki.spend.budgets import Budgets
+
+    timings = {}
+    for budgets in (0, 10):
+        root = _tree(300)
+        store = Store(root, validate_all=False)
+        queue = Queue(store)
+        for n in range(200):
+            queue.add(f"done {n}", task_id=f"d{n:04d}", type=("docs", "feature")[n % 2], labels=["api"])
+            claimed = queue.claim("bench", task_id=f"d{n:04d}")
+            queue.complete(f"d{n:04d}", "bench", token=claimed["claim_token"], usage={
+                "input_tokens": 10, "output_tokens": 5, "cache_read_tokens": 1000, "cache_creation_tokens": 0,
+                "source": "claude", "usd": 0.01, "usd_source": "agent"})
+        scopes = ["team", "type:docs", "type:feature", "label:api", "agent:bench"]
+        for n in range(budgets):
+            Budgets(store).set(f"b{n}", usd=1000.0, per=("hour", "day", "week")[n % 3], scope=scopes[n % 5])
+        env = {**BASE_ENV, "LOKI_ROOT": root}
+        timings[budgets] = median(time_command([*loki_executable(), "queue", "claim", "--agent", "bench-cold",
+                                                "--json"], repeat=runs(20), env=env, check=True))
+    return row("spend: cold `loki queue claim --json` with 10 budgets", timings[10], floor_name="no budgets",
+               floor_ms=timings[0], note=f"files, 300 pending + 200 completed with usage: "
+                                         f"{timings[10] - timings[0]:+.1f} ms per claim")
