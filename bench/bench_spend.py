@@ -6,6 +6,9 @@
 * The same for 1 MB of plain text (an agent that prints no JSON: the lines are skipped by their first byte).
 * In-process ``loki work``, one task: a command that prints Claude Code's result line (the usage parsed, priced
   and stored with the completion) against a command that prints a line of the same length the meter ignores.
+* Cold ``loki work --max-tasks 1 -- true`` with an OTLP endpoint (a local receiver answering 200) against the
+  same without one: what the metrics cost is paid only where they are configured (docs/metrics.md); the row
+  also counts the OpenTelemetry modules a run without an endpoint imports (0).
 * Cold ``loki queue claim --json`` on a files tree of 300 pending and 200 completed tasks that spent something,
   with 10 budgets (none spent: the claim is a plain one after the check) against the same tree without budgets.
 """
@@ -13,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from typing import Any
 
@@ -86,7 +90,45 @@ def run() -> list[dict[str, Any]]:
                     note=f"metering + storing the entry: {metered - plain:+.2f} ms per task (100 pending, "
                          "python -c printing one line)"))
     rows.append(_cold_claims())
+    rows.append(_cold_metrics())
     return rows
+
+
+def _cold_metrics() -> dict[str, Any]:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Ok(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    root = _tree(300)
+    env = {**BASE_ENV, "LOKI_ROOT": root}
+    command = [*loki_executable(), "work", "--agent", "bench-otel", "--max-tasks", "1", "--", "true"]
+    repeat = runs(10)
+    plain = median(time_command(command, repeat=repeat, env=env, check=True))
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    exported = median(time_command(command, repeat=repeat, env={**env, "OTEL_EXPORTER_OTLP_ENDPOINT": url},
+                                   check=True))
+    server.shutdown()
+    count = subprocess.run([sys.executable, "-c", "import sys; from loki.storage.store import Store; "
+                            "from loki.work.loop import Worker, WorkOptions; "
+                            f"Worker(Store({root!r}), WorkOptions(agent='b', command=['true'], max_tasks=1))"
+                            ".run_unguarded(); print(sum(m.startswith('opentelemetry') for m in sys.modules))"],
+                           capture_output=True, text=True, env={k: v for k, v in env.items()
+                                                                if not k.startswith("OTEL_")}, check=True)
+    return row("spend: cold `loki work --max-tasks 1` exporting OTLP metrics", exported,
+               floor_name="no endpoint", floor_ms=plain,
+               note=f"{exported - plain:+.1f} ms per run with an endpoint; without one, opentelemetry modules "
+                    f"imported: {count.stdout.strip()}")
 
 
 def _cold_claims() -> dict[str, Any]:

@@ -245,6 +245,14 @@ class Worker:
             self._breakers = Breakers(store)
         self._prices = _price_table(store)  # a bad spend.prices stops here, before anything is claimed
         self._meter: Meter | None = None
+        self._metrics: Any = None
+        from loki.metrics.endpoint import configured
+
+        endpoint = configured()
+        if endpoint is not None:  # only then is OpenTelemetry imported (docs/metrics.md)
+            from loki.metrics.otel import Metrics
+
+            self._metrics = Metrics(store, endpoint, self._notify)
 
     # -- public --------------------------------------------------------------------------------
 
@@ -264,6 +272,8 @@ class Worker:
             return self._loop(launcher)
         finally:
             launcher.close()
+            if self._metrics is not None:
+                self._metrics.shutdown()
 
     def request_stop(self, signum: int) -> None:
         """What SIGINT/SIGTERM do: stop the command in hand, release its task, claim nothing more."""
@@ -304,6 +314,8 @@ class Worker:
             except LokiError as exc:
                 return _finish(summary, "error", exc.exit_code, exc.message)
             self._waiting_said = ""
+            if self._metrics is not None:
+                self._metrics.claimed(self.options.agent, task)
             run = TaskRun(task["id"], task["title"])
             summary.runs.append(run)
             try:
@@ -477,6 +489,8 @@ class Worker:
             self._lost(run, exc)
             return
         run.outcome, run.state = "completed", "completed"
+        if self._metrics is not None:
+            self._metrics.completed(self.options.agent, task, usage)
         self._notify(f"completed {task['id']} in {run.duration_seconds:g}s (exit 0)")
 
     def _fail(self, task: dict[str, Any], run: TaskRun, failure: Failure,
@@ -497,6 +511,8 @@ class Worker:
             outcome = landed
         run.outcome, run.state, run.retry_at = "failed", outcome["state"], outcome["retry_at"]
         run.error_type, run.error_class, run.error = failure.error_type, failure.error_class, failure.headline
+        if self._metrics is not None:
+            self._metrics.failed(self.options.agent, task, failure.error_class, run.state, usage)
         after = f"retry after {run.retry_at}" if run.retry_at else f"moved to {run.state}"
         self._notify(f"failed {task['id']}: {failure.headline}; {after}")
 
@@ -546,6 +562,8 @@ class Worker:
             self._lost(run, exc)
             return
         run.outcome, run.state = "released", "pending"
+        if self._metrics is not None:
+            self._metrics.spent(self.options.agent, task, usage)
         self._notify(f"released {task['id']} (back to pending, untouched)")
 
     def _lost(self, run: TaskRun, exc: LokiError) -> None:
