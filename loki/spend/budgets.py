@@ -305,6 +305,9 @@ def claim(queue: Queue, agent: str, *, types: Sequence[str] = (), labels: Sequen
     if not budgets._doc():
         return queue.claim(agent, **plain)
     gate = budgets.gate(agent, reserve=reserve)
+    if reuse and any(t.get("claimed_by") == agent
+                     for t in queue.store.tasks().view(["in-progress"])["in-progress"]):
+        return queue.claim(agent, **plain)  # the claim it holds, given back: no new work, nothing to refuse
     if gate.blocking:
         raise budgets.refuse(gate.blocking[0], agent)
     if not gate.types and not gate.labels:

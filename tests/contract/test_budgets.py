@@ -165,3 +165,15 @@ def test_no_budgets_is_a_plain_claim(store: Any) -> None:
         claim(queue, "a")
     queue.add("x", task_id="t1")
     assert claim(queue, "a")["id"] == "t1"
+
+
+def test_a_reused_claim_is_given_back_even_when_the_budget_is_spent(store: Any) -> None:
+    queue = Queue(store)
+    queue.add("held", task_id="t1")
+    held = claim(queue, "a")
+    Budgets(store).set("team", usd=1, per="day")
+    spend(store, "t2", 1.0, agent="b")
+    again = claim(queue, "a", reuse=True)  # the reply to its claim was lost: the same claim, not new work
+    assert again["id"] == "t1" and again["claim_token"] == held["claim_token"]
+    with pytest.raises(BudgetExceeded):
+        claim(queue, "c", reuse=True)  # holds nothing: a new claim, refused
