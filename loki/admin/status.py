@@ -23,6 +23,7 @@ def status(store: StateStore) -> dict[str, Any]:
     """Tasks per state, breakers by state, signals waiting, dead-letter size and last review, the
     watcher, and which backend the tree is on: read through the storage interfaces, the same on all."""
     from loki.breakers.breakers import Breakers
+    from loki.spend.report import team
     from loki.tasks.verify import checks_failing
 
     view = store.tasks().view([*QUEUE_STATES, "dead-letter", "abandoned"])
@@ -41,6 +42,7 @@ def status(store: StateStore) -> dict[str, Any]:
         "escalations": _escalation_counts(store),
         "watcher": _watcher(store),
         "checks_failing": checks_failing(view),  # loki.tasks.verify
+        "spend": team(store),  # docs/spend.md: what the agents reported spending, today (UTC) and in all
     }
 
 

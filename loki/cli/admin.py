@@ -139,6 +139,12 @@ def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json",
             f"last tick {watcher['last_tick'] or 'not yet'}")
     else:
         say("watcher: none consuming (signals wait; run `loki watch` or `loki watch --once`)")
+    spend = report["spend"]
+    if spend["total"]["attempts"]:
+        from loki.cli.usage import dollars
+
+        say(f"spend: {dollars(spend['today'])} today (UTC), {dollars(spend['total'])} in all "
+            f"(`loki usage --by agent`)")
 
 
 def validate(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:

@@ -8,6 +8,7 @@ import typer
 
 from loki.cli.common import JSON_HELP, footer, format_option, print_listing, quiet_option, store_from, table
 from loki.cli.output import resolve_format
+from loki.cli.usage import dollars
 from loki.wording import duration, plural
 
 
@@ -31,11 +32,12 @@ def agents(
     rows = result["agents"]
 
     def people() -> None:
-        table(None, ["agent", "status", "task", "lease left", "last heartbeat", "done", "failed", "strikes"],
+        table(None, ["agent", "status", "task", "lease left", "last heartbeat", "done", "failed", "spent", "strikes"],
               [[r["agent"], r["status"].upper() if r["status"] == SILENT else r["status"], r["task"] or "",
                 "expired" if (r["lease_left"] or 0) < 0 else duration(r["lease_left"]), r["last_heartbeat"] or "",
-                r["done_today"], r["failed_today"], _strikes(r)] for r in rows],
-              droppable=["strikes", "last heartbeat", "failed", "done"])
+                r["done_today"], r["failed_today"], dollars(r["spent_today"]) if r["spent_today"] else "",
+                _strikes(r)] for r in rows],
+              droppable=["strikes", "spent", "last heartbeat", "failed", "done"])
         silent = [r for r in rows if r["status"] == SILENT]
         for row in silent:
             when = "at the next claim or watcher tick" if (row["lease_left"] or 0) <= 0 else "when its lease runs out"
@@ -45,7 +47,7 @@ def agents(
             if failed:
                 footer(f"{row['agent']} holds {row['task']}, whose check {failed['check']!r} failed at attempt "
                        f"{failed['attempt']} (exit {failed['exit_code']}, {failed['error_class']})")
-        footer(f"{plural(len(rows), 'agent')} seen, {len(silent)} silent; done and failed count today "
+        footer(f"{plural(len(rows), 'agent')} seen, {len(silent)} silent; done, failed and spent count today "
                f"({result['today']}, UTC)")
 
     print_listing(output, result, rows, "agent", people)

@@ -109,6 +109,18 @@ def _agents(app: typer.Typer) -> None:
     app.command("agents")(agents.agents)
 
 
+def _budget(app: typer.Typer) -> None:
+    from loki.cli import budget
+
+    app.add_typer(budget.app, name="budget")
+
+
+def _usage(app: typer.Typer) -> None:
+    from loki.cli import usage
+
+    app.command("usage")(usage.usage)
+
+
 def _completion(app: typer.Typer) -> None:
     from loki.cli import completion
 
@@ -153,6 +165,8 @@ REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "hooks": _hooks,
     "errors": _errors,
     "agents": _agents,
+    "usage": _usage,
+    "budget": _budget,
     "completion": _completion,
     "db": _database,
     "migrate": _migrate,

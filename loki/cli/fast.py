@@ -202,11 +202,13 @@ def queue_claim(args: list[str]) -> int | None:
 
     def run_claim() -> int:
         from loki.queue.queue import Queue
+        from loki.spend.budgets import claim
         from loki.storage.opening import open_store
 
         fmt = resolve_format(parsed["format"], parsed["quiet"], parsed["json"])  # before anything is claimed
-        task = Queue(open_store(parsed["root"])).claim(
-            parsed["agent"], types=parsed["types"], labels=parsed["labels"], priorities=parsed["priorities"],
+        task = claim(  # within the budgets (docs/spend.md): a spent one is exit 75
+            Queue(open_store(parsed["root"])), parsed["agent"], types=parsed["types"], labels=parsed["labels"],
+            priorities=parsed["priorities"],
             task_id=parsed["task_id"], reuse=parsed["reuse"], lease_seconds=parsed["lease"])
         print_claim(task, fmt)
         return 0

@@ -162,6 +162,15 @@ def show(
         table("attempts", ["#", "when", "agent", "approach", "type", "error"],
               [[a["attempt_number"], a["timestamp"], a["agent_id"], a["approach"], a["error_type"],
                 shorten(a["error_message"], 160)] for a in task["attempts"]])
+    if result.get("spent"):
+        from loki.cli.usage import dollars, one_line
+        from loki.tasks.usage import total_tokens
+
+        table("spent (docs/spend.md)", ["#", "when", "agent", "outcome", "model", "dollars", "tokens"],
+              [[u.get("attempt", ""), u.get("at", ""), u.get("agent", ""), u.get("outcome", ""), u.get("model", ""),
+                dollars({"usd": u["usd"] or 0.0, "unpriced": int(u.get("usd") is None)}),
+                f"{total_tokens(u):,}"] for u in task["usage"]])
+        say(f"spent in all: {one_line(result['spent'])}")
     for note in task.get("notes", []):
         say(f"note {note['timestamp']}{' ' + note['author'] if note.get('author') else ''}: {note['text']}")
     if task.get("history"):
@@ -257,9 +266,11 @@ def claim(
 
     # `loki queue claim` usually runs through the fast lane (loki/cli/fast.py); both print the same.
     output = resolve_format(fmt, quiet, json_output)  # a bad format claims nothing
-    print_claim(_queue(ctx).claim(agent, types=type_ or [], labels=label or [],
-                                  priorities=[p.lower() for p in priority or []], task_id=task_id, reuse=reuse,
-                                  lease_seconds=lease), output)
+    from loki.spend.budgets import claim as budget_claim
+
+    print_claim(budget_claim(_queue(ctx), agent, types=type_ or [], labels=label or [],
+                             priorities=[p.lower() for p in priority or []], task_id=task_id, reuse=reuse,
+                             lease_seconds=lease), output)
 
 
 @app.command("heartbeat")
@@ -470,6 +481,10 @@ def history_(
           [[e["at"], e["event"], e.get("by") or "", e.get("to") or "", _event_detail(e)] for e in result["events"]])
     if not result["recorded"]:
         say("note: this task predates its history: these events are rebuilt from its attempts and completion")
+    if result.get("spent"):
+        from loki.cli.usage import one_line
+
+        say(f"spent: {one_line(result['spent'])}")
 
 
 def _event_detail(event: dict[str, Any]) -> str:

@@ -41,6 +41,10 @@ def work(
                                        "third of it while CMD runs."),
     json_output: bool = typer.Option(False, "--json", help="At the end, print a JSON summary on stderr (stdout "
                                      "is the command's); no progress lines."),
+    reserve: float = typer.Option(0.0, "--reserve", help="Dollars the budgets count for each attempt running in "
+                                  "their scope, this one included, before each claim: bounds the overshoot."),
+    max_task_usd: float | None = typer.Option(None, "--max-task-usd", help="A cap per task: passed to Claude Code "
+                                              "as --max-budget-usd; a failed attempt that spent it is class budget."),
 ) -> None:
     """Claim a task, run CMD for it with the lease kept alive, complete it on exit 0 or record the
     failure, and go on to the next, until --max-tasks are done or nothing is ready.
@@ -53,11 +57,13 @@ def work(
     where a task's text would run as code: write sh -c '... "$1"' sh {title}).
 
     Exit: 0 all completed; 1 some failed (recorded); 3 nothing ready; 4 a lease was lost; 75 the breaker
-    stayed open; 127 CMD not found; 130/143 stopped by Ctrl-C/SIGTERM (the task in hand is released)."""
+    stayed open or a spent budget refused the claim (docs/spend.md); 127 CMD not found; 130/143 stopped by
+    Ctrl-C/SIGTERM (the task in hand is released)."""
     from loki.work.loop import Worker, WorkOptions
 
     options = WorkOptions(agent=agent, command=command or [], types=type_ or [], max_tasks=max_tasks,
-                          until_empty=until_empty, breaker=breaker, lease_seconds=lease, retries=retries)
+                          until_empty=until_empty, breaker=breaker, lease_seconds=lease, retries=retries,
+                          reserve_usd=reserve, max_task_usd=max_task_usd)
     worker = Worker(store_from(ctx), options, notify=None if json_output else _progress)
     summary = worker.run()
     from loki.text.textsafe import json_for_terminal

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from loki.clock import format_ts, parse_ts
 from loki.storage import layout
+from loki.tasks.usage import sum_entries
 from loki.wording import duration
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -53,7 +54,7 @@ def completer(task: dict[str, Any]) -> str | None:
 
 
 class _Agent:
-    __slots__ = ("done_today", "failed_today", "held", "last_seen", "name")
+    __slots__ = ("done_today", "failed_today", "held", "last_seen", "name", "usage_today")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -61,6 +62,7 @@ class _Agent:
         self.done_today = 0
         self.failed_today = 0
         self.last_seen: str | None = None
+        self.usage_today: list[dict[str, Any]] = []
 
     def seen(self, when: Any) -> None:
         if isinstance(when, str) and (self.last_seen is None or when > self.last_seen):
@@ -85,6 +87,10 @@ def _gather(view: dict[str, list[Any]], today: str) -> dict[str, _Agent]:
                 if isinstance(attempt, dict) and (who := agent(attempt.get("agent_id"))) is not None:
                     who.seen(attempt.get("timestamp"))
                     who.failed_today += str(attempt.get("timestamp", "")).startswith(today)
+            for entry in task.get("usage") or []:  # what each claim spent (docs/spend.md)
+                if isinstance(entry, dict) and str(entry.get("at", "")).startswith(today) \
+                        and (who := agent(entry.get("agent"))) is not None:
+                    who.usage_today.append(entry)
             if state == "completed" and (who := agent(completer(task))) is not None:
                 who.seen(task.get("completed_at"))
                 who.done_today += str(task.get("completed_at") or "").startswith(today)
@@ -137,6 +143,7 @@ def _row(agent: _Agent, now: str, branches: dict[str, dict[str, Any]]) -> dict[s
             "task_title": current.get("title") if current else None,
             "tasks_held": sorted(t["id"] for t in agent.held), "lease_until": lease_until, "lease_left": lease_left,
             "done_today": agent.done_today, "failed_today": agent.failed_today, "branch": branch,
+            "spent_today": sum_entries(agent.usage_today) if agent.usage_today else None,
             "strikes": branches.get(branch) if branch is not None else None,
             "failing_check": _failing_check(current)}
 
@@ -153,7 +160,8 @@ def roster(store: Store) -> dict[str, Any]:
     """Every agent seen: ``{"now", "today", "agents": [...]}``, silent ones first, then by name; each row
     ``{"agent", "status" (working|silent|idle), "silent_because", "last_seen", "last_heartbeat", "task",
     "task_title", "tasks_held", "lease_until", "lease_left" (seconds), "done_today", "failed_today",
-    "branch", "strikes" ({"calls", "highest"} or None)}``."""
+    "branch", "strikes" ({"calls", "highest"} or None), "spent_today" (the sums of loki/tasks/usage.py, or
+    None: no usage recorded today)}``."""
     now = format_ts(store.clock.now())
     today = now[:10]
     agents = _gather(store.tasks().view(_STATES), today)

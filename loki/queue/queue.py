@@ -431,7 +431,8 @@ class Queue:
         """``{"state", "task", "completed_by"}`` wherever the task is (queue files, dead-letter, abandoned,
         archive); ``completed_by``: who completed it (None when not completed, or not recorded)."""
         found = self._find_anywhere(task_id)
-        return found | {"completed_by": history.completed_by(found["task"]) if found["state"] == COMPLETED else None}
+        return found | {"completed_by": history.completed_by(found["task"]) if found["state"] == COMPLETED else None,
+                        "spent": _spent(found["task"])}
 
     def _find_anywhere(self, task_id: str) -> dict[str, Any]:
         check_id(task_id, "task id")
@@ -456,7 +457,8 @@ class Queue:
         found = self._find_anywhere(task_id)
         events, recorded = history.events_of(found["task"])
         return {"task_id": task_id, "title": found["task"].get("title"), "state": found["state"],
-                "archived": bool(found.get("archived")), "recorded": recorded, "events": events}
+                "archived": bool(found.get("archived")), "recorded": recorded, "events": events,
+                "spent": _spent(found["task"])}
 
     # -- a person's changes (loki/queue/edits.py) -------------------------------------------------
 
@@ -698,9 +700,10 @@ class Queue:
 
     def complete(self, task_id: str, agent: str, *, token: str | None = None, result: Any = None,
                  evidence: Sequence[dict[str, Any]] | None = None, head: str | None = None,
-                 forced_by: str | None = None) -> dict[str, Any]:
+                 forced_by: str | None = None, usage: dict[str, Any] | None = None) -> dict[str, Any]:
         """Complete the task ``agent`` holds. With ``token``, a repeat of a completion that was committed
         (its acknowledgement lost with a dropped connection) returns the completed task and changes nothing.
+        ``usage``: what this claim spent (loki/tasks/usage.py), kept in the task's ``usage`` with the outcome.
 
         A task with checks (``verify``, or its type's default: loki/tasks/verify.py) completes only with
         ``evidence``, its checks' results, every one passed on ``head`` (the commit they ran on, which
@@ -713,6 +716,7 @@ class Queue:
             from loki.text.textsafe import check_name
 
             check_name(forced_by, "name")
+        _checked_usage(usage)
         with self.tasks.transaction() as unit:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
             done = self._completed_by_this_claim(unit, task_id, agent, token)
@@ -725,6 +729,7 @@ class Queue:
             # The token of the claim that completed it stays: a retried complete with it is recognised.
             task["claim_token"] = held_token
             task["result"] = _redacted(result)  # an agent's result quotes what it ran and saw
+            _add_usage(task, usage, now, agent, len(task.get("attempts") or []) + 1, "completed")
             task["completed_at"] = now
             task["completed_by"] = agent  # the claim is cleared: who did it stays (loki agents counts it)
             task["updated_at"] = now
@@ -734,7 +739,8 @@ class Queue:
         return task
 
     def fail(self, task_id: str, agent: str, *, error: str, error_type: str = "other", approach: str = "",
-             token: str | None = None, final: bool = False, depends_on: Sequence[str] = ()) -> dict[str, Any]:
+             token: str | None = None, final: bool = False, depends_on: Sequence[str] = (),
+             usage: dict[str, Any] | None = None) -> dict[str, Any]:
         """Record a failed attempt. Returns ``{"task", "state", "retry_at"}``.
 
         Below ``max_attempts`` the task goes back to pending with exponential backoff; at
@@ -751,6 +757,7 @@ class Queue:
                                   field="error")
         for dep in depends_on:
             check_id(dep, "dependency id")
+        _checked_usage(usage)
         with self.tasks.transaction() as unit:
             now_dt = self._now()  # inside the lock: timestamps follow the commit order
             task = self._held(unit, task_id, agent, token)
@@ -759,6 +766,7 @@ class Queue:
                 self._add_discovered_dependencies(unit, task, new_deps, format_ts(now_dt), agent)
             attempt = make_attempt(task, now=format_ts(now_dt), agent_id=agent, approach=approach,
                                    error_type=error_type, error_message=error)
+            _add_usage(task, usage, format_ts(now_dt), agent, attempt["attempt_number"], "failed")
             outcome = self.record_failure(unit, task, attempt, now_dt, final=final)
         self.report_dead_letters(unit.dead_lettered)
         from loki.queue import tasklog
@@ -792,11 +800,15 @@ class Queue:
             raise InvalidInput(f"{option} would make a dependency cycle {' -> '.join(cycle)}", field=field,
                                cycle=cycle)
 
-    def release(self, task_id: str, agent: str, *, token: str | None = None) -> dict[str, Any]:
-        """Give a claimed task back, untouched and immediately claimable (no attempt is recorded)."""
+    def release(self, task_id: str, agent: str, *, token: str | None = None,
+                usage: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Give a claimed task back, untouched and immediately claimable (no attempt is recorded; what the
+        claim spent, ``usage``, is: the money is gone even when the work is not done)."""
+        _checked_usage(usage)
         with self.tasks.transaction() as unit:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
             task = self._held(unit, task_id, agent, token)
+            _add_usage(task, usage, now, agent, len(task.get("attempts") or []) + 1, "released")
             clear_claim(task)
             task["updated_at"] = now
             add_note(task, "released by its holder", now, agent)
@@ -1298,6 +1310,36 @@ def parse_batch(path: str, data: bytes) -> list[Any]:
     if isinstance(doc, dict):
         return [doc]
     raise InvalidInput(f"{path}: expected a JSON array of tasks, an object with 'tasks', or JSON lines")
+
+
+def _spent(task: dict[str, Any]) -> dict[str, Any] | None:
+    """The sums of a task's usage entries (docs/spend.md), None when it kept none."""
+    from loki.tasks.usage import sum_entries
+
+    entries = [entry for entry in task.get("usage") or [] if isinstance(entry, dict)]
+    return sum_entries(entries) if entries else None
+
+
+def _checked_usage(usage: dict[str, Any] | None) -> None:
+    """Refuse a usage entry before anything is locked (exit 2, naming the field)."""
+    if usage is None:
+        return
+    from loki.tasks.usage import BadUsage, check_entry
+
+    try:
+        check_entry(usage)
+    except BadUsage as exc:
+        raise InvalidArgument(str(exc), field="usage") from None
+
+
+def _add_usage(task: dict[str, Any], usage: dict[str, Any] | None, now: str, agent: str, attempt: int,
+               outcome: str) -> None:
+    """Keep what one claim spent in the task, once: the write it joins is recognised when repeated."""
+    if usage is None:
+        return
+    _checked_usage(usage)
+    entry = {**usage, "attempt": attempt, "agent": agent, "at": now, "outcome": outcome}
+    task.setdefault("usage", []).append(entry)
 
 
 def _redacted(value: Any) -> Any:

@@ -20,6 +20,8 @@ QUEUE_LOCK = "queue/.lock"
 DEADLETTER = "queue/dead-letter.json"
 ABANDONED = "queue/abandoned.json"
 BREAKERS = "state/circuit-breakers.json"
+BUDGETS = "state/budgets.json"
+"""Budgets (docs/spend.md): budget name -> budget. Absent until the first ``loki budget set``."""
 WATCH_STATE = "state/watch.json"
 FRICTION_MAP = "state/friction-map.json"
 KNOWLEDGE = "institutional-knowledge.md"
@@ -192,6 +194,7 @@ DEADLETTER_KIND = FileKind("dead-letter", "deadletter-file.json", _empty_deadlet
 ABANDONED_KIND = FileKind("abandoned", "abandoned-file.json", _empty_queue, "tasks", None)
 BREAKERS_KIND = FileKind("circuit-breakers", "circuit-breakers-file.json", dict, None, "circuit-breaker.json",
                          records_are_values=True)
+BUDGETS_KIND = FileKind("budgets", "budgets-file.json", dict, None, "budget.json", records_are_values=True)
 STRIKES_KIND = FileKind("strikes", "strikes-file.json", lambda: None)
 WATCH_KIND = FileKind("watch-state", "watch-state.json", lambda: {"version": 1})
 FRICTION_KIND = FileKind("friction-map", "friction-map.json", lambda: {"version": 1, "frictions": []}, "frictions")
@@ -209,6 +212,8 @@ def kind_for(rel: str) -> FileKind | None:
         return QUEUE_KIND if state in QUEUE_STATES else None
     if rel == BREAKERS:
         return BREAKERS_KIND
+    if rel == BUDGETS:
+        return BUDGETS_KIND
     if rel == WATCH_STATE:
         return WATCH_KIND
     if rel == FRICTION_MAP:

@@ -40,14 +40,18 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import sys
 import threading
 import time
 from contextlib import suppress
 from dataclasses import dataclass, field
 
 from loki.breakers.runner import RetryPolicy, Runner, resolve
-from loki.errors import Conflict, ExitCode, InvalidArgument, LokiError, NotFound, NothingToDo, UsageError
+from loki.errors import Conflict, ExitCode, InvalidArgument, InvalidInput, LokiError, NotFound, NothingToDo, UsageError
 from loki.queue.queue import Queue
+from loki.spend.budgets import BudgetExceeded
+from loki.spend.budgets import claim as budget_claim
+from loki.spend.meter import Meter, model_in_command
 from loki.tasks import verify
 from loki.text.redact import redact
 from loki.work import placeholders
@@ -99,6 +103,12 @@ class WorkOptions:
     record_retry_seconds: float = RECORD_RETRY_SECONDS
     """How long a finished run's outcome is kept and its recording tried again while the store cannot
     be reached (a database restarting, a lock held too long: exit 5)."""
+    reserve_usd: float = 0.0
+    """Dollars counted against the budgets for every attempt running in a budget's scope, this one included,
+    before each claim (docs/spend.md: what bounds the overshoot)."""
+    max_task_usd: float | None = None
+    """A per-task cap: passed to Claude Code as ``--max-budget-usd``; an attempt that failed having spent
+    it is a failure of class ``budget``."""
 
     def __post_init__(self) -> None:
         from loki.text.textsafe import check_name
@@ -125,6 +135,13 @@ class WorkOptions:
             raise InvalidArgument(f"invalid check timeout {self.check_timeout_seconds!r}: it must be a number of "
                                   "seconds above 0, at most 86400", field="check_timeout_seconds")
         placeholders.check(self.command)
+        for name, value in (("reserve", self.reserve_usd), ("max-task-usd", self.max_task_usd)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not 0 <= value <= 1_000_000 or value != value):
+                raise InvalidArgument(f"invalid --{name} {value!r}: dollars from 0 to 1,000,000", field=name)
+        if self.max_task_usd is not None and self.max_task_usd <= 0:
+            raise InvalidArgument(f"invalid --max-task-usd {self.max_task_usd!r}: dollars above 0",
+                                  field="max-task-usd")
 
 
 @dataclass
@@ -150,13 +167,15 @@ class TaskRun:
     """The failure's first line, or why the lease was lost."""
     checks: list[dict[str, Any]] = field(default_factory=list)
     """The declared checks' evidence (loki/work/checks.py), in the order they ran."""
+    usage: dict[str, Any] | None = None
+    """What the agent reported spending (loki/spend/meter.py), as recorded in the task; None: nothing."""
 
     def to_json(self) -> dict[str, Any]:
         return {"task_id": self.task_id, "title": self.title, "outcome": self.outcome, "state": self.state,
                 "exit_code": self.exit_code, "duration_seconds": self.duration_seconds,
                 "heartbeats": self.heartbeats, "runs": self.runs, "retry_at": self.retry_at,
                 "error_type": self.error_type, "error_class": self.error_class, "error": self.error,
-                "checks": self.checks}
+                "checks": self.checks, "usage": self.usage}
 
 
 @dataclass
@@ -166,7 +185,8 @@ class Summary:
     agent: str
     runs: list[TaskRun] = field(default_factory=list)
     stopped: str = ""
-    """``max_tasks``, ``nothing_ready``, ``empty`` (--until-empty), ``signal``, ``circuit_open``, ``error``."""
+    """``max_tasks``, ``nothing_ready``, ``empty`` (--until-empty), ``signal``, ``circuit_open``, ``budget``
+    (a spent budget refused the claim: exit 75), ``error``."""
     reason: str = ""
     exit_code: int = 0
 
@@ -235,6 +255,16 @@ class Worker:
             from loki.breakers.breakers import Breakers
 
             self._breakers = Breakers(store)
+        self._prices = _price_table(store)  # a bad spend.prices stops here, before anything is claimed
+        self._meter: Meter | None = None
+        self._metrics: Any = None
+        from loki.metrics.endpoint import configured
+
+        endpoint = configured()
+        if endpoint is not None:  # only then is OpenTelemetry imported (docs/metrics.md)
+            from loki.metrics.otel import Metrics
+
+            self._metrics = Metrics(store, endpoint, self._notify)
 
     # -- public --------------------------------------------------------------------------------
 
@@ -254,6 +284,8 @@ class Worker:
             return self._loop(launcher)
         finally:
             launcher.close()
+            if self._metrics is not None:
+                self._metrics.shutdown()
 
     def request_stop(self, signum: int) -> None:
         """What SIGINT/SIGTERM do: stop the command in hand, release its task, claim nothing more."""
@@ -283,8 +315,10 @@ class Worker:
             if limit is not None and len(summary.runs) >= limit:
                 return _finish(summary, "max_tasks", _tasks_exit(summary), f"{limit} task(s) done (--max-tasks)")
             try:
-                task = self.queue.claim(self.options.agent, types=self.options.types,
-                                        lease_seconds=self.options.lease_seconds)
+                task = budget_claim(self.queue, self.options.agent, types=self.options.types,
+                                    lease_seconds=self.options.lease_seconds, reserve=self.options.reserve_usd)
+            except BudgetExceeded as exc:  # between tasks: nothing in hand, nothing to release
+                return _finish(summary, "budget", CIRCUIT_OPEN_EXIT, exc.message)
             except NothingToDo as exc:
                 if self._wait_for_more(exc):
                     continue
@@ -295,6 +329,8 @@ class Worker:
             except LokiError as exc:
                 return _finish(summary, "error", exc.exit_code, exc.message)
             self._waiting_said = ""
+            if self._metrics is not None:
+                self._metrics.claimed(self.options.agent, task)
             run = TaskRun(task["id"], task["title"])
             summary.runs.append(run)
             try:
@@ -348,7 +384,10 @@ class Worker:
             values = placeholders.values(task, agent=self.options.agent, task_file=scratch.task_file,
                                          result_file=scratch.result_file)
             command = placeholders.expand(self.options.command, values)
+            if self.options.max_task_usd is not None and os.path.basename(command[0]) == "claude":
+                command = [*command, "--max-budget-usd", f"{self.options.max_task_usd:g}"]
             launcher.env = {**os.environ, **environment(values, self.store.local_root)}
+            meter = self._meter = Meter(self._prices, command_model=model_in_command(command))
             runner = self._runner_for(command, launcher)
             heartbeat = Heartbeat(lambda: self.queue.heartbeat(task["id"], self.options.agent,
                                                                token=task["claim_token"], lease_seconds=lease),
@@ -371,6 +410,7 @@ class Worker:
                 self._runner = None
                 self._checks = None
                 heartbeat.stop()  # before anything is recorded: no renewal may land after it
+                meter.finish()
             run.duration_seconds = round(ended - started, 3)  # the command's; each check has its own
             run.heartbeats = heartbeat.renewals
             run.runs = len(result.attempts)
@@ -394,10 +434,43 @@ class Worker:
         policy = RetryPolicy(retries=self.options.retries if self.options.breaker else 0)
         return Runner(command, policy=policy, breakers=self._breakers, breaker=self.options.breaker,
                       clock=self.store.clock, sleep=self._injected_sleep,
-                      stdout=self._stdout, stderr=self._stderr,
+                      # The meter reads a copy of stdout; what the terminal gets is unchanged.
+                      stdout=self._metered_stdout(), stderr=self._stderr,
                       # One run without a breaker: the runner's retry lines would only repeat the failure.
                       notify=self._notify if self.options.breaker else None,
                       launch=launcher)
+
+    def _metered_stdout(self) -> Writer:
+        from loki.breakers.runner import stream_writer
+
+        write = self._stdout or stream_writer(sys.stdout)
+        return self._meter.tee(write) if self._meter is not None else write
+
+    def _usage(self, run: TaskRun, data: object) -> dict[str, Any] | None:
+        """The claim's usage from the meter (and the result file's ``data``), its refusals said once each."""
+        meter = self._meter
+        if meter is None:
+            return None
+        entry = meter.entry(data)
+        for problem in meter.problems:
+            self._notify(f"usage of {run.task_id} not recorded from {problem}")
+        meter.problems.clear()
+        run.usage = entry
+        return entry
+
+    def _over_cap(self, run: TaskRun, usage: dict[str, Any] | None) -> Failure | None:
+        """A failed attempt that spent ``--max-task-usd``: a failure of class ``budget``."""
+        cap = self.options.max_task_usd
+        if cap is None or usage is None or usage.get("usd") is None or float(usage["usd"]) < cap:
+            return None
+        headline = f"exit {run.exit_code} (budget): spent ${float(usage['usd']):.4f}, --max-task-usd is ${cap:g}"
+        return Failure("other", "budget", headline, headline)
+
+    def _result_data(self, scratch: Scratch) -> object:
+        try:
+            return scratch.read_result()
+        except BadResultFile:
+            return None
 
     def _lease_of(self, task: dict[str, Any]) -> float:
         """The lease just taken, in seconds (what each renewal extends it by)."""
@@ -427,12 +500,14 @@ class Worker:
         elif outcome == "succeeded" or (outcome == "interrupted" and run.exit_code == 0):
             self._complete(task, run, scratch)  # finished before a signal could stop it: done is done
         elif outcome == "interrupted":
-            self._release(task, run)
+            self._release(task, run, self._usage(run, self._result_data(scratch)))
         elif outcome == "circuit_open":
-            self._release(task, run)
+            self._release(task, run, self._usage(run, self._result_data(scratch)))
             run.error = f"the breaker {self.options.breaker} stayed open"
         else:
-            self._fail(task, run, describe(run.exit_code or 0, *runner.output_tail()))
+            usage = self._usage(run, self._result_data(scratch))
+            self._fail(task, run, self._over_cap(run, usage) or describe(run.exit_code or 0, *runner.output_tail()),
+                       usage)
 
     def _verified(self, task: dict[str, Any], run: TaskRun, scratch: Scratch, wanted: list[str],
                   checked: list[CheckResult]) -> None:
@@ -440,9 +515,10 @@ class Worker:
         attempt; checks a signal stopped (or never started) leave the task released, unverified."""
         failed = next((item for item in checked if not item.passed), None)
         if failed is not None and not failed.interrupted:
-            self._fail(task, run, check_failure(failed, len(checked), len(wanted)))
+            self._fail(task, run, check_failure(failed, len(checked), len(wanted)),
+                       self._usage(run, self._result_data(scratch)))  # the agent spent it all the same
         elif failed is not None or len(checked) < len(wanted):
-            self._release(task, run)
+            self._release(task, run, self._usage(run, self._result_data(scratch)))
         else:
             self._complete(task, run, scratch, checked)
 
@@ -451,8 +527,9 @@ class Worker:
         try:
             data = scratch.read_result()
         except BadResultFile as exc:
-            self._fail(task, run, bad_result(exc.message))
+            self._fail(task, run, bad_result(exc.message), self._usage(run, None))
             return
+        usage = self._usage(run, data)
         result: dict[str, Any] = {"exit_code": 0, "duration_seconds": run.duration_seconds,
                                   "heartbeats": run.heartbeats, "runs": run.runs}
         if data is not None:
@@ -462,17 +539,20 @@ class Worker:
         try:
             self._recording(run, "exit 0", lambda: self.queue.complete(
                 task["id"], self.options.agent, token=task["claim_token"], result=result, evidence=evidence,
-                head=head))
+                head=head, usage=usage))
         except (Conflict, NotFound) as exc:
             # A repeat of a complete that landed (its answer lost) is not refused: the queue recognises the
             # claim's token on the completed task (Queue.complete) and returns it.
             self._lost(run, exc)
             return
         run.outcome, run.state = "completed", "completed"
+        if self._metrics is not None:
+            self._metrics.completed(self.options.agent, task, usage)
         passed = f", {plural_checks(len(checked))} passed" if checked else ""
         self._notify(f"completed {task['id']} in {run.duration_seconds:g}s (exit 0{passed})")
 
-    def _fail(self, task: dict[str, Any], run: TaskRun, failure: Failure) -> None:
+    def _fail(self, task: dict[str, Any], run: TaskRun, failure: Failure,
+              usage: dict[str, Any] | None = None) -> None:
         # The approach is what was tried: the command (not who ran it: one script run by three agents is
         # one approach, not the "3 distinct approaches" that make the dead-letter review abandon a
         # task), or the approach a person proposed when the task was retried with one.
@@ -480,7 +560,7 @@ class Worker:
         try:
             outcome = self._recording(run, f"exit {run.exit_code}", lambda: self.queue.fail(
                 task["id"], self.options.agent, token=task["claim_token"], error=failure.message,
-                error_type=failure.error_type, approach=approach[:500]))
+                error_type=failure.error_type, approach=approach[:500], usage=usage))
         except (Conflict, NotFound) as exc:
             landed = self._failed_already(task)
             if landed is None:
@@ -489,6 +569,8 @@ class Worker:
             outcome = landed
         run.outcome, run.state, run.retry_at = "failed", outcome["state"], outcome["retry_at"]
         run.error_type, run.error_class, run.error = failure.error_type, failure.error_class, failure.headline
+        if self._metrics is not None:
+            self._metrics.failed(self.options.agent, task, failure.error_class, run.state, usage)
         after = f"retry after {run.retry_at}" if run.retry_at else f"moved to {run.state}"
         self._notify(f"failed {task['id']}: {failure.headline}; {after}")
 
@@ -531,13 +613,15 @@ class Worker:
         pending = shown["state"] == "pending"
         return {"state": shown["state"], "retry_at": shown["task"].get("available_at") if pending else None}
 
-    def _release(self, task: dict[str, Any], run: TaskRun) -> None:
+    def _release(self, task: dict[str, Any], run: TaskRun, usage: dict[str, Any] | None = None) -> None:
         try:
-            self.queue.release(task["id"], self.options.agent, token=task["claim_token"])
+            self.queue.release(task["id"], self.options.agent, token=task["claim_token"], usage=usage)
         except (Conflict, NotFound) as exc:
             self._lost(run, exc)
             return
         run.outcome, run.state = "released", "pending"
+        if self._metrics is not None:
+            self._metrics.spent(self.options.agent, task, usage)
         self._notify(f"released {task['id']} (back to pending, untouched)")
 
     def _lost(self, run: TaskRun, exc: LokiError) -> None:
@@ -554,6 +638,15 @@ class _Unrecorded(LokiError):
                          f"{error.message}; it stays held until its lease lapses, then runs again")
         self.error = error
         self.exit_code = error.exit_code
+
+
+def _price_table(store: Store) -> dict[str, dict[str, float]]:
+    from loki.spend.prices import BadPrices, table
+
+    try:
+        return table(store.config)
+    except BadPrices as exc:
+        raise InvalidInput(f"config/loki.json: {exc}", field="spend.prices") from None
 
 
 def _finish(summary: Summary, stopped: str, exit_code: int, reason: str) -> Summary:

@@ -51,6 +51,7 @@ def populate(root: Path) -> None:
     run("queue", "claim", "--agent", "a2")
     run("breaker", "failure", "api/claude", "--error", "429")
     run("breaker", "trip", "api/github")
+    run("budget", "set", "daily", "--usd", "50", "--per", "day")  # budgets (docs/spend.md) move too
     run("signal", "emit", "TESTS_RESULT", "--task", ids[5], "passed:=true", "failed_count:=0")
     run("escalate", ids[4], "--trigger", "needs a human")
     payload = {"session_id": "s1", "hook_event_name": "PostToolUseFailure", "tool_name": "Bash",

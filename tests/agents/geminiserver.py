@@ -38,8 +38,10 @@ def say(text: str) -> Parts:
 class GeminiServer:
     """``with GeminiServer([turn, ...]) as server:`` then ``server.url`` for GOOGLE_GEMINI_BASE_URL."""
 
-    def __init__(self, script: list[Parts]) -> None:
+    def __init__(self, script: list[Parts], *, usage: dict[str, int] | None = None) -> None:
         self.script = list(script)
+        self.usage = usage or {"promptTokenCount": 10, "candidatesTokenCount": 5}
+        """What each reply's ``usageMetadata`` reports (``cachedContentTokenCount`` too, when given)."""
         self.requests: list[dict[str, Any]] = []
         """Every streamGenerateContent body, in order."""
         self.others: list[str] = []
@@ -84,7 +86,8 @@ class GeminiServer:
                 parts = server._next(body)
                 chunk = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP",
                                          "index": 0}],
-                         "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}}
+                         "usageMetadata": {**server.usage, "totalTokenCount": server.usage["promptTokenCount"]
+                                           + server.usage["candidatesTokenCount"]}}
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.end_headers()

@@ -88,6 +88,12 @@ class ModelServer:
     """The scripted model: ``with ModelServer([...]) as model:`` then ``model.url``."""
 
     turns: list[Turn]
+    usage: dict[str, int] = field(default_factory=dict)
+    """What each reply reports it used, over the defaults (``input_tokens`` 100, ``output_tokens`` 10, no
+    cache): ``{"cache_read_input_tokens": 5000}`` makes every reply report cache reads
+    (tests/agents/test_agent_spend.py)."""
+    replies: int = 0
+    """How many /v1/messages replies were sent (each reports ``usage``): what a session's totals sum."""
     requests: list[Request] = field(default_factory=list)
     overrun: int = 0
     _next: int = 0
@@ -186,17 +192,21 @@ def _blocks(model: ModelServer, turn: Turn) -> list[dict[str, Any]]:
     return blocks
 
 
-def _usage(output_tokens: int) -> dict[str, int]:
-    return {"input_tokens": 100, "output_tokens": output_tokens, "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0}
+def _usage(output_tokens: int, extra: dict[str, int] | None = None) -> dict[str, int]:
+    usage = {"input_tokens": 100, "output_tokens": output_tokens, "cache_creation_input_tokens": 0,
+             "cache_read_input_tokens": 0}
+    usage.update({k: v for k, v in (extra or {}).items() if k != "output_tokens"})
+    if extra and "output_tokens" in extra and output_tokens != 1:
+        usage["output_tokens"] = extra["output_tokens"]
+    return usage
 
 
 def stream_events(message_id: str, blocks: list[dict[str, Any]],
-                  stop_reason: str) -> Iterator[tuple[str, dict[str, Any]]]:
+                  stop_reason: str, usage: dict[str, int] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
     """The server-sent events of one streamed reply, as ``(event, data)`` pairs."""
     yield "message_start", {"type": "message_start", "message": {
         "id": message_id, "type": "message", "role": "assistant", "model": MODEL, "content": [],
-        "stop_reason": None, "stop_sequence": None, "usage": _usage(1)}}
+        "stop_reason": None, "stop_sequence": None, "usage": _usage(1, usage)}}
     for index, block in enumerate(blocks):
         if block["type"] == "text":
             yield "content_block_start", {"type": "content_block_start", "index": index,
@@ -212,7 +222,7 @@ def stream_events(message_id: str, blocks: list[dict[str, Any]],
                     "type": "input_json_delta", "partial_json": raw[start:start + JSON_CHUNK]}}
         yield "content_block_stop", {"type": "content_block_stop", "index": index}
     yield "message_delta", {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                            "usage": {"output_tokens": 10}}
+                            "usage": {"output_tokens": (usage or {}).get("output_tokens", 10)}}
     yield "message_stop", {"type": "message_stop"}
 
 
@@ -275,11 +285,14 @@ class _Handler(BaseHTTPRequestHandler):
             turn = text("ok")
         blocks = _blocks(self.model, turn)
         message_id = self.model._message_id()
+        with self.model._lock:
+            self.model.replies += 1
         if isinstance(body, dict) and body.get("stream"):
             data = "".join(f"event: {event}\ndata: {json.dumps(payload)}\n\n"
-                           for event, payload in stream_events(message_id, blocks, turn.stop_reason))
+                           for event, payload in stream_events(message_id, blocks, turn.stop_reason,
+                                                               self.model.usage))
             self._send(200, "text/event-stream", data.encode())
             return
         message = {"id": message_id, "type": "message", "role": "assistant", "model": MODEL, "content": blocks,
-                   "stop_reason": turn.stop_reason, "stop_sequence": None, "usage": _usage(10)}
+                   "stop_reason": turn.stop_reason, "stop_sequence": None, "usage": _usage(10, self.model.usage)}
         self._send(200, "application/json", json.dumps(message).encode())

@@ -32,8 +32,12 @@ def say(text: str) -> Item:
 class ResponsesServer:
     """``with ResponsesServer([item, ...]) as server:`` then ``server.url`` as the provider's base_url."""
 
-    def __init__(self, script: list[Item]) -> None:
+    def __init__(self, script: list[Item], *, usage: dict[str, int] | None = None) -> None:
         self.script = list(script)
+        self.usage = usage or {"input_tokens": 10, "cached_tokens": 0, "output_tokens": 5}
+        """What each response reports: ``input_tokens`` (cached ones included, as the API counts them),
+        ``cached_tokens`` (``input_tokens_details.cached_tokens``), ``output_tokens``."""
+        self.replies = 0
         self.requests: list[dict[str, Any]] = []
         self.others: list[str] = []
         self._lock = threading.Lock()
@@ -82,8 +86,13 @@ class ResponsesServer:
                     return
                 index, item = server._next(body)
                 response = {"id": f"resp_{index}"}
-                usage = {"input_tokens": 10, "input_tokens_details": None, "output_tokens": 5,
-                         "output_tokens_details": None, "total_tokens": 15}
+                figures = server.usage
+                details = {"cached_tokens": figures["cached_tokens"]} if figures.get("cached_tokens") else None
+                usage = {"input_tokens": figures["input_tokens"], "input_tokens_details": details,
+                         "output_tokens": figures["output_tokens"], "output_tokens_details": None,
+                         "total_tokens": figures["input_tokens"] + figures["output_tokens"]}
+                with server._lock:
+                    server.replies += 1
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.end_headers()

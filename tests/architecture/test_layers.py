@@ -24,6 +24,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("signals",),   # the bus: emit, types, outcomes
     ("breakers",),
     ("queue",),     # emits signals (escalations, the dead-letter queue)
+    ("spend",),     # the meter, the price table, the usage report (reads the queue)
+    ("metrics",),   # OTLP export of counters and gauges (imported only with an endpoint)
     ("strikes",),   # emits signals, reads the queue
     ("memory",),
     ("watch",),     # the watcher and the live view: consumes signals, applies decisions to the queue

@@ -17,6 +17,7 @@ import pytest
 
 from loki.cli.completiontable import TABLE
 from loki.memory.memory import ErrorMemory
+from loki.queue.queue import Queue
 from loki.storage.store import Store
 from loki.strikes.strikes import Strikes
 from tests.helpers import NOW, cli
@@ -51,12 +52,16 @@ PRINTERS: dict[str, list[list[str]]] = {
     "errors stats": [["errors", "stats"]],
     "signal list": [["signal", "list"]],
     "signal show": [],  # run below with the names of the tree's signals
+    "budget list": [["budget", "list"]],
+    "budget show": [["budget", "show", "b1"]],
+    "usage": [["usage"], ["usage", "--by", "model"], ["usage", "--by", "agent"], ["usage", "--by", "label"]],
     "signal log": [["signal", "log"]],
 }
 # Commands that show no stored text a person did not just type (or only through say(), which never reads markup:
 # their answers are checked below through the state-changing commands of the setup).
 NO_STORED_TEXT = {
-    "approve", "breaker capacity", "breaker check", "breaker failure", "breaker reset", "breaker success",
+    "approve", "budget remove", "budget set",
+    "breaker capacity", "breaker check", "breaker failure", "breaker reset", "breaker success",
     "breaker trip", "completion", "db upgrade", "deadletter abandon", "deadletter propose", "deadletter retry",
     "deadletter review", "deadletter split", "doctor", "errors compact", "errors reindex", "errors reset", "escalate",
     "escalations close", "hook", "hooks install", "hooks uninstall", "init",
@@ -107,6 +112,14 @@ def _hostile_tree(root: Path) -> None:
     store = Store(root)
     Strikes(store, branch="main").record_failure("Bash", {"command": f"make {HOSTILE}"}, HOSTILE)
     ErrorMemory(store).capture("Bash", {"command": f"make {HOSTILE}"}, f"error: {HOSTILE}", branch="main")
+    run("budget", "set", "b1", "--usd", "5", "--per", "day", "--scope", f"label:{LABEL}")
+    # What an agent reported spending, its model name hostile (docs/spend.md)
+    run("queue", "add", HOSTILE, "--id", "t6", "--label", LABEL)
+    queue = Queue(store)
+    claimed = queue.claim(AGENT, task_id="t6")
+    queue.complete("t6", AGENT, token=claimed["claim_token"], usage={
+        "input_tokens": 1, "output_tokens": 2, "cache_read_tokens": 3, "cache_creation_tokens": 0,
+        "source": "result_file", "model": HOSTILE, "usd": None})
 
 
 @pytest.mark.slow  # ~30 commands, 2-4 s
@@ -144,6 +157,12 @@ def test_hostile_text_through_every_human_facing_printer(root: Path, width: str)
         ("errors", "list", "--branch", "main"): ["[bold]B[/bold]", "[ci]"],
         ("errors", "search", "end"): ["[bold]B[/bold]", "[ci]", "\\x1b[2J"],
         ("signal", "log"): ["PROGRESS_UPDATE"],
+        ("usage", "--by", "model"): LITERAL,
+        ("budget", "list"): [LABEL],
+        ("budget", "show", "b1"): [LABEL],
+        ("usage", "--by", "agent"): [AGENT],
+        ("usage", "--by", "label"): [LABEL],
+        ("queue", "show", "t6"): [*LITERAL, AGENT],
     }
     for args, literal in shows.items():
         done = cli(list(args), root=root, env=env)

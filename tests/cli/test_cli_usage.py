@@ -36,6 +36,14 @@ USAGE = [
     ["errors", "search", "***"],
     ["errors", "reset"],
     ["watch", "--once", "--observer", "magic"],
+    ["usage", "--by", "colour"],
+    ["budget", "set", "b", "--usd", "-5", "--per", "day"],
+    ["budget", "set", "b", "--usd", "5", "--per", "day", "--scope", "planet:mars"],
+    ["budget", "set", "b", "--tokens", "lots", "--per", "hour"],
+    ["budget", "set", "b", "--usd", "5", "--tokens", "5M", "--per", "hour"],
+    ["budget", "set", "b", "--usd", "5", "--per", "fortnight"],
+    ["work", "--agent", "a", "--reserve", "-1", "--", "true"],
+    ["usage", "--since", "last tuesday"],
 ]
 
 

@@ -205,6 +205,7 @@ class Harness:
             if op == "add" and task_id not in seen:
                 self.violation(round_number, f"task {task_id} was added and is gone")
         self._check_signals(round_number, begun, ended)
+        self._check_usage(round_number, store, begun, ended)
         self._check_agents(round_number, store)
         entry = store.read(layout.BREAKERS).get(BREAKER)
         for kind, field in (("breaker-failure", "total_failures"), ("breaker-success", "total_successes")):
@@ -295,6 +296,24 @@ class Harness:
             if isinstance(data, dict) and "run" in data:
                 found[task["id"]] = data["run"]
         return found
+
+    def _check_usage(self, round_number: int, store: Store, begun: Counter[tuple[str, str]],
+                     ended: Counter[tuple[str, str]]) -> None:
+        """Each finish's usage entry (its model a nonce) is stored once if the finish returned, at most once if
+        it was killed, never twice (docs/spend.md)."""
+        from loki.spend.report import entries
+
+        stored: Counter[str] = Counter(str(entry.get("model")) for _task, entry in entries(store))
+        for (op, nonce), _ in begun.items():
+            if op != "usage":
+                continue
+            if stored[nonce] > 1:
+                self.violation(round_number, f"usage {nonce} stored {stored[nonce]} times")
+            if ended[(op, nonce)] and stored[nonce] == 0:
+                self.violation(round_number, f"usage {nonce} was recorded and is gone")
+        for nonce, count in stored.items():
+            if nonce.count("-u") == 1 and begun[("usage", nonce)] == 0:
+                self.violation(round_number, f"usage {nonce} stored {count} times but nobody recorded it")
 
     def _check_signals(self, round_number: int, begun: Counter[tuple[str, str]],
                        ended: Counter[tuple[str, str]]) -> None:

@@ -20,6 +20,8 @@ from loki.errors import LokiError
 from loki.queue.deadletter import DeadLetter
 from loki.queue.queue import Queue
 from loki.signals import emit as signals
+from loki.spend.budgets import Budgets
+from loki.spend.budgets import claim as budget_claim
 from loki.storage.store import Store
 from loki.strikes.strikes import Strikes
 
@@ -43,7 +45,7 @@ class Worker:
 
     def run(self) -> None:
         ops = [(self.add, 5), (self.claim, 5), (self.finish, 6), (self.breaker, 4), (self.maintenance, 2),
-               (self.strike, 3), (self.signal, 4)]
+               (self.strike, 3), (self.signal, 4), (self.budget, 1)]
         choices = [op for op, weight in ops for _ in range(weight)]
         while True:
             # Conflicts and nothing-to-do are part of the game; the checker looks at the files.
@@ -60,7 +62,9 @@ class Worker:
         self.log("end", "add", task_id)
 
     def claim(self) -> None:
-        task = self.queue.claim(self.name, lease_seconds=self.rng.choice([1, 3600]))
+        # Within the budgets (docs/spend.md): a spent one refuses, writing BUDGET_EXCEEDED and the budgets file.
+        task = budget_claim(self.queue, self.name, lease_seconds=self.rng.choice([1, 3600]),
+                            reserve=self.rng.choice([0.0, 0.01]))
         self.held.append((task["id"], task["claim_token"]))
 
     def finish(self) -> None:
@@ -68,15 +72,35 @@ class Worker:
             return
         task_id, token = self.held.pop(self.rng.randrange(len(self.held)))
         roll = self.rng.random()
+        # What the claim spent, its model a nonce: the checker finds each recorded finish's entry exactly once.
+        self.serial += 1
+        nonce = f"{self.name}-u{self.serial}"
+        usage = {"input_tokens": 1, "output_tokens": 1, "cache_read_tokens": 0, "cache_creation_tokens": 0,
+                 "source": "result_file", "model": nonce, "usd": 0.01, "usd_source": "agent"}
+        self.log("begin", "usage", nonce)
         if roll < 0.25:  # refused (and nothing written) when the task has checks
-            self.queue.complete(task_id, self.name, token=token)
+            self.queue.complete(task_id, self.name, token=token, usage=usage)
         elif roll < 0.5:
-            self.queue.complete(task_id, self.name, token=token, forced_by=self.name)
+            self.queue.complete(task_id, self.name, token=token, forced_by=self.name, usage=usage)
         elif roll < 0.9:
             self.queue.fail(task_id, self.name, token=token, error=f"error {self.rng.choice('abcdef')}",
-                            approach=f"approach {self.rng.randrange(5)}", error_type="test_failure")
+                            approach=f"approach {self.rng.randrange(5)}", error_type="test_failure", usage=usage)
         else:
-            self.queue.release(task_id, self.name, token=token)
+            self.queue.release(task_id, self.name, token=token, usage=usage)
+        self.log("end", "usage", nonce)
+
+    def budget(self) -> None:
+        """Set or remove a budget (state/budgets.json), generous or nearly spent."""
+        budgets = Budgets(self.store)
+        # Scoped to this worker: a spent one refuses its claims, never the loki work agents' beside it.
+        name = self.rng.choice([self.name, f"{self.name}-tokens"])
+        if self.rng.random() < 0.7:
+            if name == self.name:
+                budgets.set(name, usd=self.rng.choice([0.05, 1000.0]), per="hour", scope=f"agent:{self.name}")
+            else:
+                budgets.set(name, tokens=self.rng.choice([10, 10**9]), per="day", scope=f"agent:{self.name}")
+        else:
+            budgets.remove(name)
 
     def breaker(self) -> None:
         breakers = Breakers(self.store)

@@ -1,0 +1,335 @@
+"""Budgets: how much the team, a task type, a label or an agent may spend per hour, day or week (docs/spend.md).
+
+A budget is a record of ``state/budgets.json`` (one document under the storage interface, like the breakers':
+a file on a file tree, a row of the database's documents on PostgreSQL, so every machine of the team reads
+the same budgets). What a budget has spent is not kept beside it: it is summed, at each check, from the usage
+entries the tasks keep (loki/tasks/usage.py), which are recorded once per claim with the claim's outcome; so
+a budget can never count an attempt twice, and nothing is left to reconcile after a crash.
+
+Windows are fixed and UTC: an hour from its start, a day from midnight, a week from Monday midnight. The
+budget refills when its window ends.
+
+Before each claim (``loki work``, ``loki queue claim``), :func:`claim` asks :meth:`Budgets.gate`: a budget is
+spent when what its scope spent in the window, plus ``reserve`` for each attempt of its scope already running
+and for this one, reaches its limit. A spent budget of the team, or of the claiming agent, refuses the claim
+(:class:`BudgetExceeded`, exit 75, with the refill time, as an OPEN breaker does); one of a type or a label
+keeps the claim off that type's or label's tasks (and refuses it when nothing else is ready). The first refusal
+of a window writes a ``BUDGET_EXCEEDED`` signal, which the watcher leaves in place for others
+(``signals.leave_for_others``: what Loki Mode's ``run.sh`` waits on).
+
+The overshoot: a budget counts what was spent, and an attempt's spend is known when it ends; so a budget of
+``N`` dollars ends at most at ``N`` plus what the attempts already running when it was reached go on to
+spend: with ``A`` agents on the budget's scope and attempts costing at most ``C`` each (``--max-task-usd``
+caps ``C`` for agents that take a cap), under ``N + A x C``. ``--reserve R`` counts ``R`` for every running
+attempt before a claim, so a claim is refused once ``spent + R x (running + 1) > N``: with ``R >= C``, agents
+that claim one after another never overshoot. The check is read before the claim, not under the claim's lock:
+agents claiming at the same instant each see the others' attempts not yet running, so the bound that always
+holds stays ``N + A x C``; the reserve makes reaching it need ``A`` claims at one instant at the limit.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from loki.clock import format_ts, parse_ts
+from loki.errors import ExitCode, InvalidArgument, LokiError, NotFound, NothingToDo, UsageError
+from loki.storage import layout
+
+TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from loki.queue.queue import Queue
+    from loki.storage.state import StateStore as Store
+
+PERIODS = ("hour", "day", "week")
+SCOPE_KINDS = ("team", "type", "label", "agent")
+MAX_USD = 1_000_000.0
+MAX_TOKENS = 10**12
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_TOKENS = re.compile(r"(\d+(?:\.\d+)?)([kKmMbB]?)")
+
+
+class BudgetExceeded(LokiError):
+    """A spent budget refuses the claim: not now, try again when it refills (exit 75, like an open breaker)."""
+
+    exit_code = ExitCode.CIRCUIT_OPEN
+    kind = "budget_exceeded"
+
+    def __init__(self, message: str, *, budget: str, refill_at: str, retry_after: float) -> None:
+        super().__init__(message, budget=budget, refill_at=refill_at, retry_after=retry_after)
+        self.budget = budget
+        self.refill_at = refill_at
+        self.retry_after = retry_after
+
+
+def check_budget_name(name: object) -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise UsageError(f"invalid budget name {name!r}: 1 to 64 letters, digits, '.', '_' or '-', starting with a "
+                         "letter or digit", field="name")
+    return name
+
+
+def parse_scope(scope: str) -> tuple[str, str | None]:
+    """``team``, ``type:X``, ``label:X`` or ``agent:X`` (:class:`UsageError`, exit 2, otherwise)."""
+    kind, _, value = scope.partition(":")
+    if kind == "team" and not value:
+        return "team", None
+    if kind in SCOPE_KINDS[1:] and value:
+        from loki.text.textsafe import check_name
+
+        check_name(value, f"{kind} name")
+        return kind, value
+    raise UsageError(f"invalid scope {scope!r}: team, type:NAME, label:NAME or agent:NAME", field="scope")
+
+
+def parse_tokens(text: str) -> int:
+    """``5M``, ``200k``, ``1.5M``, ``1000``: a whole number of tokens from 1 to 10^12."""
+    match = _TOKENS.fullmatch(text.strip())
+    if not match:
+        raise UsageError(f"invalid --tokens {text!r}: a number of tokens, with k, M or B (5M, 200k)", field="tokens")
+    scale = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9}[match.group(2).lower()]
+    value = float(match.group(1)) * scale
+    if value != int(value) or not 1 <= value <= MAX_TOKENS:
+        raise InvalidArgument(f"invalid --tokens {text!r}: a whole number of tokens from 1 to 10^12", field="tokens")
+    return int(value)
+
+
+def window(per: str, now: datetime) -> tuple[datetime, datetime]:
+    """The fixed UTC window holding ``now``: ``(start, end)``."""
+    now = now.astimezone(timezone.utc)
+    if per == "hour":
+        start = now.replace(minute=0, second=0, microsecond=0)
+        return start, start + timedelta(hours=1)
+    start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if per == "day":
+        return start, start + timedelta(days=1)
+    start -= timedelta(days=start.weekday())
+    return start, start + timedelta(days=7)
+
+
+def _matches(kind: str, value: str | None, task: dict[str, Any], agent: str | None) -> bool:
+    if kind == "team":
+        return True
+    if kind == "type":
+        return bool(task.get("type", "general") == value)
+    if kind == "label":
+        return value in (task.get("labels") or [])
+    return agent == value
+
+
+@dataclass
+class Standing:
+    """One budget now: what its scope spent in the window and whether it is spent."""
+
+    name: str
+    record: dict[str, Any]
+    start: str
+    refill_at: str
+    spent_usd: float
+    spent_tokens: int
+    running: int
+    reserve: float = 0.0
+
+    @property
+    def limit(self) -> float:
+        return float(self.record["usd"] if self.record.get("usd") is not None else self.record["tokens"])
+
+    @property
+    def exhausted(self) -> bool:
+        """Spent: the window's spend reached the limit, or (dollars, with a reserve) the spend and a reserve
+        for every running attempt of the scope and for the one about to be claimed would pass it."""
+        if self.record.get("usd") is None:
+            return self.spent_tokens >= self.limit
+        return self.spent_usd >= self.limit or (
+            self.reserve > 0 and self.spent_usd + self.reserve * (self.running + 1) > self.limit)
+
+    def describe(self) -> str:
+        if self.record.get("usd") is not None:
+            spent = f"${self.spent_usd:,.4f} of ${float(self.record['usd']):,.2f}"
+            if self.reserve:
+                spent += f" (+ ${self.reserve:g} reserved for each of {self.running + 1} attempts)"
+        else:
+            spent = f"{self.spent_tokens:,} of {int(self.record['tokens']):,} tokens"
+        return f"budget {self.name} ({self.record['scope']}) spent: {spent} this {self.record['per']}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, **self.record, "window_start": self.start, "refill_at": self.refill_at,
+                "spent_usd": round(self.spent_usd, 6), "spent_tokens": self.spent_tokens,
+                "running": self.running, "exhausted": self.exhausted}
+
+
+@dataclass
+class Gate:
+    """What the budgets allow one claim: refused outright (``blocking``), or kept off types and labels."""
+
+    blocking: list[Standing] = field(default_factory=list)
+    types: dict[str, Standing] = field(default_factory=dict)
+    labels: dict[str, Standing] = field(default_factory=dict)
+
+    def excludes(self, task: dict[str, Any]) -> Standing | None:
+        hit = self.types.get(task.get("type") or "general")
+        if hit is not None:
+            return hit
+        return next((self.labels[label] for label in task.get("labels") or [] if label in self.labels), None)
+
+
+class Budgets:
+    """The budgets of one store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _doc(self) -> dict[str, Any]:
+        doc = self.store.read(layout.BUDGETS) if self.store.exists(layout.BUDGETS) else {}
+        return doc if isinstance(doc, dict) else {}
+
+    def set(self, name: str, *, per: str, usd: float | None = None, tokens: int | None = None,
+            scope: str = "team") -> dict[str, Any]:
+        """Create or replace a budget: ``usd`` or ``tokens`` per ``per``, for ``scope``."""
+        check_budget_name(name)
+        if per not in PERIODS:
+            raise UsageError(f"invalid --per {per!r}: one of {', '.join(PERIODS)}", field="per")
+        parse_scope(scope)
+        if (usd is None) == (tokens is None):
+            raise UsageError("give one limit: --usd DOLLARS or --tokens COUNT", field="usd")
+        if usd is not None and (isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd)
+                                or not 0 < usd <= MAX_USD):
+            raise InvalidArgument(f"invalid --usd {usd!r}: dollars above 0 and at most 1,000,000", field="usd")
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
+                                   or not 1 <= tokens <= MAX_TOKENS):
+            raise InvalidArgument(f"invalid --tokens {tokens!r}: a whole number from 1 to 10^12", field="tokens")
+        record = {"scope": scope, "usd": float(usd) if usd is not None else None, "tokens": tokens, "per": per,
+                  "created_at": format_ts(self.store.clock.now()), "signalled": None}
+        with self.store.transaction(layout.BUDGETS) as txn:
+            doc = dict(txn.read(layout.BUDGETS) or {})
+            doc[name] = record
+            txn.write(layout.BUDGETS, doc, changed=[record])
+        return {"name": name, **record}
+
+    def remove(self, name: str) -> dict[str, Any]:
+        check_budget_name(name)
+        with self.store.transaction(layout.BUDGETS) as txn:
+            doc = dict(txn.read(layout.BUDGETS) or {})
+            if name not in doc:
+                raise NotFound(f"no budget {name!r} (`loki budget list`)", budget=name)
+            record = doc.pop(name)
+            txn.write(layout.BUDGETS, doc, changed=[])
+        return {"name": name, **record}
+
+    def standings(self, *, reserve: float = 0.0) -> list[Standing]:
+        """Every budget now, by name; one pass over the tasks for all of them."""
+        doc = self._doc()
+        if not doc:
+            return []
+        from loki.spend.report import entries
+
+        now = self.store.clock.now()
+        spans = {name: window(record["per"], now) for name, record in doc.items()}
+        earliest = format_ts(min(start for start, _ in spans.values()))
+        found: list[tuple[dict[str, Any], dict[str, Any]]] = [
+            (task, entry) for task, entry in entries(self.store) if str(entry.get("at") or "") >= earliest]
+        running = self.store.tasks().view(["in-progress"])["in-progress"]
+        result = []
+        for name in sorted(doc):
+            record = doc[name]
+            kind, value = parse_scope(record["scope"])
+            start, end = (format_ts(t) for t in spans[name])
+            mine = [e for t, e in found if str(e.get("at") or "") >= start and _matches(kind, value, t, e.get("agent"))]
+            result.append(Standing(
+                name, record, start, end, spent_usd=sum(float(e.get("usd") or 0.0) for e in mine),
+                spent_tokens=sum(int(e.get(k) or 0) for e in mine for k in
+                                 ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")),
+                running=sum(1 for t in running if _matches(kind, value, t, t.get("claimed_by"))), reserve=reserve))
+        return result
+
+    def show(self, name: str) -> Standing:
+        check_budget_name(name)
+        for standing in self.standings():
+            if standing.name == name:
+                return standing
+        raise NotFound(f"no budget {name!r} (`loki budget list`)", budget=name)
+
+    def gate(self, agent: str, *, reserve: float = 0.0) -> Gate:
+        gate = Gate()
+        for standing in self.standings(reserve=reserve):
+            if not standing.exhausted:
+                continue
+            kind, value = parse_scope(standing.record["scope"])
+            if kind == "team" or (kind == "agent" and value == agent):
+                gate.blocking.append(standing)
+            elif kind == "type" and value is not None:
+                gate.types[value] = standing
+            elif kind == "label" and value is not None:
+                gate.labels[value] = standing
+        return gate
+
+    def refuse(self, standing: Standing, agent: str, extra: str = "") -> BudgetExceeded:
+        """The refusal of a claim; the first of the budget's window writes BUDGET_EXCEEDED (once, whoever
+        refuses first: decided under the budgets' lock)."""
+        with self.store.transaction(layout.BUDGETS) as txn:
+            doc = dict(txn.read(layout.BUDGETS) or {})
+            record = doc.get(standing.name)
+            first = isinstance(record, dict) and record.get("signalled") != standing.start
+            if first and isinstance(record, dict):
+                doc[standing.name] = {**record, "signalled": standing.start}
+                txn.write(layout.BUDGETS, doc, changed=[doc[standing.name]])
+        if first:
+            from loki.signals.emit import emit
+
+            emit(self.store, "BUDGET_EXCEEDED", {
+                "budget": standing.name, "scope": standing.record["scope"], "per": standing.record["per"],
+                "limit_usd": standing.record.get("usd"), "limit_tokens": standing.record.get("tokens"),
+                "spent_usd": round(standing.spent_usd, 6), "spent_tokens": standing.spent_tokens,
+                "refill_at": standing.refill_at}, agent=agent)
+        seconds = max(0.0, (parse_ts(standing.refill_at) - self.store.clock.now()).total_seconds())
+        return BudgetExceeded(f"{standing.describe()}{extra}; it refills at {standing.refill_at}",
+                              budget=standing.name, refill_at=standing.refill_at, retry_after=seconds)
+
+
+def claim(queue: Queue, agent: str, *, types: Sequence[str] = (), labels: Sequence[str] = (),
+          priorities: Sequence[str] = (), lease_seconds: float | None = None, reserve: float = 0.0,
+          task_id: str | None = None, reuse: bool = False) -> Any:
+    """``queue.claim`` within the budgets: refused (:class:`BudgetExceeded`) by a spent budget of the team or
+    of ``agent``, kept off the tasks of a spent type or label budget."""
+    if isinstance(reserve, bool) or not math.isfinite(reserve) or not 0 <= reserve <= MAX_USD:
+        raise InvalidArgument(f"invalid --reserve {reserve!r}: dollars from 0 to 1,000,000", field="reserve")
+    budgets = Budgets(queue.store)
+    plain: dict[str, Any] = {"types": types, "labels": labels, "priorities": priorities,
+             "lease_seconds": lease_seconds,
+             "task_id": task_id, "reuse": reuse}
+    if not budgets._doc():
+        return queue.claim(agent, **plain)
+    gate = budgets.gate(agent, reserve=reserve)
+    if reuse and any(t.get("claimed_by") == agent
+                     for t in queue.store.tasks().view(["in-progress"])["in-progress"]):
+        return queue.claim(agent, **plain)  # the claim it holds, given back: no new work, nothing to refuse
+    if gate.blocking:
+        raise budgets.refuse(gate.blocking[0], agent)
+    if not gate.types and not gate.labels:
+        return queue.claim(agent, **plain)
+    if task_id is not None:
+        hit = gate.excludes(queue.show(task_id)["task"])
+        if hit is not None:
+            raise budgets.refuse(hit, agent, f" ({task_id} is in its scope)")
+        return queue.claim(agent, **plain)
+    ready = queue.ready(types=types, labels=labels, priorities=priorities)["ready"]
+    kept_off = None
+    for row in ready:
+        hit = gate.excludes(row)
+        if hit is not None:
+            kept_off = kept_off or hit
+            continue
+        try:
+            return queue.claim(agent, task_id=row["id"], lease_seconds=lease_seconds)
+        except (NothingToDo, LokiError) as exc:
+            if exc.exit_code not in (ExitCode.NOTHING_TO_DO, ExitCode.CONFLICT):
+                raise
+            continue  # another agent took it first
+    if kept_off is not None:
+        raise budgets.refuse(kept_off, agent, " (every ready task is in its scope)")
+    return queue.claim(agent, **plain)  # nothing ready: the queue says why (exit 3)

@@ -1,0 +1,179 @@
+"""Budgets (loki/spend/budgets.py, docs/spend.md) on every backend: set, list, show, remove; a spent budget
+refuses a claim with its refill time (exit 75), keeps claims off a spent type or label, refills when its
+window ends (time injected), writes BUDGET_EXCEEDED once per window, and ``reserve`` refuses a claim before
+the running attempts could pass the limit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from loki.errors import InvalidArgument, NotFound, NothingToDo, UsageError
+from loki.queue.queue import Queue
+from loki.spend.budgets import BudgetExceeded, Budgets, claim, parse_tokens, window
+from loki.storage import layout
+
+NOW = "2026-01-25T10:00:00Z"
+
+
+@pytest.fixture
+def store(backend_store: Any) -> Any:
+    return backend_store
+
+
+def spend(store: Any, task_id: str, usd: float, *, agent: str = "a", type_: str = "general",
+          labels: list[str] | None = None, tokens: int = 100) -> None:
+    """A claim of a new task that spent ``usd``, recorded with its completion (as loki work records it)."""
+    queue = Queue(store)
+    queue.add(f"task {task_id}", task_id=task_id, type=type_, labels=labels or [])
+    claimed = queue.claim(agent, task_id=task_id)
+    queue.complete(task_id, agent, token=claimed["claim_token"], usage={
+        "input_tokens": tokens, "output_tokens": 0, "cache_read_tokens": 0, "cache_creation_tokens": 0,
+        "source": "result_file", "usd": usd, "usd_source": "agent"})
+
+
+def test_set_list_show_remove(store: Any) -> None:
+    budgets = Budgets(store)
+    budgets.set("team-day", usd=50, per="day")
+    budgets.set("docs-hour", tokens=parse_tokens("5M"), per="hour", scope="type:docs")
+    assert [s.name for s in budgets.standings()] == ["docs-hour", "team-day"]
+    spend(store, "t1", 1.5)
+    shown = budgets.show("team-day").to_json()
+    assert (shown["spent_usd"], shown["exhausted"], shown["scope"], shown["usd"]) == (1.5, False, "team", 50.0)
+    assert budgets.show("docs-hour").spent_tokens == 0  # t1 is not a docs task
+    budgets.remove("docs-hour")
+    assert [s.name for s in budgets.standings()] == ["team-day"]
+    with pytest.raises(NotFound, match="no budget 'docs-hour'"):
+        budgets.remove("docs-hour")
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"usd": -5, "per": "day"}, InvalidArgument, "invalid --usd -5"),
+    ({"usd": 0, "per": "day"}, InvalidArgument, "invalid --usd 0"),
+    ({"usd": 1e9, "per": "day"}, InvalidArgument, "invalid --usd"),
+    ({"usd": float("nan"), "per": "day"}, InvalidArgument, "invalid --usd"),
+    ({"usd": 5, "tokens": 5, "per": "day"}, UsageError, "give one limit"),
+    ({"per": "day"}, UsageError, "give one limit"),
+    ({"usd": 5, "per": "fortnight"}, UsageError, "invalid --per 'fortnight'"),
+    ({"usd": 5, "per": "day", "scope": "planet:mars"}, UsageError, "invalid scope 'planet:mars'"),
+    ({"usd": 5, "per": "day", "scope": "type:"}, UsageError, "invalid scope 'type:'"),
+])
+def test_bad_budgets_are_refused_and_nothing_is_stored(store: Any, kwargs: dict[str, Any], error: type,
+                                                       match: str) -> None:
+    with pytest.raises(error, match=match):
+        Budgets(store).set("b", **kwargs)
+    assert not store.exists(layout.BUDGETS) or store.read(layout.BUDGETS) == {}
+
+
+@pytest.mark.parametrize("text", ["-5M", "5X", "0", "1.5", "2000B"])
+def test_bad_token_counts(text: str) -> None:
+    with pytest.raises((UsageError, InvalidArgument)):
+        parse_tokens(text)
+
+
+def test_token_counts() -> None:
+    assert (parse_tokens("5M"), parse_tokens("200k"), parse_tokens("1.5M"), parse_tokens("7")) == (
+        5_000_000, 200_000, 1_500_000, 7)
+
+
+def test_a_spent_team_budget_refuses_the_claim_until_its_window_refills(store: Any) -> None:
+    Budgets(store).set("team", usd=2, per="hour")
+    spend(store, "t1", 1.25)
+    spend(store, "t2", 1.0)
+    queue = Queue(store)
+    queue.add("next", task_id="t3")
+    with pytest.raises(BudgetExceeded) as refused:
+        claim(queue, "b")
+    assert refused.value.exit_code == 75
+    assert refused.value.refill_at == format_hour_after(store)
+    assert "budget team (team) spent: $2.2500 of $2.00 this hour; it refills at" in refused.value.message
+    assert queue.show("t3")["state"] == "pending"
+    store.clock.advance(3600)  # the window ends: the budget refills
+    assert claim(queue, "b")["id"] == "t3"
+
+
+def format_hour_after(store: Any) -> str:
+    from loki.clock import format_ts
+
+    return format_ts(window("hour", store.clock.now())[1])
+
+
+def test_budget_exceeded_is_signalled_once_per_window(store: Any) -> None:
+    Budgets(store).set("team", usd=1, per="day")
+    spend(store, "t1", 1.0)
+    Queue(store).add("next", task_id="t2")
+    for _ in range(3):
+        with pytest.raises(BudgetExceeded):
+            claim(Queue(store), "b")
+    names = [n for n in store.list(layout.SIGNALS_DIR) if n.startswith("BUDGET_EXCEEDED")]
+    assert len(names) == 1
+    import json
+
+    signal = json.loads(store.read_text(f"{layout.SIGNALS_DIR}/{names[0]}"))
+    assert signal["budget"] == "team" and signal["spent_usd"] == 1.0
+
+
+def test_a_spent_type_budget_keeps_claims_off_that_type(store: Any) -> None:
+    Budgets(store).set("docs", usd=1, per="day", scope="type:docs")
+    spend(store, "t1", 1.0, type_="docs")
+    queue = Queue(store)
+    queue.add("more docs", task_id="t2", type="docs", priority="high")
+    queue.add("a feature", task_id="t3", type="feature")
+    assert claim(queue, "b")["id"] == "t3"  # the docs task is first in line, but its budget is spent
+    with pytest.raises(BudgetExceeded, match="every ready task is in its scope"):
+        claim(queue, "b")
+    with pytest.raises(BudgetExceeded, match=r"t2 is in its scope"):
+        claim(queue, "b", task_id="t2")
+
+
+def test_a_label_budget_and_an_agent_budget(store: Any) -> None:
+    budgets = Budgets(store)
+    budgets.set("auth", tokens=150, per="week", scope="label:auth")
+    budgets.set("eng-1", usd=0.5, per="day", scope="agent:eng-1")
+    spend(store, "t1", 0.5, agent="eng-1", labels=["auth"], tokens=200)
+    queue = Queue(store)
+    queue.add("auth work", task_id="t2", labels=["auth", "api"])
+    with pytest.raises(BudgetExceeded, match="budget eng-1"):
+        claim(queue, "eng-1")  # its own budget is spent
+    with pytest.raises(BudgetExceeded, match="budget auth"):
+        claim(queue, "eng-2")  # the only ready task carries a spent label
+    queue.add("other", task_id="t3")
+    assert claim(queue, "eng-2")["id"] == "t3"
+
+
+def test_reserve_refuses_before_the_running_attempts_could_pass_the_limit(store: Any) -> None:
+    Budgets(store).set("team", usd=10, per="day")
+    spend(store, "t1", 4.0)
+    queue = Queue(store)
+    for n in range(2, 6):
+        queue.add(f"t{n}", task_id=f"t{n}")
+    # 4 spent; each running attempt may cost 2: claims while 4 + 2 x (running + 1) <= 10
+    assert claim(queue, "a1", reserve=2.0)["id"] == "t2"
+    assert claim(queue, "a2", reserve=2.0)["id"] == "t3"
+    assert claim(queue, "a3", reserve=2.0)["id"] == "t4"
+    with pytest.raises(BudgetExceeded, match=r"\+ \$2 reserved for each of 4 attempts"):
+        claim(queue, "a4", reserve=2.0)
+    assert claim(queue, "a4")["id"] == "t5"  # without a reserve, only what was spent counts
+    with pytest.raises(InvalidArgument, match="invalid --reserve"):
+        claim(queue, "a5", reserve=-1.0)
+
+
+def test_no_budgets_is_a_plain_claim(store: Any) -> None:
+    queue = Queue(store)
+    with pytest.raises(NothingToDo):
+        claim(queue, "a")
+    queue.add("x", task_id="t1")
+    assert claim(queue, "a")["id"] == "t1"
+
+
+def test_a_reused_claim_is_given_back_even_when_the_budget_is_spent(store: Any) -> None:
+    queue = Queue(store)
+    queue.add("held", task_id="t1")
+    held = claim(queue, "a")
+    Budgets(store).set("team", usd=1, per="day")
+    spend(store, "t2", 1.0, agent="b")
+    again = claim(queue, "a", reuse=True)  # the reply to its claim was lost: the same claim, not new work
+    assert again["id"] == "t1" and again["claim_token"] == held["claim_token"]
+    with pytest.raises(BudgetExceeded):
+        claim(queue, "c", reuse=True)  # holds nothing: a new claim, refused
