@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("storage",),   # the two interfaces, the file, memory and PostgreSQL stores
     ("signals",),   # the bus: emit, types, outcomes
     ("breakers",),
+    ("leases",),    # path leases: the pattern language and overlap test, leases as state
     ("queue",),     # emits signals (escalations, the dead-letter queue)
     ("strikes",),   # emits signals, reads the queue
     ("memory",),
