@@ -120,6 +120,12 @@ def _database(app: typer.Typer) -> None:
     app.add_typer(database.app, name="db")
 
 
+def _lease(app: typer.Typer) -> None:
+    from loki.cli import lease
+
+    app.add_typer(lease.app, name="lease")
+
+
 def _migrate(app: typer.Typer) -> None:
     from loki.cli import migrate
 
@@ -149,6 +155,7 @@ REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "completion": _completion,
     "db": _database,
     "migrate": _migrate,
+    "lease": _lease,
 }
 
 

@@ -22,6 +22,8 @@ ABANDONED = "queue/abandoned.json"
 BREAKERS = "state/circuit-breakers.json"
 WATCH_STATE = "state/watch.json"
 FRICTION_MAP = "state/friction-map.json"
+LEASES = "state/path-leases.json"
+"""Path leases: who holds which files, and the ended ones (docs/leases.md)."""
 KNOWLEDGE = "institutional-knowledge.md"
 CONFIG = "config/loki.json"
 CONTINUITY = "CONTINUITY.md"
@@ -195,6 +197,8 @@ BREAKERS_KIND = FileKind("circuit-breakers", "circuit-breakers-file.json", dict,
 STRIKES_KIND = FileKind("strikes", "strikes-file.json", lambda: None)
 WATCH_KIND = FileKind("watch-state", "watch-state.json", lambda: {"version": 1})
 FRICTION_KIND = FileKind("friction-map", "friction-map.json", lambda: {"version": 1, "frictions": []}, "frictions")
+LEASES_KIND = FileKind("path-leases", "path-leases-file.json",
+                       lambda: {"version": 1, "next_id": 1, "leases": [], "history": []}, "leases", "path-lease.json")
 CONFIG_KIND = FileKind("config", "config.json", lambda: {"version": 1})
 
 
@@ -215,6 +219,8 @@ def kind_for(rel: str) -> FileKind | None:
         return FRICTION_KIND
     if rel == CONFIG:
         return CONFIG_KIND
+    if rel == LEASES:
+        return LEASES_KIND
     if rel.startswith(STRIKES_DIR + "/") and rel.endswith(".json") and rel.count("/") == 2:
         return STRIKES_KIND
     return None
