@@ -54,7 +54,8 @@ def acquire(
     agent: str = typer.Option(..., "--agent", help=AGENT_HELP),
     shared: bool = typer.Option(False, "--shared", help="A reader's lease: only an exclusive lease conflicts."),
     ttl: str = typer.Option(None, "--ttl", help=TTL_HELP),
-    task: str = typer.Option(None, "--task", help="Bind the lease to this task (waiting or in progress)."),
+    task: str = typer.Option(None, "--task", help="The task the lease is for (waiting or in progress), named in "
+                                                  "messages."),
     reason: str = typer.Option(None, "--reason", help="Why, shown to whoever is refused."),
     key: str = typer.Option(None, "--key", help="Idempotency key: a retried acquire with it gets the same lease "
                                                 "back instead of a second one."),
@@ -127,7 +128,7 @@ def list_(
     fmt: str | None = format_option(),
     quiet: bool = quiet_option(),
 ) -> None:
-    """The live leases (or --conflicts, or --history)."""
+    """The live leases and the paths held by task claims (task:ID), or --conflicts, or --history."""
     output = resolve_format(fmt, quiet, json_output)
     leases = leases_from(ctx)
     now = leases.now()
@@ -145,7 +146,7 @@ def list_(
 
         print_listing(output, {"now": format_ts(now), "conflicts": pairs}, pairs, "a", people_pairs)
         return
-    items = leases.history() if history else leases.live(now)
+    items = leases.history() if history else [*leases.live(now), *leases.claims(now)]
 
     def people() -> None:
         if not items:

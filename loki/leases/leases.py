@@ -87,6 +87,11 @@ class PathLeases:
         stamp = format_ts(now or self.now())
         return [lease for lease in self._doc()["leases"] if lease["expires_at"] > stamp]
 
+    def claims(self, now: datetime | None = None) -> list[dict[str, Any]]:
+        """The paths held by task claims (in-progress tasks with paths and a live claim), lease-shaped."""
+        stamp = format_ts(now or self.now())
+        return task_holders(self.store.tasks().view(["in-progress"])["in-progress"], stamp)
+
     def history(self) -> list[dict[str, Any]]:
         return list(self._doc()["history"])
 
@@ -146,17 +151,20 @@ class PathLeases:
 
             check_id(task, "task id")
             self._check_task(task)
-        with self.store.transaction(layout.lock_for(layout.LEASES)) as txn:
+        # The queue's lock first, then the leases': a claim of a task with paths holds the queue's lock and
+        # reads the leases, so a lease and a claim of overlapping paths never both succeed (docs/leases.md).
+        with self.store.tasks().transaction() as unit, self.store.transaction(layout.lock_for(layout.LEASES)) as txn:
             doc = _read(txn)
             now = self.now()
             changed = _sweep(doc, now)
+            claims = task_holders(unit.tasks("in-progress"), format_ts(now))
             if key is not None:
                 for held in doc["leases"]:
                     if held.get("key") == key and held["agent"] == agent:
                         if changed:
                             txn.write(layout.LEASES, doc)
                         return {**held, "reused": True}
-            blocked = _blocking(doc["leases"], texts, agent, exclusive)
+            blocked = _blocking([*doc["leases"], *claims], texts, agent, exclusive)
             if blocked:
                 if changed:
                     txn.write(layout.LEASES, doc)
@@ -206,19 +214,6 @@ class PathLeases:
         check_name(reason, "reason", max_length=2000)
         return self._end(lease_id, BROKEN, by=by, reason=reason, holder_only=False)
 
-    def release_task(self, task: str, *, why: str = RELEASED) -> list[dict[str, Any]]:
-        """End every lease bound to ``task`` (its claim ended): returns them."""
-        with self.store.transaction(layout.lock_for(layout.LEASES)) as txn:
-            doc = _read(txn)
-            now = self.now()
-            changed = _sweep(doc, now)
-            ended = [lease for lease in doc["leases"] if lease.get("task") == task]
-            for lease in ended:
-                _to_history(doc, lease, why, now, by=lease["agent"], reason=f"task {task} {why}")
-            if ended or changed:
-                txn.write(layout.LEASES, doc)
-        return ended
-
     def sweep(self) -> list[dict[str, Any]]:
         """Move the expired leases to history; returns them."""
         with self.store.transaction(layout.lock_for(layout.LEASES)) as txn:
@@ -252,6 +247,20 @@ class PathLeases:
         if not any(t.get("id") == task for state in LIVE_TASK_STATES for t in view.get(state, [])):
             raise NotFound(f"no task {task!r} waiting or in progress: a lease is bound to a live task",
                            task_id=task)
+
+
+def task_holders(in_progress: Iterable[dict[str, Any]], lease_now: str) -> list[dict[str, Any]]:
+    """The in-progress tasks with paths and a live claim, each as a lease-shaped record (``lease_id``
+    ``task:<id>``; its expiry the claim's ``lease_until``)."""
+    found = []
+    for task in in_progress:
+        paths = task.get("paths")
+        until = task.get("lease_until")
+        if not paths or not until or until <= lease_now or not task.get("claimed_by"):
+            continue
+        found.append({"lease_id": f"task:{task['id']}", "agent": task["claimed_by"], "patterns": list(paths),
+                      "exclusive": True, "task": task["id"], "expires_at": until, "claim": True})
+    return found
 
 
 # -- helpers over the document -------------------------------------------------------------------------
@@ -330,8 +339,9 @@ def describe_holder(holder: dict[str, Any]) -> str:
     mine, theirs = holder["overlap"]
     kind = "exclusive" if holder["exclusive"] else "shared"
     task = f" for task {esc(holder['task'])}" if holder.get("task") else ""
+    what = "its claim" if holder.get("claim") else f"{kind} lease {holder['lease_id']}"
     return (f"{esc(mine)} is leased: {esc(theirs)} is held by {esc(holder['agent'])}{task} "
-            f"({kind} lease {holder['lease_id']}, until {holder['expires_at']})")
+            f"({what}, until {holder['expires_at']})")
 
 
 def _unique(texts: Iterable[str]) -> list[str]:

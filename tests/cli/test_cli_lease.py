@@ -96,3 +96,28 @@ def test_validate_names_a_broken_lease_file(root: Path) -> None:
     assert result.code == 1
     assert "state/path-leases.json at /leases/0/exclusive" in result.stdout + result.stderr
     assert Store(root).exists(layout.LEASES)
+
+
+def test_tasks_declare_paths_through_the_cli(root: Path) -> None:
+    added = run(root, "queue", "add", "auth", "--id", "t1", "--paths", "src/auth/**", "--paths", "tests/auth", "--json")
+    assert added.code == 0, added.stderr
+    assert added.json()["task"]["paths"] == ["src/auth/**", "tests/auth"]
+    assert run(root, "queue", "add", "login", "--id", "t2", "--paths", "src/auth/login.py").code == 0
+    bad = run(root, "queue", "add", "bad", "--id", "t3", "--paths", "../etc")
+    assert (bad.code, bad.stderr) == (2, "error: lease pattern '../etc': climbs out of the repository ('..')\n")
+    assert run(root, "queue", "claim", "--agent", "alice", "-q").stdout == "t1\n"
+    refused = run(root, "queue", "claim", "--agent", "bob", "--id", "t2")
+    assert refused.code == 3
+    assert refused.stderr == ("t2 is not ready: its paths are held: src/auth/login.py is leased: src/auth/** is held "
+                              "by alice for task t1 (its claim, until 2026-01-25T11:00:00Z)\n")
+    explained = run(root, "queue", "ready", "--explain", "--json").json()
+    assert explained["not_ready"][0]["reasons"][0]["holder"] == "alice"
+    listed = run(root, "lease", "list", "--json").json()["leases"]
+    assert [(x["lease_id"], x["agent"], x["patterns"]) for x in listed] == [
+        ("task:t1", "alice", ["src/auth/**", "tests/auth"])]
+    acquire = run(root, "lease", "acquire", "tests/auth/test_login.py", "--agent", "bob")
+    assert acquire.code == 4 and "held by alice for task t1 (its claim" in acquire.stderr
+    edited = run(root, "queue", "edit", "t2", "--paths", "lib/**", "--json")
+    assert edited.code == 0 and edited.json()["task"]["paths"] == ["lib/**"]
+    assert run(root, "queue", "claim", "--agent", "bob", "-q").stdout == "t2\n"
+    assert run(root, "queue", "edit", "t1", "--clear-paths", "--force", "--json").json()["task"]["paths"] == []

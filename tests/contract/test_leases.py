@@ -111,12 +111,12 @@ def test_release_by_the_holder_and_break_by_a_person_are_kept_in_history(leases:
         ("L1", "released", "alice", None), ("L2", "broken", "ops", "bob's session died")]
 
 
-def test_release_task_ends_the_leases_bound_to_it(leases: PathLeases, store: Any) -> None:
-    put_tasks(store, "pending", [task("t1"), task("t2")])
-    leases.acquire(["src/**"], agent="alice", task="t1")
-    leases.acquire(["docs/**"], agent="alice", task="t2")
-    assert [x["lease_id"] for x in leases.release_task("t1", why="released")] == ["L1"]
-    assert [x["task"] for x in leases.live()] == ["t2"]
+def test_a_lease_may_name_a_live_task(leases: PathLeases, store: Any) -> None:
+    put_tasks(store, "pending", [task("t1")])
+    lease = leases.acquire(["src/**"], agent="alice", task="t1")
+    assert lease["task"] == "t1"
+    with pytest.raises(Conflict, match="held by alice for task t1"):
+        leases.acquire(["src/x"], agent="bob")
 
 
 BAD: list[tuple[dict[str, Any], type[LokiError], str]] = [

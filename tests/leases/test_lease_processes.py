@@ -80,3 +80,37 @@ def test_eight_processes_never_hold_overlapping_exclusive_leases_on_postgres(roo
     from tests.pgserver import fresh_schema_url
 
     _race(root, tmp_path, fresh_schema_url())
+
+
+# -- claims of tasks whose paths overlap ---------------------------------------------------------------
+
+OVERLAPPING = ["src/**", "src/a.py", "src/*.py", "src/a*", "**/a.py", "src", "*/a.py", "src/a.py/x"]
+
+
+def _claim_race(root: Path, tmp_path: Path) -> None:
+    from loki.queue.queue import Queue
+
+    queue = Queue(open_store(str(root)))
+    for n, pattern in enumerate(OVERLAPPING):
+        queue.add(f"task {n}", task_id=f"t{n}", paths=[pattern])
+    marker = tmp_path / "held"
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.procs.path_claim_worker", str(root), f"agent-{n}", "10",
+                               str(marker)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for n in range(8)]
+    outs = [proc.communicate(timeout=300) for proc in procs]
+    assert all(proc.returncode == 0 for proc in procs), [err.decode() for _, err in outs]
+    assert not any(b"VIOLATION" in out for out, _ in outs), [out for out, _ in outs]
+    assert sum(out.count(b"held ") for out, _ in outs) == 80
+    assert queue.tasks.view(["in-progress"])["in-progress"] == []
+
+
+def test_eight_claimers_of_overlapping_tasks_never_hold_two_on_files(root: Path, tmp_path: Path) -> None:
+    _claim_race(root, tmp_path)
+
+
+def test_eight_claimers_of_overlapping_tasks_never_hold_two_on_postgres(root: Path, tmp_path: Path) -> None:
+    from tests.pgserver import fresh_schema_url
+
+    (root / "config" / "loki.json").write_text(json.dumps({"version": 1, "storage": {
+        "backend": "postgresql", "database": fresh_schema_url()}}))
+    _claim_race(root, tmp_path)
