@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import os
 import unicodedata
-from collections import deque
-from dataclasses import dataclass
+from collections import deque, namedtuple
 from functools import lru_cache
 
 from loki.errors import InvalidArgument
@@ -48,10 +47,13 @@ SLASH = ord("/")
 Ranges = tuple[tuple[int, int], ...]
 
 
-@dataclass(frozen=True)
-class CharSet:
+class CharSet(namedtuple("CharSet", "ranges negated", defaults=(False,))):
+    """A set of characters: sorted disjoint ranges, or (``negated``) their complement. A named tuple, not a
+    dataclass: the PreToolUse hook imports this module, and ``dataclasses`` costs it milliseconds."""
+
+    __slots__ = ()
     ranges: Ranges
-    negated: bool = False
+    negated: bool
 
     def contains(self, ch: int) -> bool:
         inside = any(lo <= ch <= hi for lo, hi in self.ranges)
@@ -66,12 +68,12 @@ class CharSet:
 ANY = CharSet((), negated=True)
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(namedtuple("Token", "chars star", defaults=(False,))):
     """One step inside a segment: a character of ``chars``, or (``star``) any run of them."""
 
+    __slots__ = ()
     chars: CharSet
-    star: bool = False
+    star: bool
 
 
 STAR_TOKEN = Token(ANY, star=True)
@@ -81,10 +83,10 @@ Segment = tuple[Token, ...]
 """A compiled segment; the globstar segment is the string ``"**"`` instead."""
 
 
-@dataclass(frozen=True)
-class Pattern:
+class Pattern(namedtuple("Pattern", "text segments")):
     """A normalised pattern: ``text`` is what is stored and shown; ``segments`` what is matched."""
 
+    __slots__ = ()
     text: str
     segments: tuple[Segment | str, ...]
 
