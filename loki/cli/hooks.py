@@ -130,6 +130,8 @@ def install(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change as a diff; write nothing."),
     command: str | None = typer.Option(None, "--command", help="How hooks run loki, e.g. 'uvx loki' (default: 'loki' "
                                        "if this installation is on PATH, else its path; see docs/hooks.md)."),
+    git: bool = typer.Option(False, "--git", help="Install the git pre-commit path-lease guard instead: a commit "
+                                                  "of a file another agent holds is refused (docs/leases.md)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Merge loki's hooks into an agent's settings, keeping everything already there.
@@ -141,6 +143,13 @@ def install(
 
     agent = _agent(agent_name)
     path, project = _settings_path(ctx, settings, agent)
+    if git:
+        from loki.leases import guard
+
+        hook, done = guard.install(project, command.strip() if command and command.strip()
+                                   else agentsettings.default_command(project, agent))
+        print_json({"path": hook, "action": done}) if json_output else sys.stdout.write(f"{done} {hook}\n")
+        return
     doc, existed = agentsettings.load(path, agent)
     base = command.strip() if command and command.strip() else agentsettings.default_command(project, agent)
     new, actions = agentsettings.install(doc, base, agent)

@@ -161,3 +161,39 @@ def list_(
 
     key = "history" if history else "leases"
     print_listing(output, {"now": format_ts(now), key: items}, items, "lease_id", people)
+
+
+@app.command("guard")
+def guard(
+    ctx: typer.Context,
+    staged: bool = typer.Option(False, "--staged", help="Check the paths staged for the next commit (what the git "
+                                                        "pre-commit hook runs)."),
+    paths: list[str] = typer.Argument(None, metavar="[PATH]...", help="Repository-relative paths to check."),
+    agent: str = typer.Option(None, "--agent", help="Who commits (default: $LOKI_AGENT; none: someone else)."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Exit 1, naming holder, task and expiry, when a path (or a staged one) is held by another agent."""
+    import os
+
+    from loki.errors import UsageError
+    from loki.leases import guard as leaseguard
+
+    leases = leases_from(ctx)
+    if staged == bool(paths):
+        raise UsageError("give --staged or PATH..., one of the two")
+    repo = leases.root or os.getcwd()
+    wanted = leaseguard.staged_paths(repo) if staged else list(paths)
+    who = agent or os.environ.get("LOKI_AGENT") or None
+    held = leaseguard.check(leases, wanted, who)
+    if json_output:
+        print_json({"checked": len(wanted), "held": held})
+    else:
+        from loki.leases.leases import describe_holder
+
+        for item in held:
+            echo(f"loki: {describe_holder({**item, 'overlap': [item['path'], item['overlap'][1]]})}", err=True)
+        if held:
+            echo(f"loki: {len(held)} of {len(wanted)} path(s) held by another agent; commit them once the lease ends, "
+                 "or unstage them (git restore --staged PATH)", err=True)
+    if held:
+        raise typer.Exit(1)
