@@ -39,7 +39,18 @@ def status(store: StateStore) -> dict[str, Any]:
                         "last_reviewed": store.tasks().dead_letter_doc()["metadata"]["last_reviewed"]},
         "escalations": _escalation_counts(store),
         "watcher": _watcher(store),
+        "path_leases": _path_leases(store),
     }
+
+
+def _path_leases(store: StateStore) -> dict[str, int]:
+    """Live path leases, tasks whose claim holds paths, and overlapping pairs of different agents (docs/leases.md)."""
+    from loki.leases.leases import PathLeases
+
+    leases = PathLeases(store)
+    now = leases.now()
+    return {"live": len(leases.live(now)), "task_claims": len(leases.claims(now)),
+            "conflicts": len(leases.conflicts(now))}
 
 
 def _watcher(store: StateStore) -> dict[str, Any]:

@@ -127,6 +127,9 @@ def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json",
         f"({escalations['total']} in all)")
     reviewed = report["dead_letter"]["last_reviewed"] or "never"
     say(f"dead-letter: {plural(report['dead_letter']['size'], 'entry', 'entries')}, last reviewed {reviewed}")
+    leased = report["path_leases"]
+    say(f"path leases: {leased['live']} live, {leased['task_claims']} task claims holding paths"
+        + (f", {leased['conflicts']} overlapping (loki lease list --conflicts)" if leased["conflicts"] else ""))
     watcher = report["watcher"]
     if watcher["consuming"]:
         holder = watcher["holder"] or {}

@@ -31,11 +31,11 @@ def agents(
     rows = result["agents"]
 
     def people() -> None:
-        table(None, ["agent", "status", "task", "lease left", "last heartbeat", "done", "failed", "strikes"],
+        table(None, ["agent", "status", "task", "lease left", "last heartbeat", "done", "failed", "strikes", "paths"],
               [[r["agent"], r["status"].upper() if r["status"] == SILENT else r["status"], r["task"] or "",
                 "expired" if (r["lease_left"] or 0) < 0 else duration(r["lease_left"]), r["last_heartbeat"] or "",
-                r["done_today"], r["failed_today"], _strikes(r)] for r in rows],
-              droppable=["strikes", "last heartbeat", "failed", "done"])
+                r["done_today"], r["failed_today"], _strikes(r), " ".join(r["paths"])] for r in rows],
+              droppable=["paths", "strikes", "last heartbeat", "failed", "done"])
         silent = [r for r in rows if r["status"] == SILENT]
         for row in silent:
             when = "at the next claim or watcher tick" if (row["lease_left"] or 0) <= 0 else "when its lease runs out"

@@ -121,3 +121,10 @@ def test_tasks_declare_paths_through_the_cli(root: Path) -> None:
     assert edited.code == 0 and edited.json()["task"]["paths"] == ["lib/**"]
     assert run(root, "queue", "claim", "--agent", "bob", "-q").stdout == "t2\n"
     assert run(root, "queue", "edit", "t1", "--clear-paths", "--force", "--json").json()["task"]["paths"] == []
+
+
+def test_status_and_agents_show_the_leases(root: Path) -> None:
+    run(root, "lease", "acquire", "src/**", "--agent", "alice")
+    assert "path leases: 1 live, 0 task claims holding paths\n" in run(root, "status").stdout
+    [row] = run(root, "agents", "--json").json()["agents"]
+    assert (row["agent"], row["paths"]) == ("alice", ["src/**"])

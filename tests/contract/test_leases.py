@@ -167,3 +167,19 @@ def test_the_document_is_a_state_file_every_backend_validates(store: Any, leases
     doc = store.read(layout.LEASES)
     assert doc["version"] == 1 and doc["next_id"] == 2 and len(doc["leases"]) == 1
     assert layout.kind_for(layout.LEASES) is layout.LEASES_KIND
+
+
+def test_agents_status_show_the_paths_held(store: Any, leases: PathLeases) -> None:
+    from loki.admin.status import status
+    from loki.queue.agents import roster
+    from loki.queue.queue import Queue
+
+    queue = Queue(store)
+    queue.add("auth", task_id="t1", paths=["src/auth/**"])
+    queue.claim("alice", task_id="t1")
+    leases.acquire(["docs/**"], agent="alice")
+    leases.acquire(["lib/**"], agent="zed")
+    rows = {r["agent"]: r for r in roster(store)["agents"]}
+    assert rows["alice"]["paths"] == ["docs/**", "src/auth/**"]
+    assert rows["zed"]["paths"] == ["lib/**"] and rows["zed"]["status"] == "idle"  # seen only through a lease
+    assert status(store)["path_leases"] == {"live": 2, "task_claims": 1, "conflicts": 0}
