@@ -49,6 +49,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # docs/memory.md: the compaction bound, the PreToolUse hint, resolution confidence.
     "memory": {"max_records": 100_000, "inject_max_chars": 300, "resolution_half_life": 3,
                "hint_min_confidence": 0.3},
+    # docs/leases.md: the PreToolUse hook's answer to an edit of a file another agent holds.
+    "leases": {"enforce": "deny"},
 }
 
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     Section = dict[str, list[Any]]
     """A section of a store's content: key -> records, in the order the store keeps them."""
 
-SINGLE_DOCUMENTS = (layout.BREAKERS, layout.WATCH_STATE, layout.FRICTION_MAP, layout.BUDGETS)
+SINGLE_DOCUMENTS = (layout.BREAKERS, layout.WATCH_STATE, layout.FRICTION_MAP, layout.BUDGETS, layout.LEASES)
 DOCUMENT_DIRS = (layout.STRIKES_DIR, layout.MEMORY_HINTS_DIR)
 TEXTS = (layout.CONTINUITY, layout.KNOWLEDGE, layout.ESCALATION_TEMPLATE)
 ITEM_DIRS = (layout.SIGNALS_DIR, layout.ESCALATIONS_DIR)

@@ -43,7 +43,19 @@ def status(store: StateStore) -> dict[str, Any]:
         "watcher": _watcher(store),
         "checks_failing": checks_failing(view),  # loki.tasks.verify
         "spend": team(store),  # docs/spend.md: what the agents reported spending, today (UTC) and in all
+
+        "path_leases": _path_leases(store),
     }
+
+
+def _path_leases(store: StateStore) -> dict[str, int]:
+    """Live path leases, tasks whose claim holds paths, and overlapping pairs of different agents (docs/leases.md)."""
+    from loki.leases.leases import PathLeases
+
+    leases = PathLeases(store)
+    now = leases.now()
+    return {"live": len(leases.live(now)), "task_claims": len(leases.claims(now)),
+            "conflicts": len(leases.conflicts(now))}
 
 
 def _watcher(store: StateStore) -> dict[str, Any]:

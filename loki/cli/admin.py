@@ -132,6 +132,10 @@ def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json",
         shown = ", ".join(f"{row['task_id']} {row['check']!r} ({row['state']})" for row in failing[:5])
         more = f" and {len(failing) - 5} more" if len(failing) > 5 else ""
         say(f"checks failing: {plural(len(failing), 'task')}: {shown}{more}")
+
+    leased = report["path_leases"]
+    say(f"path leases: {leased['live']} live, {leased['task_claims']} task claims holding paths"
+        + (f", {leased['conflicts']} overlapping (loki lease list --conflicts)" if leased["conflicts"] else ""))
     watcher = report["watcher"]
     if watcher["consuming"]:
         holder = watcher["holder"] or {}

@@ -32,12 +32,13 @@ def agents(
     rows = result["agents"]
 
     def people() -> None:
-        table(None, ["agent", "status", "task", "lease left", "last heartbeat", "done", "failed", "spent", "strikes"],
+        table(None, ["agent", "status", "task", "lease left", "last heartbeat", "done", "failed", "spent", "strikes",
+                     "paths"],
               [[r["agent"], r["status"].upper() if r["status"] == SILENT else r["status"], r["task"] or "",
                 "expired" if (r["lease_left"] or 0) < 0 else duration(r["lease_left"]), r["last_heartbeat"] or "",
                 r["done_today"], r["failed_today"], dollars(r["spent_today"]) if r["spent_today"] else "",
-                _strikes(r)] for r in rows],
-              droppable=["strikes", "spent", "last heartbeat", "failed", "done"])
+                _strikes(r), " ".join(r["paths"])] for r in rows],
+              droppable=["paths", "strikes", "spent", "last heartbeat", "failed", "done"])
         silent = [r for r in rows if r["status"] == SILENT]
         for row in silent:
             when = "at the next claim or watcher tick" if (row["lease_left"] or 0) <= 0 else "when its lease runs out"

@@ -138,6 +138,11 @@ def _mcp(app: typer.Typer) -> None:
 
     app.command("mcp")(mcp.mcp)
 
+def _lease(app: typer.Typer) -> None:
+    from loki.cli import lease
+
+    app.add_typer(lease.app, name="lease")
+
 
 def _migrate(app: typer.Typer) -> None:
     from loki.cli import migrate
@@ -171,6 +176,8 @@ REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "db": _database,
     "migrate": _migrate,
     "mcp": _mcp,
+
+    "lease": _lease,
 }
 
 

@@ -132,6 +132,8 @@ def install(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change as a diff; write nothing."),
     command: str | None = typer.Option(None, "--command", help="How hooks run loki, e.g. 'uvx loki' (default: 'loki' "
                                        "if this installation is on PATH, else its path; see docs/hooks.md)."),
+    git: bool = typer.Option(False, "--git", help="Install the git pre-commit path-lease guard instead: a commit "
+                                                  "of a file another agent holds is refused (docs/leases.md)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
     mcp: bool = typer.Option(False, "--mcp", help=MCP_HELP),
     mcp_agent: str | None = typer.Option(None, "--mcp-agent", help=MCP_AGENT_HELP),
@@ -148,6 +150,13 @@ def install(
         mcpinstall.install(ctx, agent, settings, command, mcp_agent, dry_run, json_output)
         return
     path, project = _settings_path(ctx, settings, agent)
+    if git:
+        from loki.leases import guard
+
+        hook, done = guard.install(project, command.strip() if command and command.strip()
+                                   else agentsettings.default_command(project, agent))
+        print_json({"path": hook, "action": done}) if json_output else sys.stdout.write(f"{done} {hook}\n")
+        return
     doc, existed = agentsettings.load(path, agent)
     base = command.strip() if command and command.strip() else agentsettings.default_command(project, agent)
     new, actions = agentsettings.install(doc, base, agent)

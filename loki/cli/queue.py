@@ -51,6 +51,8 @@ def add(
     depends_on: list[str] | None = typer.Option(None, "--depends-on", help="A task this one waits for (repeatable)."),
     label: list[str] | None = typer.Option(None, "--label", "-l", help="A label (repeatable)."),
     payload: str | None = typer.Option(None, "--payload", help="A JSON object handed to whoever claims the task."),
+    paths: list[str] | None = typer.Option(None, "--paths", help="A file pattern the task will touch, leased by its "
+                                           "claim (repeatable; docs/leases.md)."),
     task_id: str | None = typer.Option(None, "--id", help="Choose the id (default: task-<random>)."),
     idempotency_key: str | None = typer.Option(None, "--idempotency-key",
                                                help="Adding the same key again returns the existing task."),
@@ -86,7 +88,7 @@ def add(
     task = queue.add(
         title, description=description, type=type_, priority=priority.lower(), depends_on=depends_on or [],
         labels=label or [], payload=parse_json_option(payload, "--payload", want_object=True), task_id=task_id,
-        idempotency_key=idempotency_key, max_attempts=max_attempts, verify=verify,
+        idempotency_key=idempotency_key, max_attempts=max_attempts, verify=verify, paths=paths or [],
     )
     if json_output:
         print_json({"created": task.created, "task": task})
@@ -524,6 +526,9 @@ def edit(
     verify: list[str] | None = typer.Option(None, "--verify", help="The task's checks, replacing its list "
                                             "(repeatable; docs/verify.md)."),
     no_verify: bool = typer.Option(False, "--no-verify", help="No checks for this task, whatever its type's default."),
+    paths: list[str] | None = typer.Option(None, "--paths", help="The file patterns the task will touch, replacing "
+                                           "the ones it declares (repeatable; docs/leases.md)."),
+    clear_paths: bool = typer.Option(False, "--clear-paths", help="The task declares no paths any more."),
     force: bool = typer.Option(False, "--force", help="Edit even a task another agent holds (its claim stays)."),
     by: str | None = typer.Option(None, "--by", "--agent", "-a", help=BY_HELP),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -534,7 +539,7 @@ def edit(
         priority=None if priority is None else priority.lower(), add_labels=add_label or [],
         remove_labels=remove_label or [], add_dependencies=add_dependency or [],
         remove_dependencies=remove_dependency or [], max_attempts=max_attempts,
-        verify=_verify_edit(verify, no_verify))
+        verify=_verify_edit(verify, no_verify), paths=[] if clear_paths else (paths or None))
     if json_output:
         print_json(result)
     elif not result["changed"]:

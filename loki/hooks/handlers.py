@@ -76,8 +76,30 @@ def _store(root: str) -> Store:
 def pre_tool_use(payload: dict[str, Any], root: str, *, hint: bool = True) -> dict[str, Any] | None:
     """``hint=False`` for an agent that cannot take context before a call (Gemini CLI): the hint
     then goes with the failure's answer instead (``post_tool_use_failure(hint=True)``)."""
+    leased = _lease_answer(payload, root)
+    if leased is not None and "permissionDecision" in leased["hookSpecificOutput"]:
+        return leased  # a file another agent holds: nothing else matters for this call
     answer = _strike_answer(payload, strikeview.hot_root(root))
+    if leased is not None:
+        answer = _with_context(answer, leased["hookSpecificOutput"]["additionalContext"])
     return with_hint(answer, payload, root, "PreToolUse") if hint else answer
+
+
+def _lease_answer(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+    """The path-lease check (:mod:`loki.hooks.leasegate`), on this machine's clock (``LOKI_NOW`` in tests)."""
+    from loki.clock import default_clock, format_ts
+    from loki.hooks import leasegate
+
+    return leasegate.check(payload, root, format_ts(default_clock().now()))
+
+
+def _with_context(answer: dict[str, Any] | None, text: str) -> dict[str, Any]:
+    if answer is None:
+        return context_answer("PreToolUse", text)
+    output = answer["hookSpecificOutput"]
+    field = "additionalContext" if "additionalContext" in output else "permissionDecisionReason"
+    output[field] = f"{text}\n{output[field]}"
+    return answer
 
 
 def with_hint(answer: dict[str, Any] | None, payload: dict[str, Any], root: str,

@@ -161,15 +161,32 @@ def roster(store: Store) -> dict[str, Any]:
     ``{"agent", "status" (working|silent|idle), "silent_because", "last_seen", "last_heartbeat", "task",
     "task_title", "tasks_held", "lease_until", "lease_left" (seconds), "done_today", "failed_today",
     "branch", "strikes" ({"calls", "highest"} or None), "spent_today" (the sums of loki/tasks/usage.py, or
-    None: no usage recorded today)}``."""
+    None: no usage recorded today), "failing_check" (or None), "paths" (the patterns it holds now: its path
+    leases and its claims of tasks with paths; an agent that only holds a lease is listed too)}``."""
     now = format_ts(store.clock.now())
     today = now[:10]
     agents = _gather(store.tasks().view(_STATES), today)
     branches = _strike_branches(store)
-    rows = [_row(agent, now, branches) for agent in agents.values()]
+    held = _paths_held(store)
+    for name in held.keys() - agents.keys():  # an agent seen only through a path lease
+        agents[name] = _Agent(name)
+    rows = [_row(agent, now, branches) | {"paths": held.get(agent.name, [])} for agent in agents.values()]
     order = {SILENT: 0, WORKING: 1, IDLE: 2}
     rows.sort(key=lambda r: (order[r["status"]], r["agent"]))
     return {"now": now, "today": today, "agents": rows}
+
+
+def _paths_held(store: Store) -> dict[str, list[str]]:
+    """agent -> the patterns it holds now: its live path leases and its claims of tasks with paths."""
+    from loki.leases.leases import PathLeases
+
+    leases = PathLeases(store)
+    now = leases.now()
+    held: dict[str, list[str]] = {}
+    for holder in [*leases.live(now), *leases.claims(now)]:
+        mine = held.setdefault(holder["agent"], [])
+        mine.extend(p for p in holder["patterns"] if p not in mine)
+    return held
 
 
 def names(store: Store) -> list[str]:

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
         def where(self, unit: TaskTxn, task_id: str) -> str: ...
         def rotate_hot(self, unit: TaskTxn, state: str) -> None: ...
         def dependents(self, unit: TaskTxn, task_id: str) -> list[str]: ...
+        def task_paths(self, paths: Any, where: str = ...) -> list[str]: ...
         def check_new_dependencies(self, unit: TaskTxn, task: dict[str, Any], deps: list[str],
                                    option: str) -> None: ...
 
@@ -63,14 +64,15 @@ EDITABLE = ("pending", "in-progress", "blocked", "failed")
 """The queue states whose tasks ``edit`` changes; a dead-letter entry's task too."""
 CLOSABLE = ("pending", "in-progress", "blocked", "failed")
 EDIT_OPTIONS = ("--title", "--description", "--type", "--priority", "--add-label", "--remove-label",
-                "--add-dependency", "--remove-dependency", "--max-attempts", "--verify", "--no-verify")
+                "--add-dependency", "--remove-dependency", "--max-attempts", "--verify", "--no-verify", "--paths",
+                "--clear-paths")
 
 
 def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = False, title: str | None = None,
          description: str | None = None, type: str | None = None, priority: str | None = None,
          add_labels: Sequence[str] = (), remove_labels: Sequence[str] = (), add_dependencies: Sequence[str] = (),
          remove_dependencies: Sequence[str] = (), max_attempts: int | None = None,
-         verify: Sequence[str] | None = None) -> dict[str, Any]:
+         verify: Sequence[str] | None = None, paths: Sequence[str] | None = None) -> dict[str, Any]:
     """Change the named fields of a pending, in-progress, blocked, failed or dead-letter task.
 
     Returns ``{"task", "state", "changed"}``: ``changed`` maps each field that changed to
@@ -89,7 +91,7 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
     asked = {"title": title, "description": description, "type": type, "priority": priority,
              "max_attempts": max_attempts, "verify": None if verify is None else list(verify)}
     if all(v is None for v in asked.values()) and not (add_labels or remove_labels or add_dependencies
-                                                      or remove_dependencies):
+                                                      or remove_dependencies) and paths is None:
         raise InvalidArgument(f"nothing to edit: give at least one of {', '.join(EDIT_OPTIONS)}", field="edit")
     if title is not None and (not title.strip() or len(title.strip()) > 500):
         raise InvalidArgument("--title must be 1 to 500 characters, not only spaces", field="title")
@@ -116,6 +118,7 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
             raise InvalidArgument(f"--add-{option} and --remove-{option} both name {both[0]!r}", field=option)
     if by is not None:
         check_name(by, "name")
+    new_paths = queue.task_paths(list(paths)) if paths is not None else None
     with queue.tasks.transaction() as unit:
         now = format_ts(queue.store.clock.now())  # inside the lock: timestamps follow the commit order
         state, task, entry = _locate(queue, unit, task_id, EDITABLE, "edited", with_dead_letter=True)
@@ -130,6 +133,8 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
         if adding:
             queue.check_new_dependencies(unit, task, adding, "--add-dependency")
         new["dependencies"] = [d for d in task["dependencies"] if d not in remove_dependencies] + adding
+        if new_paths is not None and (new_paths or task.get("paths")):
+            new["paths"] = new_paths
         changed = history.changes(task, new)
         if not changed:
             return {"task": task, "state": state, "changed": {}}

@@ -121,9 +121,19 @@ def ready_rows(tasks: TaskStore, store: StateStore, *, now: str, not_after: str,
     on_hold = [*pending, *view.tasks("blocked")] if waiting else []
     stuck = never_ready(on_hold, deps.state_of) if waiting else {}
     behind = behind_dead_letter(on_hold, deps.state_of) if waiting else {}
-    rows = explain(chosen, now=now, not_after=not_after, deps=deps, stuck=stuck, refusal=BreakerView(store).refusal,
-                   behind=behind)
     ended = lease_now or now
+    holders = _path_holders(store, view, ended) if any(t.get("paths") for t in chosen) else None
+    rows = explain(chosen, now=now, not_after=not_after, deps=deps, stuck=stuck, refusal=BreakerView(store).refusal,
+                   behind=behind, paths=(lambda t: holders.reason(t, None)) if holders is not None else None)
     expired = [t["id"] for t in view.tasks("in-progress")
                if t.get("lease_until") and ts_before(t["lease_until"], ended)]
     return {"pending": len(pending), "rows": rows, "expired": expired}
+
+
+def _path_holders(store: StateStore, view: QueueView, lease_now: str) -> Any:
+    """Who holds which paths (docs/leases.md): the live path leases and the claims of tasks with paths."""
+    from loki.clock import parse_ts
+    from loki.leases.holders import PathHolders, task_holders
+    from loki.leases.leases import PathLeases
+
+    return PathHolders(PathLeases(store).live(parse_ts(lease_now)), task_holders(view.tasks("in-progress"), lease_now))

@@ -130,6 +130,7 @@ class Queue:
         idempotency_key: str | None = None,
         max_attempts: int | None = None,
         verify: Sequence[str] | None = None,
+        paths: Sequence[str] = (),
     ) -> TaskAnswer:
         """Add one task and return it, as ``claim`` returns the task it took.
 
@@ -141,6 +142,8 @@ class Queue:
                 "idempotency_key": idempotency_key, "max_attempts": max_attempts}
         if verify is not None:
             spec["verify"] = list(verify)
+        if paths:
+            spec["paths"] = self.task_paths(list(paths))  # refused here: a bad spec with an id reads as Loki Mode's
         result = self.add_many([spec], where="")[0]
         return TaskAnswer.of(result["task"], created=result["created"])
 
@@ -272,7 +275,36 @@ class Queue:
             from loki.tasks.verify import check_commands
 
             task["verify"] = check_commands(spec["verify"], f"{_at(where)}verify" if where else "--verify")
+        paths = spec.get("paths")
+        if paths is not None:
+            task["paths"] = self.task_paths(paths, where)
         return task
+
+    def repo_root(self) -> str | None:
+        """The repository's top (the directory holding ``.loki/``): where task paths are relative to."""
+        import os
+
+        local = self.store.local_root
+        return os.path.dirname(os.path.abspath(local)) if local else None
+
+    def task_paths(self, paths: Any, where: str = "") -> list[str]:
+        """A task's ``paths``, normalised (docs/leases.md); a bad pattern is refused naming it."""
+        from loki.leases.patterns import normalise
+
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            raise InvalidArgument(f"{_at(where)}paths must be a list of patterns", field="paths")
+        if len(paths) > 100:
+            raise InvalidArgument(f"{_at(where)}a task declares at most 100 paths, not {len(paths)}", field="paths")
+        return list(dict.fromkeys(normalise(p, self.repo_root()).text for p in paths))
+
+    def path_holders(self, unit: Any, lease_now: datetime) -> Any:
+        """Who holds which paths at ``lease_now``: the live path leases and the claims of tasks with paths
+        (:class:`loki.leases.holders.PathHolders`), read in ``unit``."""
+        from loki.leases.holders import PathHolders, task_holders
+        from loki.leases.leases import PathLeases
+
+        stamp = format_ts(lease_now)
+        return PathHolders(PathLeases(self.store).live(lease_now), task_holders(unit.tasks(IN_PROGRESS), stamp))
 
     def _checked(self, task: dict[str, Any], where: str) -> dict[str, Any]:
         from loki.text.textsafe import check_name
@@ -514,6 +546,19 @@ class Queue:
         # --id, --reuse, --label and --priority read tasks the store's claim query does not choose
         # (by id, held, filtered in Python): they take the queue lock and lock what they read.
         plain = task_id is None and not reuse and not wanted.labels and not wanted.priorities
+        try:
+            best, reason, held, unit = self._claim_unit(agent, wanted, lease, task_id, reuse, plain)
+        except _PathsNeedTheLock:
+            # A task with paths is claimed under the queue lock on every store (docs/leases.md): two claims
+            # of overlapping paths then see each other; the lock-free unit that picked one changed nothing.
+            best, reason, held, unit = self._claim_unit(agent, wanted, lease, task_id, reuse, False)
+        self.report_dead_letters(unit.dead_lettered)
+        if best is None:
+            raise NothingToDo(reason, reason=reason, **({"task_id": task_id} if task_id is not None else {}))
+        return TaskAnswer.of(best, reused=held is not None)
+
+    def _claim_unit(self, agent: str, wanted: Wanted, lease: float, task_id: str | None, reuse: bool,
+                    plain: bool) -> tuple[dict[str, Any] | None, str, dict[str, Any] | None, TaskTxn]:
         with self.tasks.transaction(claim=plain) as unit:
             now_dt = self._now()  # inside the unit: timestamps follow the commit order
             now = format_ts(now_dt)
@@ -524,16 +569,13 @@ class Queue:
             if held is not None:
                 best, reason = held, ""
             elif task_id is not None:
-                best, reason = self._chosen(unit, task_id, agent, now)
+                best, reason = self._chosen(unit, task_id, agent, now, lease_dt)
             else:
-                best, reason = self._select(unit, now, wanted)
+                best, reason = self._select(unit, now, wanted, agent=agent, lease_dt=lease_dt, plain=plain)
             if best is not None and held is None:
                 self._take(unit, best, agent, now_dt, lease, lease_dt)
             # requeued leases are committed even when nothing is ready
-        self.report_dead_letters(unit.dead_lettered)
-        if best is None:
-            raise NothingToDo(reason, reason=reason, **({"task_id": task_id} if task_id is not None else {}))
-        return TaskAnswer.of(best, reused=held is not None)
+        return best, reason, held, unit
 
     def _live_claim(self, unit: TaskTxn, agent: str, now: str, task_id: str | None,
                     wanted: Wanted) -> dict[str, Any] | None:
@@ -543,7 +585,8 @@ class Queue:
                 and (t["id"] == task_id if task_id is not None else wanted.matches(t, with_type=True))]
         return max(mine, key=lambda t: str(t.get("claimed_at") or ""), default=None)
 
-    def _chosen(self, unit: TaskTxn, task_id: str, agent: str, now: str) -> tuple[dict[str, Any] | None, str]:
+    def _chosen(self, unit: TaskTxn, task_id: str, agent: str, now: str,
+                lease_dt: datetime) -> tuple[dict[str, Any] | None, str]:
         """``claim --id``: the task if it is pending and ready; else why not (or a refusal)."""
         found = unit.find(task_id, HOT_STATES)
         if found is None:
@@ -562,12 +605,13 @@ class Queue:
         if state != PENDING:
             raise Conflict(f"{task_id} is {state}; only a pending task can be claimed; nothing changed",
                            task_id=task_id, state=state)
-        reasons = self._not_ready(unit, task, now)
+        reasons = self._not_ready(unit, task, now, agent=agent, lease_dt=lease_dt)
         if reasons:
             return None, f"{task_id} is not ready: {'; '.join(reasons)}"
         return task, ""
 
-    def _not_ready(self, unit: TaskTxn, task: dict[str, Any], now: str) -> list[str]:
+    def _not_ready(self, unit: TaskTxn, task: dict[str, Any], now: str, *, agent: str | None = None,
+                   lease_dt: datetime | None = None) -> list[str]:
         """Why one pending task cannot be claimed now (empty: it can), by the rule ``ready`` explains."""
         from loki.tasks.readiness import explain
 
@@ -582,8 +626,10 @@ class Queue:
         gate = _TypeBreakers(self.store)
         # The breaker is asked last, and only for a task otherwise ready: in HALF_OPEN the check
         # takes the single probe slot, which belongs to the claim that takes the task.
+        holders = self.path_holders(unit, lease_dt or self._lease_now()) if task.get("paths") else None
         rows = explain([task], now=now, not_after=self._skew_bound(now), deps=deps, stuck=stuck,
-                       refusal=lambda type_, first: gate.refusal(type_) if first else None, behind=behind)
+                       refusal=lambda type_, first: gate.refusal(type_) if first else None, behind=behind,
+                       paths=(lambda t: holders.reason(t, agent)) if holders is not None else None)
         return [reason["text"] for reason in rows[0]["reasons"]]
 
     def _take(self, unit: TaskTxn, best: dict[str, Any], agent: str, now_dt: datetime, lease: float,
@@ -626,20 +672,52 @@ class Queue:
         task, census = select_ready(fitting, wanted.types, now, self._skew_bound(now), refused, DependencyIndex(unit))
         return task, census, len(pending) - len(fitting)
 
-    def _select(self, unit: TaskTxn, now: str, wanted: Wanted) -> tuple[dict[str, Any] | None, str]:
+    def _select(self, unit: TaskTxn, now: str, wanted: Wanted, *, agent: str | None = None,
+                lease_dt: datetime | None = None, plain: bool = False) -> tuple[dict[str, Any] | None, str]:
         """The task to claim, or why there is none. The store picks the best ready task
-        (:meth:`TaskTxn.next_ready`); a type whose breaker refuses is skipped and the store asked again."""
+        (:meth:`TaskTxn.next_ready`); a type whose breaker refuses is skipped and the store asked again.
+        A task whose paths another agent holds is skipped too (the rest are then chosen here, in Python,
+        by the same rule); a lock-free unit that picks a task with paths gives way to a locked one."""
         gate = _TypeBreakers(self.store)
         refused: dict[str, str] = {}
+        held_back: dict[str, str] = {}
+        holders: Any = None
         while True:
-            task, census, unfit = self._next_ready(unit, wanted, now, refused)
+            if held_back:
+                task, census, unfit = self._next_ready_without(unit, wanted, now, refused, held_back)
+            else:
+                task, census, unfit = self._next_ready(unit, wanted, now, refused)
             if task is None:
                 break
+            if task.get("paths"):
+                if plain:
+                    raise _PathsNeedTheLock
+                if holders is None:
+                    holders = self.path_holders(unit, lease_dt or self._lease_now())
+                blocked = holders.reason(task, agent)
+                if blocked is not None:
+                    held_back[task["id"]] = blocked["text"]
+                    continue
             refusal = gate.refusal(task.get("type"))
             if refusal is None:
                 return task, ""
             refused[task["type"]] = refusal
-        return None, self._nothing_ready(unit, census, refused, unfit, wanted)
+        if not held_back:
+            return None, self._nothing_ready(unit, census, refused, unfit, wanted)
+        first_id, first = next(iter(held_back.items()))
+        more = f"; and {len(held_back) - 1} more" if len(held_back) > 1 else ""
+        held = f"{len(held_back)} held back by path leases ({first_id}: {first}{more})"
+        if not census.pending and not unfit:
+            return None, f"nothing ready among {len(held_back)} pending: {held}"
+        return None, f"{self._nothing_ready(unit, census, refused, unfit, wanted)}, {held}"
+
+    def _next_ready_without(self, unit: TaskTxn, wanted: Wanted, now: str, refused: dict[str, str],
+                            skipped: dict[str, str]) -> tuple[Any, Any, int]:
+        """:meth:`_next_ready` leaving out the ``skipped`` tasks (their paths are held), chosen in Python."""
+        pending = unit.tasks(PENDING)
+        fitting = [t for t in pending if wanted.matches(t) and t["id"] not in skipped]
+        task, census = select_ready(fitting, wanted.types, now, self._skew_bound(now), refused, DependencyIndex(unit))
+        return task, census, len(pending) - len(fitting) - len(skipped)
 
     def _nothing_ready(self, unit: TaskTxn, census: Any, refused: dict[str, str], unfit: int, wanted: Wanted) -> str:
         """The one-line reason nothing could be claimed, from the store's census."""
@@ -1131,8 +1209,12 @@ def check_fix_commit(fix_commit: str | None) -> None:
         raise InvalidArgument(f"--fix-commit {fix_commit!r} is not a commit hash (4-64 hex digits)", field="fix_commit")
 
 
+class _PathsNeedTheLock(Exception):
+    """A lock-free claim unit picked a task with paths: it gives way (nothing written) to a locked one."""
+
+
 ADD_FIELDS = frozenset({"title", "description", "type", "priority", "dependencies", "depends_on", "labels", "payload",
-                        "id", "idempotency_key", "max_attempts", "verify"})
+                        "id", "idempotency_key", "max_attempts", "verify", "paths"})
 """The fields of a task as ``add`` takes it (``--from-file`` items in loki's own shape)."""
 
 

@@ -24,6 +24,8 @@ BUDGETS = "state/budgets.json"
 """Budgets (docs/spend.md): budget name -> budget. Absent until the first ``loki budget set``."""
 WATCH_STATE = "state/watch.json"
 FRICTION_MAP = "state/friction-map.json"
+LEASES = "state/path-leases.json"
+"""Path leases: who holds which files, and the ended ones (docs/leases.md)."""
 KNOWLEDGE = "institutional-knowledge.md"
 CONFIG = "config/loki.json"
 CONTINUITY = "CONTINUITY.md"
@@ -198,6 +200,8 @@ BUDGETS_KIND = FileKind("budgets", "budgets-file.json", dict, None, "budget.json
 STRIKES_KIND = FileKind("strikes", "strikes-file.json", lambda: None)
 WATCH_KIND = FileKind("watch-state", "watch-state.json", lambda: {"version": 1})
 FRICTION_KIND = FileKind("friction-map", "friction-map.json", lambda: {"version": 1, "frictions": []}, "frictions")
+LEASES_KIND = FileKind("path-leases", "path-leases-file.json",
+                       lambda: {"version": 1, "next_id": 1, "leases": [], "history": []}, "leases", "path-lease.json")
 CONFIG_KIND = FileKind("config", "config.json", lambda: {"version": 1})
 
 
@@ -220,6 +224,8 @@ def kind_for(rel: str) -> FileKind | None:
         return FRICTION_KIND
     if rel == CONFIG:
         return CONFIG_KIND
+    if rel == LEASES:
+        return LEASES_KIND
     if rel.startswith(STRIKES_DIR + "/") and rel.endswith(".json") and rel.count("/") == 2:
         return STRIKES_KIND
     return None

@@ -51,7 +51,9 @@ DEAD_STATES = ("cancelled", "abandoned")
 
 DEFERRED, BACKOFF, CLAIMED_IN_PLACE = "deferred", "backoff", "claimed_in_place"
 DEPENDENCY, NEVER, BREAKER = "dependency", "never", "breaker"
-REASONS = (DEFERRED, BACKOFF, CLAIMED_IN_PLACE, DEPENDENCY, NEVER, BREAKER)
+PATHS = "paths"
+"""Its declared paths overlap a live path lease or another agent's claim (docs/leases.md)."""
+REASONS = (DEFERRED, BACKOFF, CLAIMED_IN_PLACE, DEPENDENCY, NEVER, PATHS, BREAKER)
 """Why a pending task is not ready, as ``ready --explain --json`` names it (stable)."""
 
 
@@ -226,7 +228,8 @@ def _chains_to(waiting: Iterable[dict[str, Any]], state_of: Callable[[str], str 
 
 def explain(pending: list[dict[str, Any]], *, now: str, not_after: str, deps: DependencyIndex,
             stuck: dict[str, dict[str, str]], refusal: Callable[[Any, bool], str | None],
-            behind: dict[str, dict[str, str]] | None = None) -> list[dict[str, Any]]:
+            behind: dict[str, dict[str, str]] | None = None,
+            paths: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None) -> list[dict[str, Any]]:
     """Every task of ``pending`` in claim order, each ``{"task", "ready", "reasons"}``.
 
     ``reasons`` is every reason the task is not ready (empty when it is), each ``{"reason"`` (one of
@@ -236,7 +239,7 @@ def explain(pending: list[dict[str, Any]], *, now: str, not_after: str, deps: De
     otherwise-ready task of that type (a HALF_OPEN breaker lets exactly one through). ``behind`` is
     :func:`behind_dead_letter` of the waiting tasks: a dependency on a dead-letter task, or on a waiting
     task behind one, names the task at the end of the chain (``root``) and the command that moves it
-    on (``next``).
+    on (``next``). ``paths(task)`` is why the task's declared paths are held by someone else (None: free).
     """
     rows: list[dict[str, Any]] = []
     seen_types: set[Any] = set()
@@ -254,6 +257,9 @@ def explain(pending: list[dict[str, Any]], *, now: str, not_after: str, deps: De
                 state = deps.state_of(dep)
                 if state != "completed":
                     reasons.append(_dependency_reason(dep, state, (behind or {}).get(str(dep))))
+        held = paths(task) if paths is not None and task.get("paths") else None
+        if held is not None:
+            reasons.append(held)
         refused = refusal(task.get("type"), not reasons and task.get("type") not in seen_types)
         if refused is not None:
             reasons.append({"reason": BREAKER, "text": refused})

@@ -16,6 +16,7 @@ import pytest
 
 from loki.admin.migrate import content, digest, migrate
 from loki.errors import InvalidInput
+from loki.storage import layout
 from loki.storage.memory import MemoryStore
 from loki.storage.store import Store
 from loki.storage.tree import init_tree
@@ -52,6 +53,9 @@ def populate(root: Path) -> None:
     run("breaker", "failure", "api/claude", "--error", "429")
     run("breaker", "trip", "api/github")
     run("budget", "set", "daily", "--usd", "50", "--per", "day")  # budgets (docs/spend.md) move too
+    run("lease", "acquire", "src/auth/**", "--agent", "a2", "--task", ids[5])
+    run("lease", "acquire", "docs/*.md", "--agent", "a1", "--shared")
+    run("lease", "release", "L2", "--agent", "a1")  # one live lease, one in the history
     run("signal", "emit", "TESTS_RESULT", "--task", ids[5], "passed:=true", "failed_count:=0")
     run("escalate", ids[4], "--trigger", "needs a human")
     payload = {"session_id": "s1", "hook_event_name": "PostToolUseFailure", "tool_name": "Bash",
@@ -91,6 +95,9 @@ def test_every_section_moves_and_is_verified(populated: Path) -> None:
     report = migrate(source, target)
     assert report["sections"] == digest(content(target))
     assert content(target) == held
+    moved = target.read(layout.LEASES)  # the path leases moved too (docs/leases.md)
+    assert [lease["lease_id"] for lease in moved["leases"]] == ["L1"]
+    assert [(h["lease_id"], h["ended"]) for h in moved["history"]] == [("L2", "released")]
 
 
 def test_and_back_into_a_new_file_tree(populated: Path, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("storage",),   # the two interfaces, the file, memory and PostgreSQL stores
     ("signals",),   # the bus: emit, types, outcomes
     ("breakers",),
+    ("leases",),    # path leases: the pattern language and overlap test, leases as state
     ("queue",),     # emits signals (escalations, the dead-letter queue)
     ("spend",),     # the meter, the price table, the usage report (reads the queue)
     ("metrics",),   # OTLP export of counters and gauges (imported only with an endpoint)

@@ -1,6 +1,6 @@
 """The crash harness: workers run random mixed operations while a killer SIGKILLs them.
 
-Workers cover the queue, the dead-letter review, breakers, strikes (whose third failure writes
+Workers cover the queue, the dead-letter review, breakers, path leases, strikes (whose third failure writes
 an escalation and emits a signal) and signals, while a ``loki watch`` consumes them; all of them
 are killed. After each round it runs ``loki doctor --repair``, one ``loki watch --once`` (which
 finishes whatever the killed watcher had in hand) and an invariant checker:
@@ -11,6 +11,7 @@ finishes whatever the killed watcher had in hand) and an invariant checker:
 * no journal and no temp file is left after doctor;
 * breaker counters never exceed what was recorded (``total_failures`` <= failures attempted,
   >= failures confirmed; the same for successes);
+* no two live exclusive path leases of different workers overlap, and every lease was asked for;
 * every emitted signal is either still waiting or in the outcome log exactly once (one whose
   emit did not return may be absent, never twice).
 
@@ -207,6 +208,7 @@ class Harness:
         self._check_signals(round_number, begun, ended)
         self._check_usage(round_number, store, begun, ended)
         self._check_agents(round_number, store)
+        self._check_leases(round_number, store, begun)
         entry = store.read(layout.BREAKERS).get(BREAKER)
         for kind, field in (("breaker-failure", "total_failures"), ("breaker-success", "total_successes")):
             recorded = int((entry or {}).get(field, 0))
@@ -214,6 +216,18 @@ class Harness:
                 self.violation(round_number, f"{field} {recorded} outside [{ended[(kind, BREAKER)]}, "
                                              f"{begun[(kind, BREAKER)]}]")
 
+
+    def _check_leases(self, round_number: int, store: Store, begun: Counter[tuple[str, str]]) -> None:
+        """Path leases: no two live exclusive leases of different workers overlap; every lease was asked for."""
+        from loki.leases.leases import PathLeases
+
+        leases = PathLeases(store)
+        for pair in leases.conflicts():
+            if pair["kind"] == "exclusive":
+                self.violation(round_number, f"leases {pair['a']} and {pair['b']} overlap: {pair['patterns']}")
+        for lease in leases.live() + leases.history():
+            if begun[("lease", lease["agent"])] == 0:
+                self.violation(round_number, f"lease {lease['lease_id']} of {lease['agent']} nobody asked for")
 
     def _side_effects(self) -> list[list[str]]:
         """The agents' side-effect lines; a line a SIGKILL cut short is not one."""

@@ -28,6 +28,8 @@ from loki.strikes.strikes import Strikes
 BREAKER = "api/torture"
 CHECK = shlex.join([sys.executable, "-I", "-S", os.path.join(os.path.dirname(os.path.abspath(__file__)), "check.py")])
 """The declared check (tests/torture/check.py) half the tasks carry: ``loki work`` runs it after the agent."""
+LEASE_PATTERNS = ["src/**", "src/a.py", "src/*.py", "**/a.py", "docs/x.md"]
+"""All but the last overlap each other: two live exclusive leases of two of them is a violation."""
 
 
 class Worker:
@@ -39,13 +41,14 @@ class Worker:
         self.log_fd = os.open(oplog, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.serial = 0
         self.held: list[tuple[str, str]] = []
+        self.leases: list[str] = []
 
     def log(self, *words: str) -> None:
         os.write(self.log_fd, (" ".join(words) + "\n").encode())
 
     def run(self) -> None:
         ops = [(self.add, 5), (self.claim, 5), (self.finish, 6), (self.breaker, 4), (self.maintenance, 2),
-               (self.strike, 3), (self.signal, 4), (self.budget, 1)]
+               (self.strike, 3), (self.signal, 4), (self.budget, 1), (self.lease, 3)]
         choices = [op for op, weight in ops for _ in range(weight)]
         while True:
             # Conflicts and nothing-to-do are part of the game; the checker looks at the files.
@@ -112,6 +115,19 @@ class Worker:
             self.log("begin", "breaker-success", BREAKER)
             breakers.record_success(BREAKER)
             self.log("end", "breaker-success", BREAKER)
+
+    def lease(self) -> None:
+        """Take an exclusive path lease on one of a few overlapping patterns, or give one back."""
+        from loki.leases.leases import PathLeases
+
+        leases = PathLeases(self.store)
+        if self.leases and self.rng.random() < 0.5:
+            leases.release(self.leases.pop(self.rng.randrange(len(self.leases))), agent=self.name)
+            return
+        self.log("begin", "lease", self.name)
+        lease = leases.acquire([self.rng.choice(LEASE_PATTERNS)], agent=self.name, ttl=self.rng.choice([1, 3600]))
+        self.leases.append(lease["lease_id"])
+        self.log("end", "lease", lease["lease_id"])
 
     def strike(self) -> None:
         """A tool call failing, or succeeding, on a shared branch (strikes, escalations, signals)."""

@@ -28,7 +28,7 @@ OUTCOME_LOG = f"{layout.LOGS_DIR}/signals.jsonl"
 
 # -- validate and doctor -----------------------------------------------------------------------------
 
-DOCUMENTS = (layout.BREAKERS, layout.WATCH_STATE, layout.FRICTION_MAP, layout.CONFIG, layout.BUDGETS)
+DOCUMENTS = (layout.BREAKERS, layout.WATCH_STATE, layout.FRICTION_MAP, layout.CONFIG, layout.BUDGETS, layout.LEASES)
 """The single documents a tree keeps (the strike files and memory hints are listed, see validate)."""
 
 

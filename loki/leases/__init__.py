@@ -1,0 +1,1 @@
+"""Path leases: which agent may edit which files (docs/leases.md)."""

@@ -1,0 +1,148 @@
+"""The PreToolUse hook's path-lease check (loki/hooks/leasegate.py) as the console script runs it: every
+tool that writes a file, the four modes, who the agent is, the Bash warning, and the imports it costs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loki.clock import ManualClock
+from loki.leases.leases import PathLeases
+from loki.storage.store import Store
+from tests.helpers import Result, loki_proc
+
+NOW = "2026-01-25T10:00:00Z"
+
+
+@pytest.fixture
+def leased(project: Path, root: Path) -> Path:
+    """alice holds src/auth/** (exclusive, an hour), carol docs/** (shared)."""
+    leases = PathLeases(Store(root, clock=ManualClock(NOW)), root=str(project))
+    leases.acquire(["src/auth/**"], agent="alice", task=None)
+    leases.acquire(["docs/**"], agent="carol", exclusive=False)
+    return project
+
+
+def hook(project: Path, tool: str, tool_input: dict[str, Any], *, agent: str | None = None, now: str = NOW,
+         gemini: bool = False) -> Result:
+    payload = {"session_id": "s1", "hook_event_name": "BeforeTool" if gemini else "PreToolUse", "tool_name": tool,
+               "tool_input": tool_input, "cwd": str(project)}
+    env = {"LOKI_NOW": now, **({"LOKI_AGENT": agent} if agent else {"LOKI_AGENT": ""})}
+    args = ["hook", "--agent", "gemini", "before-tool"] if gemini else ["hook", "pre-tool-use"]
+    return loki_proc(args, root=project / ".loki", env=env, input=json.dumps(payload))
+
+
+def decision(result: Result) -> tuple[str | None, str]:
+    assert result.code == 0, result.stderr
+    if not result.stdout:
+        return None, ""
+    output = json.loads(result.stdout)["hookSpecificOutput"]
+    if "permissionDecision" in output:
+        return output["permissionDecision"], output["permissionDecisionReason"]
+    return "context", output["additionalContext"]
+
+
+@pytest.mark.parametrize(("tool", "field"), [("Edit", "file_path"), ("Write", "file_path"),
+                                             ("MultiEdit", "file_path"), ("NotebookEdit", "notebook_path")])
+def test_every_file_writing_tool_of_claude_code_is_denied_on_another_agents_lease(leased: Path, tool: str,
+                                                                                   field: str) -> None:
+    said, why = decision(hook(leased, tool, {field: str(leased / "src/auth/login.py")}, agent="bob"))
+    assert said == "deny"
+    assert why == ("loki: src/auth/login.py is leased: src/auth/** is held by alice (exclusive lease L1, until "
+                   "2026-01-25T11:00:00Z); you are bob. Work on other files, or wait until the lease ends; a person "
+                   "can end it with `loki lease break`.")
+
+
+def test_the_holder_a_free_path_an_outside_path_and_an_expired_lease_say_nothing(leased: Path) -> None:
+    target = {"file_path": str(leased / "src/auth/login.py")}
+    assert decision(hook(leased, "Edit", target, agent="alice")) == (None, "")
+    assert decision(hook(leased, "Edit", {"file_path": str(leased / "src/billing/x.py")}, agent="bob")) == (None, "")
+    assert decision(hook(leased, "Edit", {"file_path": "/etc/hosts"}, agent="bob")) == (None, "")
+    assert decision(hook(leased, "Edit", target, agent="bob", now="2026-01-25T11:00:00Z")) == (None, "")
+
+
+def test_a_relative_path_and_no_identity_count_too(leased: Path) -> None:
+    said, why = decision(hook(leased, "Write", {"file_path": "src/auth/new.py"}))
+    assert said == "deny" and "this session has no agent name (LOKI_AGENT), so it is not the holder" in why
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("deny", "deny"), ("ask", "ask"), ("warn", "context"),
+                                                ("off", None)])
+def test_the_mode_is_a_setting(leased: Path, mode: str, expected: str | None) -> None:
+    (leased / ".loki" / "config" / "loki.json").write_text(json.dumps({"version": 1, "leases": {"enforce": mode}}))
+    said, _ = decision(hook(leased, "Edit", {"file_path": str(leased / "src/auth/a.py")}, agent="bob"))
+    assert said == expected
+
+
+def test_a_shared_lease_of_someone_else_only_warns(leased: Path) -> None:
+    said, why = decision(hook(leased, "Edit", {"file_path": str(leased / "docs/a.md")}, agent="bob"))
+    assert said == "context" and "held by carol (shared lease L2" in why
+
+
+def test_a_task_claim_holds_its_paths_until_it_ends(project: Path, root: Path) -> None:
+    from loki.queue.queue import Queue
+
+    queue = Queue(Store(root, clock=ManualClock(NOW)))
+    queue.add("auth", task_id="t1", paths=["src/auth/**"])
+    claim = queue.claim("alice", task_id="t1")
+    said, why = decision(hook(project, "Edit", {"file_path": "src/auth/x.py"}, agent="bob"))
+    assert said == "deny" and "held by alice for task t1 (its claim, until 2026-01-25T11:00:00Z)" in why
+    queue.complete("t1", "alice", token=claim["claim_token"])
+    assert decision(hook(project, "Edit", {"file_path": "src/auth/x.py"}, agent="bob")) == (None, "")
+
+
+def test_a_bash_command_naming_a_leased_path_warns(leased: Path) -> None:
+    said, why = decision(hook(leased, "Bash", {"command": "sed -i s/a/b/ src/auth/login.py"}, agent="bob"))
+    assert said == "context" and why.startswith("loki: this command names src/auth/login.py, which is leased")
+    assert decision(hook(leased, "Bash", {"command": "make test"}, agent="bob")) == (None, "")
+
+
+def test_gemini_clis_file_writing_tools_are_denied(leased: Path) -> None:
+    for tool in ("write_file", "replace"):
+        result = hook(leased, tool, {"file_path": str(leased / "src/auth/a.py")}, agent="bob", gemini=True)
+        answer = json.loads(result.stdout)
+        assert answer["decision"] == "deny" and "held by alice" in answer["reason"]
+
+
+FORBIDDEN = ("typer", "rich", "jsonschema", "portalocker", "typing", "dataclasses", "loki.storage.store",
+             "loki.storage.schema", "subprocess", "pathlib")
+PROBE = """
+import json, os, sys
+sys.argv = ["loki", "hook", "pre-tool-use"]
+from loki.entry import main
+try:
+    main()
+except SystemExit:
+    pass
+with open(os.environ["MODULES_OUT"], "w") as f:
+    json.dump(sorted(sys.modules), f)
+"""
+
+
+def test_the_lease_check_keeps_the_hot_path_light(leased: Path, tmp_path: Path) -> None:
+    out = tmp_path / "modules.json"
+    payload = {"session_id": "s1", "hook_event_name": "PreToolUse", "tool_name": "Edit",
+               "tool_input": {"file_path": str(leased / "src/auth/a.py")}, "cwd": str(leased)}
+    done = subprocess.run([sys.executable, "-c", PROBE], input=json.dumps(payload).encode(), capture_output=True,
+                          cwd=leased, timeout=60, env={**os.environ, "MODULES_OUT": str(out), "LOKI_NOW": NOW})
+    assert b'"permissionDecision": "deny"' in done.stdout, done.stderr
+    heavy = [m for m in json.loads(out.read_text()) if m.split(".")[0] in FORBIDDEN or m in FORBIDDEN]
+    assert heavy == []
+
+
+def test_the_setting_is_documented_validated_and_defaults_to_deny(root: Path) -> None:
+    from loki.config import DEFAULTS
+    from loki.hooks.leasegate import DEFAULT_MODE
+    from tests.helpers import cli
+
+    assert DEFAULTS["leases"]["enforce"] == DEFAULT_MODE == "deny"
+    (root / "config" / "loki.json").write_text(json.dumps({"version": 1, "leases": {"enforce": "warn"}}))
+    assert cli(["validate"], root=root).code == 0
+    (root / "config" / "loki.json").write_text(json.dumps({"version": 1, "leases": {"enforce": "maybe"}}))
+    assert cli(["validate"], root=root).code == 1
