@@ -27,6 +27,7 @@ ENV = {"LOKI_NOW": NOW}
 HOSTILE = "[bold]B[/bold] [red]R[/red] [link=https://evil.example/x]L[/link] [ci] \x1b[2J\x1b]0;pwn\x07 end"
 LITERAL = ["[bold]B[/bold]", "[red]R[/red]", "[link=https://evil.example/x]L[/link]", "[ci]", "\\x1b[2J",
            "\\x1b]0;pwn\\x07"]
+MARKUP = "[bold]B[/bold] [red]R[/red] [link=https://evil.example/x]L[/link] [ci] end"  # HOSTILE without its ESCs
 AGENT = "[eng-1]"  # a name: no control character, but brackets
 LABEL = "[ci]"
 SGR = re.compile(r"\x1b\[[0-9;]*m")
@@ -52,6 +53,7 @@ PRINTERS: dict[str, list[list[str]]] = {
     "errors stats": [["errors", "stats"]],
     "signal list": [["signal", "list"]],
     "signal show": [],  # run below with the names of the tree's signals
+    "lease list": [["lease", "list"], ["lease", "list", "--conflicts"], ["lease", "list", "--history"]],
     "budget list": [["budget", "list"]],
     "budget show": [["budget", "show", "b1"]],
     "usage": [["usage"], ["usage", "--by", "model"], ["usage", "--by", "agent"], ["usage", "--by", "label"]],
@@ -65,6 +67,7 @@ NO_STORED_TEXT = {
     "breaker trip", "completion", "db upgrade", "deadletter abandon", "deadletter propose", "deadletter retry",
     "deadletter review", "deadletter split", "doctor", "errors compact", "errors reindex", "errors reset", "escalate",
     "escalations close", "hook", "hooks install", "hooks uninstall", "init",
+    "lease acquire", "lease break", "lease guard", "lease release", "lease renew",  # a refusal: checked in the setup
     "mcp",  # JSON-RPC to an MCP client on stdout, never a terminal: tests/mcpserver checks its replies
     "migrate", "queue add", "queue cancel",
     "queue claim", "queue close", "queue complete", "queue defer", "queue edit", "queue fail", "queue heartbeat",
@@ -112,6 +115,11 @@ def _hostile_tree(root: Path) -> None:
     store = Store(root)
     Strikes(store, branch="main").record_failure("Bash", {"command": f"make {HOSTILE}"}, HOSTILE)
     ErrorMemory(store).capture("Bash", {"command": f"make {HOSTILE}"}, f"error: {HOSTILE}", branch="main")
+    # A path lease (docs/leases.md): a reason may not hold control characters, markup it may
+    run("lease", "acquire", "src/x/**", "--agent", AGENT, "--reason", MARKUP)
+    refused = cli(["lease", "acquire", "src/x/a.py", "--agent", "eng-2"], root=root, env={"LOKI_NOW": NOW})
+    assert refused.code == 4, refused.stderr
+    check_bytes(refused.stdout + refused.stderr, "lease acquire (refused)", [AGENT])
     run("budget", "set", "b1", "--usd", "5", "--per", "day", "--scope", f"label:{LABEL}")
     # What an agent reported spending, its model name hostile (docs/spend.md)
     run("queue", "add", HOSTILE, "--id", "t6", "--label", LABEL)
@@ -163,6 +171,7 @@ def test_hostile_text_through_every_human_facing_printer(root: Path, width: str)
         ("usage", "--by", "agent"): [AGENT],
         ("usage", "--by", "label"): [LABEL],
         ("queue", "show", "t6"): [*LITERAL, AGENT],
+        ("lease", "list"): [AGENT],
     }
     for args, literal in shows.items():
         done = cli(list(args), root=root, env=env)
