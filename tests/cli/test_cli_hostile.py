@@ -59,7 +59,9 @@ NO_STORED_TEXT = {
     "approve", "breaker capacity", "breaker check", "breaker failure", "breaker reset", "breaker success",
     "breaker trip", "completion", "db upgrade", "deadletter abandon", "deadletter propose", "deadletter retry",
     "deadletter review", "deadletter split", "doctor", "errors compact", "errors reindex", "errors reset", "escalate",
-    "escalations close", "hook", "hooks install", "hooks uninstall", "init", "migrate", "queue add", "queue cancel",
+    "escalations close", "hook", "hooks install", "hooks uninstall", "init",
+    "mcp",  # JSON-RPC to an MCP client on stdout, never a terminal: tests/mcpserver checks its replies
+    "migrate", "queue add", "queue cancel",
     "queue claim", "queue close", "queue complete", "queue defer", "queue edit", "queue fail", "queue heartbeat",
     "queue release", "queue requeue-stale", "queue retry", "run", "signal emit", "signal fields", "signal rules",
     "validate", "watch", "work",
