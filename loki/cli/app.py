@@ -126,6 +126,12 @@ def _migrate(app: typer.Typer) -> None:
     app.command("migrate")(migrate.migrate)
 
 
+def _serve(app: typer.Typer) -> None:
+    from loki.cli import serve
+
+    serve.register(app)
+
+
 REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "init": _admin,
     "status": _admin,
@@ -149,6 +155,7 @@ REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "completion": _completion,
     "db": _database,
     "migrate": _migrate,
+    "serve": _serve,
 }
 
 
