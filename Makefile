@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP_BASE := $(VENV)/.installed-base
 STAMP_DEV  := $(VENV)/.installed-dev
 
-.PHONY: demo test test-fast test-agents lint bench torture clean completion-table
+.PHONY: demo test test-fast test-agents lint bench torture clean completion-table browser
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ test-fast: $(STAMP_DEV)
 # .cache/agents/ on first use). `make test` runs them too; without node and npm they skip, saying why.
 test-agents: $(STAMP_DEV)
 	$(PY) -m pytest -q -m agent
+
+# Debian's headless Chromium and its chromedriver, for the board's browser tests (tests/serve/browser.py): the
+# system's packages, no browser download. Needs root (`.ci/run` runs it); without them those tests skip locally.
+browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then echo "chromium and chromedriver are installed"; \
+	else apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; fi
 
 lint: $(STAMP_DEV)
 	$(VENV)/bin/ruff check loki tests bench

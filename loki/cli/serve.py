@@ -31,9 +31,11 @@ def serve(
     stop: bool = typer.Option(False, "--stop", help="Stop the running server (SIGTERM: requests in flight finish)."),
     env: bool = typer.Option(False, "--env", help="Print `export LOKI_SERVE_TOKEN=...` for the shell that starts the "
                              "agents (Claude Code's HTTP hooks send it)."),
+    open_board: bool = typer.Option(False, "--open", help="Open the board in a web browser (logged in)."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Run the tree's resident server: Claude Code's hooks over HTTP (`loki hooks install --via http`).
+    """Run the tree's resident server: Claude Code's hooks over HTTP (`loki hooks install --via http`) and the
+    live board at / (the printed board URL logs the browser in).
 
     One per tree and machine: a second one exits 4 naming the first. It listens on 127.0.0.1 at the tree's
     port; every request needs the tree's token (.loki/serve/token). SIGTERM stops it cleanly.
@@ -42,8 +44,8 @@ def serve(
     from loki.resident import files
 
     root = _root(ctx)
-    if sum((detach, status, stop, env)) > 1:
-        raise UsageError("--detach, --status, --stop and --env go alone", option="--detach")
+    if sum((detach, status, stop, env)) > 1 or (open_board and (status or stop or env)):
+        raise UsageError("--detach, --status, --stop and --env go alone (--open only with serving)", option="--detach")
     if env:
         echo(f"export {files.TOKEN_ENV}={files.token(root)}")
         return
@@ -72,6 +74,11 @@ def serve(
             print_json({"running": True, **run, "url": files.url_of(run)})
         else:
             echo(f"started: pid {run['pid']} at {files.url_of(run)} (log: {files.path(root, files.LOG_FILE)})")
+            echo(f"board: {files.url_of(run)}login?token={files.token(root)}")
+        if open_board:
+            import webbrowser
+
+            webbrowser.open(f"{files.url_of(run)}login?token={files.token(root)}")
         return
     from loki.serve.server import serve as run_server
 
@@ -80,7 +87,12 @@ def serve(
             print_json({"running": True, **run, "url": files.url_of(run)})
         else:
             echo(f"loki serve: pid {run['pid']} at {files.url_of(run)} for {root}")
+            echo(f"board: {login}")
         sys.stdout.flush()
+        if open_board:
+            import webbrowser
+
+            webbrowser.open(login)
 
     run_server(root, host=host, port=port, ready=ready)
 

@@ -30,11 +30,12 @@ from starlette.routing import Mount, Route
 from loki.hooks import boundary
 from loki.hooks.payload import HookError
 from loki.resident import files
+from loki.serve.routes import board_routes
+from loki.serve.tokens import COOKIE, derived
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-COOKIE = "loki_session"
 
 
 class Guard:
@@ -44,6 +45,7 @@ class Guard:
         self.app = app
         self.token = token
         self.hosts = hosts
+        self.session = derived(token, "session")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -64,8 +66,10 @@ class Guard:
             return "cross-origin request"
         if files.token_matches(self.token, headers.get(files.TOKEN_HEADER.lower())):
             return None
-        if files.token_matches(self.token, _cookie(headers.get("cookie", ""), COOKIE)):
+        if files.token_matches(self.session, _cookie(headers.get("cookie", ""), COOKIE)):
             return None
+        if scope.get("method") == "GET" and scope.get("path") == "/login":
+            return None  # the login route checks the token it is given itself, and sets the cookie
         return "no valid token (open the URL loki serve printed)"
 
 
@@ -127,6 +131,7 @@ def create_app(root: str, token: str, *, host: str = files.DEFAULT_HOST, port: i
     routes: list[Route | Mount] = [
         Route("/health", health, methods=["GET"]),
         Route("/hook/{event}", hook, methods=["POST"]),
+        *board_routes(root, token),
     ]
     routes += [Mount(prefix, app=mounted) for prefix, mounted in (mounts or {}).items()]
     app = Starlette(routes=routes)
