@@ -50,7 +50,7 @@ bench: $(STAMP_DEV)
 	$(PY) bench/run.py
 
 torture: $(STAMP_DEV)
-	$(PY) -m tests.torture.harness --rounds $(or $(ROUNDS),200) --workers $(or $(WORKERS),4)
+	$(PY) -m tests.torture.harness --rounds $(or $(ROUNDS),200) --workers $(or $(WORKERS),4) $(if $(SERVE),--serve)
 
 # The table the typer-free completer reads (loki/cli/completiontable.py), from the app; tests check it is current.
 completion-table: $(STAMP_DEV)
