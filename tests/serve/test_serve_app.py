@@ -132,3 +132,26 @@ def test_another_asgi_app_mounts_behind_the_same_guard(project: Path) -> None:
     app = create_app(str(project / ".loki"), TOKEN, port=8800, mounts={"/mcp": other})
     assert request(app, "GET", "/mcp/x", headers={"X-Loki-Token": TOKEN}).body == b"mounted at /mcp"
     assert request(app, "GET", "/mcp/x").status == 403
+
+
+def test_on_a_postgresql_tree_the_server_answers_the_hooks_and_the_board(project: Path) -> None:
+    """The hooks' decisions and the board on a tree whose state is in PostgreSQL: the connection is the server's;
+    Claude Code's HTTP hook runs no process, so nothing imports a driver per tool call."""
+    from tests.pgserver import fresh_schema_url
+
+    root = project / ".loki"
+    (root / "config" / "loki.json").write_text(json.dumps(
+        {"version": 1, "storage": {"backend": "postgresql", "database": fresh_schema_url()}}))
+    app = create_app(str(root), TOKEN, port=8800)
+    answers = [post(app, "post-tool-use-failure", failure(project)).json() for _ in range(3)]
+    assert "strike 2 of 3" in json.dumps(answers[1])
+    denied = post(app, "pre-tool-use", pre(project)).json()["hookSpecificOutput"]
+    assert denied["permissionDecision"] == "deny"
+    from loki.queue.queue import Queue
+    from loki.storage.opening import open_store
+
+    Queue(open_store(str(root))).add("<b>on postgres</b>")
+    from loki.serve.tokens import derived
+
+    board = request(app, "GET", "/", headers={"Cookie": f"loki_session={derived(TOKEN, 'session')}"})
+    assert board.status == 200 and b"&lt;b&gt;on postgres&lt;/b&gt;" in board.body
