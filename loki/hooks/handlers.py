@@ -64,7 +64,14 @@ def _tool(payload: dict[str, Any]) -> tuple[str, Any]:
     return str(payload["tool_name"]), {} if tool_input is None else tool_input
 
 
+STORE_OPENER: Callable[[str], Store] | None = None
+"""Set by a resident process that keeps warm state (``loki serve``: :mod:`loki.serve.warm`); a command hook
+leaves it None and opens the tree's store for its one call."""
+
+
 def _store(root: str) -> Store:
+    if STORE_OPENER is not None:
+        return STORE_OPENER(root)
     from loki.storage.opening import open_store
 
     return open_store(root)

@@ -62,9 +62,13 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(root: str, *, host: str = files.DEFAULT_HOST, port: int | None = None,
           ready: Callable[[dict[str, Any], str], None] | None = None) -> None:
     """Serve the tree at ``root`` until SIGTERM/SIGINT; ``ready(run, login_url)`` once it listens."""
-    import uvicorn
+    try:
+        import uvicorn
 
-    from loki.serve.app import create_app
+        from loki.serve.app import create_app
+    except ImportError as exc:
+        raise LokiError(f"loki serve needs the serve extra ({exc.name} is not installed): "
+                        "pip install 'loki-state[serve]'") from None
 
     root = os.path.realpath(root)
     with server_lock(root):
@@ -72,6 +76,11 @@ def serve(root: str, *, host: str = files.DEFAULT_HOST, port: int | None = None,
         assert token is not None
         chosen = files.choose_port(root, port, host)
         sock = bind(host, chosen)
+        from loki.hooks import handlers
+        from loki.serve.warm import WarmStores
+
+        warm = WarmStores()
+        handlers.STORE_OPENER = warm.open  # this process only: the hook handlers reuse its connection
         app = create_app(root, token, host=host, port=chosen)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=5, server_header=False)
@@ -90,6 +99,7 @@ def serve(root: str, *, host: str = files.DEFAULT_HOST, port: int | None = None,
         finally:
             files.remove_run(root, pid)
             sock.close()
+            warm.close()
 
 
 def _stopped(number: int, frame: object) -> None:

@@ -155,3 +155,34 @@ def test_on_a_postgresql_tree_the_server_answers_the_hooks_and_the_board(project
 
     board = request(app, "GET", "/", headers={"Cookie": f"loki_session={derived(TOKEN, 'session')}"})
     assert board.status == 200 and b"&lt;b&gt;on postgres&lt;/b&gt;" in board.body
+
+
+def test_the_server_keeps_one_database_connection_for_the_hooks(project: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """loki.serve.warm: every hook request on a PostgreSQL tree goes over the one connection the server keeps
+    (made again after a break); each still reads the team's settings afresh (a new store over it)."""
+    from loki.serve.warm import WarmStores
+    from tests.pgserver import fresh_schema_url
+
+    root = project / ".loki"
+    (root / "config" / "loki.json").write_text(json.dumps(
+        {"version": 1, "storage": {"backend": "postgresql", "database": fresh_schema_url()}}))
+    warm = WarmStores()
+    monkeypatch.setattr(handlers, "STORE_OPENER", warm.open)
+    app = create_app(str(root), TOKEN, port=8800)
+    post(app, "post-tool-use-failure", failure(project))
+    kept = warm.db
+    assert kept is not None
+    connection = kept.conn
+    answers = [post(app, "post-tool-use-failure", failure(project)).json() for _ in range(2)]
+    assert "strike 2 of 3" in json.dumps(answers[0]) and "STOP" in json.dumps(answers[1])
+    assert warm.db is kept and kept.conn is connection  # one connection, every request
+    first, second = warm.open(str(root)), warm.open(str(root))
+    assert first is not second and first.db is second.db is kept  # type: ignore[attr-defined]
+    connection.close()  # a break (the server restarted): the next request connects again
+    assert post(app, "pre-tool-use", pre(project)).json()["hookSpecificOutput"]["permissionDecision"] == "deny"
+    warm.close()
+    assert warm.db is None and connection.closed
+    # A file tree gets a store per request, as the command hooks do.
+    (root / "config" / "loki.json").write_text(json.dumps({"version": 1}))
+    assert warm.open(str(root)).backend == "files" and warm.db is None

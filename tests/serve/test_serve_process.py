@@ -147,3 +147,12 @@ def test_server_imports_stay_off_the_cold_paths(tree: str, project: Path) -> Non
                           timeout=60, cwd=project, input=json.dumps({"tool_name": "Bash", "tool_input": {}}))
     assert done.stderr.strip().splitlines()[-1] == "[]"
     assert snapshot_bytes(tree) == before
+
+
+def test_without_the_serve_extra_it_says_what_to_install(tree: str) -> None:
+    code = ("import sys\nsys.modules['uvicorn'] = None\nfrom loki.entry import main\n"
+            f"main(['--root', {tree!r}, 'serve'])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "loki serve needs the serve extra (uvicorn is not installed): pip install 'loki-state[serve]'" in done.stderr
+    assert "Traceback" not in done.stderr
