@@ -198,11 +198,9 @@ def version(region: str) -> str:
 
 
 def _filters(data: dict[str, Any], filters: dict[str, str]) -> str:
-    links = " ".join(f'<a href="/?state={s}">{s} <b data-count="{s}">{data["counts"][s]}</b></a>' for s in STATES)
     options = "".join(f'<option value="{s}"{" selected" if filters.get("state") == s else ""}>{s}</option>'
                       for s in ("all", *STATES))
-    return (f"<nav>{links}</nav>"
-            f'<form method="get" action="/" class="inline"><select name="state" aria-label="state">{options}</select>'
+    return (f'<form method="get" action="/" class="inline"><select name="state" aria-label="state">{options}</select>'
             f'<input name="type" placeholder="type" value="{esc(filters.get("type", ""))}" size="8">'
             f'<input name="agent" placeholder="agent" value="{esc(filters.get("agent", ""))}" size="8">'
             f'<input name="q" placeholder="title or id" value="{esc(filters.get("q", ""))}" size="14">'
@@ -210,6 +208,7 @@ def _filters(data: dict[str, Any], filters: dict[str, str]) -> str:
 
 
 def live_region(data: dict[str, Any], csrf: str) -> str:
+    links = " ".join(f'<a href="/?state={s}">{s} <b data-count="{s}">{data["counts"][s]}</b></a>' for s in STATES)
     rows = "".join(
         f'<tr data-task="{esc(t["id"])}"><td><a href="/task/{urllib.parse.quote(str(t["id"]))}">{esc(t["id"])}</a>'
         f'</td><td class="title">{esc(t.get("title"))}</td><td class="state">{esc(t.get("state"))}</td>'
@@ -246,7 +245,7 @@ def live_region(data: dict[str, Any], csrf: str) -> str:
             + _section("Agents", "agents", ["agent", "status", "task", "lease left"], agents)
             + _section("Breakers", "breakers", ["name", "state", "failures", "last error"], breakers)
             + _events(data.get("events", [])))
-    return f'<div class="grid"><section>{queue}</section><section>{side}</section></div>'
+    return f'<nav>{links}</nav><div class="grid"><section>{queue}</section><section>{side}</section></div>'
 
 
 def _section(title: str, ident: str, heads: list[str], rows: str) -> str:

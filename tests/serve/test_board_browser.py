@@ -107,6 +107,8 @@ def test_a_claim_by_loki_work_in_another_process_shows_within_a_second(server: d
             WebDriverWait(driver, 1.0, poll_frequency=0.02).until(lambda d: state_cell(d, task_id) == "in-progress")
             shown_after = time.monotonic() - claimed_at
             assert shown_after < 1.0
+            assert driver.execute_script(
+                "return document.querySelector('b[data-count=\"in-progress\"]').textContent") == "1"
             events = driver.find_element("id", "events").text
             assert f"{task_id}: pending -> in-progress (bot-1)" in events
         finally:
