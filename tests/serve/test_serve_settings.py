@@ -66,3 +66,14 @@ def test_a_loki_http_hook_is_recognised_only_at_loopback_on_loki_routes() -> Non
     assert agentsettings.loki_entry({"type": "http", "url": "http://127.0.0.1:4000/hook/stop"}) == ("claude", "stop")
     assert agentsettings.loki_entry({"type": "http", "url": "https://example.com/hook/stop"}) is None
     assert agentsettings.loki_entry({"type": "http", "url": "http://127.0.0.1:4000/other"}) is None
+
+
+def test_serve_env_status_and_usage(root: Path) -> None:
+    env = cli(["serve", "--env"], root=root)
+    assert env.code == 0 and env.stdout == f"export LOKI_SERVE_TOKEN={files.token(str(root))}\n"
+    status = cli(["serve", "--status"], root=root)
+    assert status.code == 3 and "loki serve is not running for this tree" in status.stderr
+    assert cli(["serve", "--stop"], root=root).code == 3
+    both = cli(["serve", "--detach", "--stop"], root=root)
+    assert both.code == 2 and "go alone" in both.stderr
+    assert cli(["serve", "--port", "0"], root=root).code == 2
