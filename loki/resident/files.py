@@ -37,6 +37,8 @@ TOKEN_ENV = "LOKI_SERVE_TOKEN"
 TOKEN_HEADER = "X-Loki-Token"
 DEFAULT_HOST = "127.0.0.1"
 PROBE_TIMEOUT = 1.0
+CONFLICT_EXIT = 4
+"""``loki serve``'s exit when another server holds the tree (:class:`loki.errors.Conflict`)."""
 START_TIMEOUT = 15.0
 """How long ``start_detached`` waits for a new server to answer (imports + bind: ~0.5 s here)."""
 
@@ -233,11 +235,12 @@ def start_detached(root: str, *, port: int | None = None, host: str | None = Non
         found = probe(root, timeout=0.5)
         if found is not None:
             return found
-        if child.poll() is not None:
-            found = probe(root, timeout=0.5)  # it may have found another server that answers now
+        if child.poll() is not None and child.returncode != CONFLICT_EXIT:
+            found = probe(root, timeout=0.5)
             if found is not None:
                 return found
             raise ServeFileError(f"loki serve exited with status {child.returncode}: {_last_line(root)}")
+        # Exit 4: another server holds the tree's lock (eight sessions starting at once each try): wait for it.
         time.sleep(0.05)
     raise ServeFileError(f"loki serve did not answer within {timeout:g} s (pid {child.pid}); see "
                          f"{path(root, LOG_FILE)}")

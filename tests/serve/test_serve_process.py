@@ -156,3 +156,13 @@ def test_without_the_serve_extra_it_says_what_to_install(tree: str) -> None:
     assert done.returncode == 1
     assert "loki serve needs the serve extra (uvicorn is not installed): pip install 'loki-state[serve]'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_sessions_starting_at_once_share_one_server(tree: str) -> None:
+    """Eight SessionStart hooks finding no server each start one: one wins the lock, the others wait for it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda _: files.start_detached(tree), range(4)))
+    assert len({run["pid"] for run in runs}) == 1
+    assert files.probe(tree) is not None
