@@ -21,6 +21,9 @@ from loki.serve.tokens import COOKIE, derived
 
 RESCAN_SECONDS = 10.0
 """A change feed is a hint (docs/design.md §4): the feed also looks again this often, in this process."""
+DATABASE_RESCAN_SECONDS = 1.0
+"""On PostgreSQL only signals NOTIFY (a claim does not): the feed reads the queue this often, one query over
+the connection it keeps, and wakes the boards only when a task moved."""
 COALESCE_SECONDS = 0.02
 """One commit is several filesystem events (temp file, rename, directory): one look after a burst."""
 WATCHED = ("queue", "signals", "escalations", "state")
@@ -48,6 +51,10 @@ class Feed:
         self._dirty: asyncio.Event | None = None
         self._observers: list[Any] = []
         self._task: asyncio.Task[None] | None = None
+        self.rescan = RESCAN_SECONDS
+        from loki.serve.warm import WarmStores
+
+        self.warm = WarmStores()  # the feed's own connection on PostgreSQL (the hooks have theirs)
 
     async def start(self) -> asyncio.Condition:
         if self._changed is None:
@@ -58,7 +65,8 @@ class Feed:
             def wake() -> None:  # from the observer's thread
                 loop.call_soon_threadsafe(dirty.set)
 
-            store = await run_in_threadpool(_store, self.root)
+            store = await run_in_threadpool(self.warm.open, self.root)
+            self.rescan = RESCAN_SECONDS if store.backend == "files" else DATABASE_RESCAN_SECONDS
             self._observers = [store.observe(name, wake) for name in WATCHED]
             await run_in_threadpool(self._diff)
             self._task = loop.create_task(self._run())
@@ -68,21 +76,25 @@ class Feed:
         assert self._dirty is not None and self._changed is not None
         while True:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), RESCAN_SECONDS)
+                await asyncio.wait_for(self._dirty.wait(), self.rescan)
+            woken = self._dirty.is_set()
             await asyncio.sleep(COALESCE_SECONDS)
             self._dirty.clear()
             try:
-                await run_in_threadpool(self._diff)
+                moved = await run_in_threadpool(self._diff)
             except Exception:  # a store that cannot be read now: the boards keep what they show
+                continue
+            if not (woken or moved):
                 continue
             async with self._changed:
                 self.version += 1
                 self._changed.notify_all()
 
-    def _diff(self) -> None:
+    def _diff(self) -> bool:
+        """Record the task moves since the last look; whether there were any."""
         from loki.queue.queue import Queue
 
-        tasks = Queue(_store(self.root)).list_tasks("all", limit=None)["tasks"]
+        tasks = Queue(self.warm.open(self.root)).list_tasks("all", limit=None)["tasks"]
         now = {str(t["id"]): (str(t.get("state")), str(t.get("claimed_by") or "")) for t in tasks}
         titles = {str(t["id"]): str(t.get("title") or "") for t in tasks}
         if self._known is not None:
@@ -94,11 +106,14 @@ class Feed:
                 elif before[0] != state:
                     by = f" ({agent})" if agent else ""
                     self.events.appendleft({"at": at, "text": f"{ident}: {before[0]} -> {state}{by}"})
+        moved = now != self._known
         self._known = now
+        return moved
 
     def stop(self) -> None:
         for observer in self._observers:
             observer.stop()
+        self.warm.close()
 
 
 def board_routes(root: str, token: str) -> list[Route]:

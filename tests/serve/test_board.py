@@ -102,3 +102,40 @@ def test_a_missing_browser_skips_locally_and_fails_where_it_is_required(monkeypa
     monkeypatch.setenv(browser.REQUIRE, "1")
     with pytest.raises(pytest.fail.Exception, match="LOKI_REQUIRE_BROWSER=1"):
         browser.require_browser()
+
+
+@pytest.mark.parametrize("kind", ["files", "postgresql"])
+def test_the_feed_wakes_the_boards_when_another_writer_moves_a_task(root: Path, kind: str) -> None:
+    """The change feed (files: the watchdog observer; PostgreSQL: its own connection, which reads the queue
+    every second since a claim does not NOTIFY): a task another writer adds, then claims, is an event."""
+    import asyncio
+    import json
+
+    from loki.serve.routes import Feed
+    from loki.storage.opening import open_store
+
+    if kind == "postgresql":
+        from tests.pgserver import fresh_schema_url
+
+        (root / "config" / "loki.json").write_text(json.dumps(
+            {"version": 1, "storage": {"backend": "postgresql", "database": fresh_schema_url()}}))
+    writer = Queue(open_store(str(root)))
+
+    async def scenario() -> list[str]:
+        feed = Feed(str(root))
+        changed = await feed.start()
+        try:
+            steps = ((lambda: writer.add("Ship it", task_id="task-feed"), "task-feed added: Ship it"),
+                     (lambda: writer.claim("bot-2"), "task-feed: pending -> in-progress (bot-2)"))
+            for step, event in steps:
+                await asyncio.get_running_loop().run_in_executor(None, step)
+                async with changed:  # the boards are woken (a new version) once the move is an event
+                    await asyncio.wait_for(changed.wait_for(
+                        lambda event=event: event in [e["text"] for e in feed.events]), 10)
+            return [event["text"] for event in feed.events]
+        finally:
+            feed.stop()
+
+    texts = asyncio.run(scenario())
+    assert texts[-1] == "task-feed added: Ship it"
+    assert "task-feed: pending -> in-progress (bot-2)" in texts
