@@ -186,3 +186,11 @@ def test_the_server_keeps_one_database_connection_for_the_hooks(project: Path,
     # A file tree gets a store per request, as the command hooks do.
     (root / "config" / "loki.json").write_text(json.dumps({"version": 1}))
     assert warm.open(str(root)).backend == "files" and warm.db is None
+
+
+def test_a_host_given_explicitly_is_answered_too(project: Path) -> None:
+    app = create_app(str(project / ".loki"), TOKEN, host="10.1.2.3", port=8800)
+    ok = {"X-Loki-Token": TOKEN}
+    assert request(app, "GET", "/health", headers=ok, host="10.1.2.3:8800").status == 200
+    assert request(app, "GET", "/health", headers=ok, host="127.0.0.1:8800").status == 200
+    assert request(app, "GET", "/health", headers=ok, host="10.1.2.4:8800").status == 403

@@ -166,3 +166,18 @@ def test_sessions_starting_at_once_share_one_server(tree: str) -> None:
         runs = list(pool.map(lambda _: files.start_detached(tree), range(4)))
     assert len({run["pid"] for run in runs}) == 1
     assert files.probe(tree) is not None
+
+
+def test_open_logs_the_browser_in(tree: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import webbrowser
+
+    from tests.helpers import cli
+
+    opened: list[str] = []
+    monkeypatch.setattr(webbrowser, "open", opened.append)
+    done = cli(["serve", "--detach", "--open"], root=tree)
+    assert done.code == 0, done.stderr
+    run = files.read_run(tree)
+    assert run is not None
+    assert opened == [f"http://127.0.0.1:{run['port']}/login?token={files.token(tree)}"]
+    assert f"board: {opened[0]}" in done.stdout
