@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP_BASE := $(VENV)/.installed-base
 STAMP_DEV  := $(VENV)/.installed-dev
 
-.PHONY: demo test test-fast test-agents lint bench torture clean completion-table
+.PHONY: demo test test-fast test-agents lint bench torture clean completion-table browser
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,12 @@ test-fast: $(STAMP_DEV)
 test-agents: $(STAMP_DEV)
 	$(PY) -m pytest -q -m agent
 
+# Debian's headless Chromium and its chromedriver, for the board's browser tests (tests/serve/browser.py): the
+# system's packages, no browser download. Needs root (`.ci/run` runs it); without them those tests skip locally.
+browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then echo "chromium and chromedriver are installed"; \
+	else apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; fi
+
 lint: $(STAMP_DEV)
 	$(VENV)/bin/ruff check loki tests bench
 	$(VENV)/bin/mypy loki
@@ -49,7 +55,7 @@ bench: $(STAMP_DEV)
 	$(PY) bench/run.py
 
 torture: $(STAMP_DEV)
-	$(PY) -m tests.torture.harness --rounds $(or $(ROUNDS),200) --workers $(or $(WORKERS),4)
+	$(PY) -m tests.torture.harness --rounds $(or $(ROUNDS),200) --workers $(or $(WORKERS),4) $(if $(SERVE),--serve)
 
 # The table the typer-free completer reads (loki/cli/completiontable.py), from the app; tests check it is current.
 completion-table: $(STAMP_DEV)

@@ -7,6 +7,8 @@ projects, alternately, in the same run:
 * **no hooks**: the baseline;
 * **loki's hooks**: where `loki hooks install` ran (the five events; a Bash call runs PreToolUse and
   PostToolUse);
+* **loki's hooks over HTTP**: `loki hooks install --via http` and `loki serve` (docs/serve.md): PreToolUse and
+  PostToolUse are HTTP requests to the resident server, SessionStart and Stop stay commands;
 * two controls with the same five events running something else, to say where the time goes:
   ``true`` (Claude Code's own cost of running a hook command) and ``python -c pass`` with loki's
   interpreter (the floor of any hook written in Python).
@@ -35,11 +37,14 @@ CONTROLS = {"true": "true", "python -c pass": f"{shlex.quote(sys.executable)} -c
 
 
 def _session(binary: Path, project: Path, home: Path) -> tuple[list[float], float]:
+    from loki.resident import files
     from tests.agents.claude import claude_session
     from tests.agents.modelserver import bash, text
 
     turns = [bash(f"echo call-{index}") for index in range(CALLS)] + [text("done")]
-    run, model = claude_session(binary, project, turns, home=home, hook_events=False)
+    secret = files.token(str(project / ".loki"), create=False)  # the project whose hooks go to `loki serve`
+    env = {files.TOKEN_ENV: secret} if secret else None
+    run, model = claude_session(binary, project, turns, home=home, hook_events=False, env=env)
     gaps = model.gaps_ms()
     if len(gaps) != CALLS:
         raise RuntimeError(f"expected {CALLS} tool calls, the model saw {len(gaps)}")
@@ -60,6 +65,16 @@ def _projects(top: Path) -> dict[str, Path]:
         (project / ".claude").mkdir()
         (project / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}, indent=2))
         projects[f"hooks running `{name}`"] = project
+    try:
+        import uvicorn  # noqa: F401  (the serve extra)
+    except ImportError:
+        return projects
+    from tests.agents.claude import loki_command
+
+    http = make_project(top / "http", hooks=False)
+    loki_command(["hooks", "install", "--via", "http"], http)
+    loki_command(["serve", "--detach"], http)
+    projects["loki's hooks over HTTP (loki serve)"] = http
     return projects
 
 
@@ -79,6 +94,15 @@ def run() -> list[dict[str, Any]]:
                 gaps, wall = _session(binary, project, Path(tmp) / f"home-{number}-{index}")
                 samples[name] += gaps
                 walls[name].append(wall)
+        from loki.resident import files
+
+        for project in projects.values():
+            run = files.read_run(str(project / ".loki"))
+            if run is not None:
+                import os
+                import signal
+
+                os.kill(run["pid"], signal.SIGTERM)
     baseline = median(samples["no hooks"])
     rows = []
     for name, values in samples.items():

@@ -9,6 +9,10 @@ import typer
 from loki.cli.common import JSON_HELP, echo, print_json, report_notes, root_option, say, store_from, table
 from loki.wording import plural
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loki.storage.problems import DoctorReport
+
 
 def register(app: typer.Typer) -> None:
     app.command("init")(init)
@@ -180,6 +184,7 @@ def doctor(
 
     store = store_from(ctx)
     report = run_doctor(store, repair=repair)
+    _server_problem(ctx, report)
     if json_output:
         print_json({**report.to_json(), "root": store.where, "backend": store.backend})
     else:
@@ -207,3 +212,14 @@ def doctor(
                                                    else f"{plural(remaining, 'problem')} {verb}"))
     if not report.healthy:
         raise typer.Exit(1)
+
+
+def _server_problem(ctx: typer.Context, report: DoctorReport) -> None:
+    """``loki serve`` down while the tree's hooks go to it is a problem of the tree too (docs/serve.md)."""
+    from loki.resident.files import RUN_FILE, server_problem
+    from loki.storage.paths import find_root
+    from loki.storage.problems import Problem
+
+    problem = server_problem(find_root(root_option(ctx)))
+    if problem is not None:
+        report.problems.append(Problem(RUN_FILE, "", problem, whole_file=False))

@@ -150,6 +150,12 @@ def _migrate(app: typer.Typer) -> None:
     app.command("migrate")(migrate.migrate)
 
 
+def _serve(app: typer.Typer) -> None:
+    from loki.cli import serve
+
+    serve.register(app)
+
+
 REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "init": _admin,
     "status": _admin,
@@ -176,8 +182,8 @@ REGISTRY: dict[str, Callable[[typer.Typer], None]] = {
     "db": _database,
     "migrate": _migrate,
     "mcp": _mcp,
-
     "lease": _lease,
+    "serve": _serve,
 }
 
 

@@ -134,6 +134,10 @@ def install(
                                        "if this installation is on PATH, else its path; see docs/hooks.md)."),
     git: bool = typer.Option(False, "--git", help="Install the git pre-commit path-lease guard instead: a commit "
                                                   "of a file another agent holds is refused (docs/leases.md)."),
+    via: str = typer.Option("command", "--via", metavar="command|http",
+                            help="How Claude Code reaches loki for the tool-call events: a command per call, or "
+                                 "HTTP to the tree's `loki serve` (docs/serve.md). SessionStart and Stop stay "
+                                 "commands."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
     mcp: bool = typer.Option(False, "--mcp", help=MCP_HELP),
     mcp_agent: str | None = typer.Option(None, "--mcp-agent", help=MCP_AGENT_HELP),
@@ -157,9 +161,10 @@ def install(
                                    else agentsettings.default_command(project, agent))
         print_json({"path": hook, "action": done}) if json_output else sys.stdout.write(f"{done} {hook}\n")
         return
+    http_port = _http_port(ctx, via.lower(), agent, dry_run)
     doc, existed = agentsettings.load(path, agent)
     base = command.strip() if command and command.strip() else agentsettings.default_command(project, agent)
-    new, actions = agentsettings.install(doc, base, agent)
+    new, actions = agentsettings.install(doc, base, agent, http_port=http_port)
     before = agentsettings.render(doc) if existed else ""
     after = agentsettings.render(new)
     changed = new != doc or not existed
@@ -168,11 +173,47 @@ def install(
     notes = agentsettings.notes(new, agent)
     if agent.review and any(action["action"] != "unchanged" for action in actions):
         notes.append(agent.review)
+    if http_port is not None:
+        from loki.resident.files import TOKEN_ENV
+
+        notes.append(f"Claude Code sends the tree's token from ${TOKEN_ENV}: start it from a shell that ran "
+                     f"`eval \"$(loki serve --env)\"`; its SessionStart hook starts `loki serve` when none answers")
     _report(path, before, after, actions, dry_run=dry_run, changed=changed, json_output=json_output, document=new,
             agent=agent, notes=notes)
     if command is None and os.path.isabs(base.split()[0].strip("'\"")) and not json_output and _shared(path, agent):
         sys.stderr.write(f"note: the hooks run {base}, a path on this machine only; commit the settings only if "
                          f"everyone has loki there, {agent.personal}\n")
+
+
+def _http_port(ctx: typer.Context, via: str, agent: Agent, dry_run: bool) -> int | None:
+    """``--via http``: the tree's server port (chosen now if it has none); records the tree's hook mode."""
+    from loki.errors import UsageError
+
+    if via not in ("command", "http"):
+        raise UsageError(f"--via {via!r} is not one of: command, http", option="--via")
+    if via == "http" and agent.name != "claude":
+        raise UsageError(f"--via http is for Claude Code only: {agent.title} has no HTTP hooks (docs/serve.md)",
+                         option="--via")
+    from loki.resident import files
+    from loki.storage.paths import find_root
+
+    if via == "command":
+        from loki.errors import NotInitialized
+
+        try:
+            root = find_root(root_option(ctx))
+        except NotInitialized:
+            return None  # --settings outside a tree: there is no server to tell
+        if not dry_run and agent.name == "claude" and os.path.exists(files.path(root, files.SETTINGS_FILE)):
+            files.set_hooks_mode(root, "command")
+        return None
+    root = find_root(root_option(ctx))
+    if dry_run:
+        return files.configured_port(root) or 0
+    port = files.choose_port(root)
+    files.token(root)
+    files.set_hooks_mode(root, "http")
+    return port
 
 
 @hooks_app.command("uninstall")
@@ -205,6 +246,8 @@ def uninstall(
             echo(f"no settings file at {_shown(path)}: nothing to uninstall")
         return
     new, actions = agentsettings.uninstall(doc, agent)
+    if not dry_run and agent.name == "claude":
+        _http_port(ctx, "command", agent, dry_run)  # nothing of loki's goes to the server any more
     changed = new != doc
     empty = changed and not new and not os.path.islink(path)
     before = agentsettings.render(doc)

@@ -272,28 +272,82 @@ def notes(doc: dict[str, Any], agent: Agent = CLAUDE) -> list[str]:
 # -- merging -----------------------------------------------------------------------------------
 
 
-def install(doc: dict[str, Any], base_command: str,
-            agent: Agent = CLAUDE) -> tuple[dict[str, Any], list[dict[str, str]]]:
-    """A new document with loki's hooks merged in, and what was done per event."""
+def install(doc: dict[str, Any], base_command: str, agent: Agent = CLAUDE,
+            http_port: int | None = None) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """A new document with loki's hooks merged in, and what was done per event.
+
+    ``http_port`` (Claude Code only): the frequent events (:data:`HTTP_EVENTS`) as HTTP hooks to ``loki
+    serve`` on that port (:func:`http_entry`); the others stay commands. A loki hook of the other kind for
+    the same event is replaced in place, so switching back and forth keeps one loki hook per event."""
     new = json.loads(json.dumps(doc))  # a deep copy; the input stays as it was
     hooks = new.setdefault("hooks", {})
     actions = []
     for event, name in agent.events.items():
-        wanted = hook_command(base_command, event, agent)
+        if http_port is not None and agent is CLAUDE and name in HTTP_EVENTS:
+            wanted = http_entry(http_port, event)
+        else:
+            wanted = {"type": "command", "command": hook_command(base_command, event, agent)}
+        shown = wanted.get("command") or wanted["url"]
         found = [entry for group in hooks.get(name, []) for entry in group["hooks"]
-                 if (loki_hook(entry.get("command")) or ("", ""))[1] == event]
+                 if (loki_entry(entry) or ("", ""))[1] == event]
         if not found:
             group: dict[str, Any] = {} if name in agent.unmatched else {"matcher": TOOL_EVENTS_MATCHER}
-            group["hooks"] = [{"type": "command", "command": wanted}]
+            group["hooks"] = [wanted]
             hooks.setdefault(name, []).append(group)
-            actions.append({"event": name, "action": "added", "command": wanted})
-        elif any(entry.get("command") == wanted for entry in found):
-            actions.append({"event": name, "action": "unchanged", "command": wanted})
+            actions.append({"event": name, "action": "added", "command": shown})
+        elif any(_same(entry, wanted) for entry in found):
+            actions.append({"event": name, "action": "unchanged", "command": shown})
         else:
             for entry in found:
-                entry["command"] = wanted
-            actions.append({"event": name, "action": "updated", "command": wanted})
+                kept = {k: v for k, v in entry.items() if k not in _LOKI_KEYS}  # a timeout the user set, ...
+                entry.clear()
+                entry.update({**wanted, **kept})
+            actions.append({"event": name, "action": "updated", "command": shown})
     return new, actions
+
+
+HTTP_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
+"""What ``--via http`` sends to ``loki serve``: the events of every tool call. SessionStart and Stop stay
+commands: SessionStart starts the server when none answers, and both warn when it cannot."""
+HTTP_HOOK_TIMEOUT = 10
+"""Seconds Claude Code waits for the server (its default for an HTTP hook is 600)."""
+_LOKI_KEYS = frozenset({"type", "command", "url", "headers", "allowedEnvVars"})
+"""What loki writes and owns in its entries; anything else there (a ``timeout`` the user chose) is kept."""
+
+
+def http_entry(port: int, event: str) -> dict[str, Any]:
+    """Claude Code's HTTP hook for ``event``: the token travels in a header Claude Code fills from the
+    environment variable (``allowedEnvVars``), so the settings hold its name, never its value."""
+    from loki.resident.files import DEFAULT_HOST, TOKEN_ENV, TOKEN_HEADER
+
+    return {"type": "http", "url": f"http://{DEFAULT_HOST}:{port}/hook/{event}",
+            "headers": {TOKEN_HEADER: f"${TOKEN_ENV}"}, "allowedEnvVars": [TOKEN_ENV],
+            "timeout": HTTP_HOOK_TIMEOUT}
+
+
+def _same(entry: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    return all(entry.get(key) == value for key, value in wanted.items() if key != "timeout")
+
+
+def loki_http_hook(entry: Any) -> str | None:
+    """The ``loki hook`` event argument an HTTP hook entry of loki's sends, else None."""
+    import re
+
+    if not isinstance(entry, dict) or entry.get("type") != "http" or not isinstance(entry.get("url"), str):
+        return None
+    match = re.fullmatch(r"http://(?:127\.0\.0\.1|localhost|\[::1\]):\d{1,5}/hook/([a-z-]+)", entry["url"])
+    return match.group(1) if match and match.group(1) in CLAUDE.events else None
+
+
+def loki_entry(entry: Any) -> tuple[str, str] | None:
+    """``(agent, event argument)`` for a hook entry of loki's, command or HTTP; else None."""
+    if not isinstance(entry, dict):
+        return None
+    found = loki_hook(entry.get("command")) if entry.get("type", "command") == "command" else None
+    if found is None:
+        event = loki_http_hook(entry)
+        found = (CLAUDE.name, event) if event is not None else None
+    return found
 
 
 def uninstall(doc: dict[str, Any], agent: Agent = CLAUDE) -> tuple[dict[str, Any], list[dict[str, str]]]:
@@ -309,9 +363,9 @@ def uninstall(doc: dict[str, Any], agent: Agent = CLAUDE) -> tuple[dict[str, Any
         groups = hooks[name]
         kept_groups = []
         for group in groups:
-            kept = [e for e in group["hooks"] if loki_hook(e.get("command")) is None]
-            actions += [{"event": name, "action": "removed", "command": e["command"]}
-                        for e in group["hooks"] if loki_hook(e.get("command")) is not None]
+            kept = [e for e in group["hooks"] if loki_entry(e) is None]
+            actions += [{"event": name, "action": "removed", "command": e.get("command") or e["url"]}
+                        for e in group["hooks"] if loki_entry(e) is not None]
             if kept or len(kept) == len(group["hooks"]):  # keep groups that were not only loki's
                 group["hooks"] = kept
                 kept_groups.append(group)

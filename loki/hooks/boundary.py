@@ -191,7 +191,7 @@ def run(event: str, root_option: str | None, stdin: BinaryIO, stdout: TextIO, st
         root = locate_root(root_option, work_dir(payload))
         if root is None:
             return 0
-        answer = _answer(agent, event_name, payload, root)
+        answer = decide(agent, event_name, payload, root)
         if answer is not None:
             stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
         return 0
@@ -200,14 +200,15 @@ def run(event: str, root_option: str | None, stdin: BinaryIO, stdout: TextIO, st
             import traceback
 
             traceback.print_exc(file=stderr)
-        stderr.write(f"loki hook {event}: {_one_line(exc)}\n")
+        stderr.write(f"loki hook {event}: {one_line(exc)}\n")
         return 1
     except KeyboardInterrupt:
         stderr.write(f"loki hook {event}: interrupted\n")
         return 1
 
 
-def _answer(agent: str, event_name: str, payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+def decide(agent: str, event_name: str, payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+    """The answer to one checked payload: what the command hook prints and ``loki serve`` returns."""
     if agent == "gemini":
         from loki.hooks import gemini
 
@@ -221,7 +222,7 @@ def _answer(agent: str, event_name: str, payload: dict[str, Any], root: str) -> 
     return HANDLERS[event_name](payload, root)
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     if isinstance(exc, HookError):
         text = str(exc)
     else:

@@ -64,7 +64,14 @@ def _tool(payload: dict[str, Any]) -> tuple[str, Any]:
     return str(payload["tool_name"]), {} if tool_input is None else tool_input
 
 
+STORE_OPENER: Callable[[str], Store] | None = None
+"""Set by a resident process that keeps warm state (``loki serve``: :mod:`loki.serve.warm`); a command hook
+leaves it None and opens the tree's store for its one call."""
+
+
 def _store(root: str) -> Store:
+    if STORE_OPENER is not None:
+        return STORE_OPENER(root)
     from loki.storage.opening import open_store
 
     return open_store(root)
@@ -286,7 +293,20 @@ def _memory_skipped(what: str, exc: Exception) -> None:
 
 
 def session_start(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
-    return briefing(_store(root), payload)
+    from loki.hooks.serving import session_start_note
+
+    note = session_start_note(root)  # first: a server it starts answers this session's first tool call
+    answer = briefing(_store(root), payload)
+    if note is None:
+        return answer
+    if answer is None:
+        answer = context_answer("SessionStart", note)
+    else:
+        output = answer["hookSpecificOutput"]
+        output["additionalContext"] = f"{note}\n{output['additionalContext']}"
+    if "WARNING" in note:
+        answer["systemMessage"] = f"loki: {note}"
+    return answer
 
 
 def briefing(store: Store, payload: dict[str, Any]) -> dict[str, Any] | None:
@@ -467,7 +487,20 @@ def _continuity_section(store: Store, payload: dict[str, Any]) -> str | None:
 
 
 def stop(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
-    """Advisory: tell the user which calls are stopped on this branch. Never blocks the stop."""
+    """Advisory: tell the user which calls are stopped on this branch, and that ``loki serve`` is down when
+    the tree's hooks go to it. Never blocks the stop."""
+    from loki.hooks.serving import stop_note
+
+    answer = _stopped_calls(payload, root)
+    note = stop_note(root)
+    if note is None:
+        return answer
+    if answer is None:
+        return {"systemMessage": f"loki: {note}"}
+    return {"systemMessage": f"{answer['systemMessage']} {note}"}
+
+
+def _stopped_calls(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
     if not strikeview.any_strike_files(strikeview.hot_root(root)):
         return None
     from loki.strikes.strikes import Strikes

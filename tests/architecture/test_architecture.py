@@ -153,7 +153,7 @@ def test_the_errors_command_group_is_not_called_errors() -> None:
 SHARED_TOP_LEVEL = {"__init__.py", "__main__.py", "entry.py", "errors.py", "clock.py", "config.py", "wording.py",
                     "stopsignals.py", "regularfile.py", "argv.py"}
 CONCEPTS = {"text", "tasks", "storage", "queue", "breakers", "signals", "strikes", "memory", "watch", "work", "hooks",
-            "mcpserver", "admin", "cli", "spend", "metrics", "leases"}
+            "mcpserver", "admin", "cli", "spend", "metrics", "leases", "resident", "serve"}
 
 
 def test_each_concept_is_a_folder_and_the_top_level_holds_only_what_they_share() -> None:

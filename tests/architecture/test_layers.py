@@ -31,8 +31,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("memory",),
     ("watch",),     # the watcher and the live view: consumes signals, applies decisions to the queue
     ("work",),      # the agent loop
+    ("resident",),  # loki serve's files and reaching it, standard library only (the hooks start it)
     ("hooks",),     # the agents' edge only
     ("mcpserver",), # the MCP server: the holder verbs as tools (the mcp extra)
+    ("serve",),     # loki serve: the ASGI app over the hooks' handlers (the serve extra)
     ("admin",),     # status, validate, doctor, migrate: across every concept
     ("cli",),
     ("entry",),     # loki/__init__.py, entry.py, __main__.py: the facade and the console script

@@ -51,6 +51,12 @@ EXCEPTIONS = {
     ("leases/guard.py", "open"): "`loki hooks install --git` reads and writes the git pre-commit hook, outside "
                                  ".loki/ (docs/leases.md)",
     ("leases/guard.py", "os.replace"): "the same hook, written by a rename of its temp copy",
+
+    ("resident/files.py", "open"): "`loki serve`'s machine-local files in .loki/serve/ (token, port, run record, "
+                                   "log): this process's own, never shared state, like cache/ (docs/serve.md)",
+    ("resident/files.py", "os.replace"): "the same files, each written to a temp file and renamed",
+    ("resident/files.py", "os.unlink"): "the same files: the run record a stopping server removes, a temp copy",
+    ("serve/server.py", "open"): "the server's lock file in .loki/serve/, held with flock for its life",
     ("work/scratch.py", "open"): "`loki work` writes the claimed task for the agent's command into a temporary "
                                  "directory outside .loki/ (the command may write there; nothing but loki writes "
                                  "inside the tree)",

@@ -72,6 +72,7 @@ NO_STORED_TEXT = {
     "migrate", "queue add", "queue cancel",
     "queue claim", "queue close", "queue complete", "queue defer", "queue edit", "queue fail", "queue heartbeat",
     "queue release", "queue requeue-stale", "queue retry", "run", "signal emit", "signal fields", "signal rules",
+    "serve",  # pid, URL and path on the terminal; the board's stored text is HTML-escaped (tests/serve/)
     "validate", "watch", "work",
 }
 

@@ -26,7 +26,11 @@ random, often while their command runs. Then:
   (or its task was cancelled under it): a live agent never loses a finished task, so no task is run again
   except after its agent died.
 
-usage: python -m tests.torture.harness [--rounds N] [--workers N] [--work N] [--seed S] [--root DIR]
+With ``--serve`` a ``loki serve`` runs on the tree each round, with a client sending it hook requests and board
+actions (tests/torture/httpworker.py); it is SIGKILLed with the rest, and the same invariants must hold (the
+next round's server must start: its lock went with the killed one).
+
+usage: python -m tests.torture.harness [--rounds N] [--workers N] [--work N] [--seed S] [--root DIR] [--serve]
 Prints rounds, kills, operations and violations (must be 0); exits 1 on any violation.
 """
 
@@ -54,13 +58,16 @@ REPO = Path(__file__).resolve().parent.parent.parent
 AGENT = [sys.executable, "-I", "-S", str(Path(__file__).resolve().parent / "agent.py")]
 AGENT_WAIT = 3.0
 """Seconds a round may wait for the loki work agents' runs once the workers' operations are done."""
+SERVE_WAIT = 10.0
+"""Seconds a round may wait for the server's client to have requests answered (--serve)."""
 TASK_FILES = [layout.queue_file(s) for s in layout.QUEUE_STATES]
 BREAKER = "api/torture"
 
 
 class Harness:
-    def __init__(self, root: str, workers: int, seed: int, work: int = 0) -> None:
+    def __init__(self, root: str, workers: int, seed: int, work: int = 0, serve: bool = False) -> None:
         self.root = root
+        self.serve = serve
         self.workers = workers
         self.work = work
         self.rng = random.Random(seed)
@@ -73,7 +80,8 @@ class Harness:
         self.agent_tmp = Path(root).parent / "agent-tmp"  # loki work's scratch directories, killed or not
         self.agent_tmp.mkdir(exist_ok=True)
         self.stats = {"rounds": 0, "kills": 0, "operations": 0, "violations": 0, "work_kills": 0, "work_runs": 0,
-                      "work_completed": 0, "work_done_unrecorded": 0, "work_verified": 0}
+                      "work_completed": 0, "work_done_unrecorded": 0, "work_verified": 0, "serve_requests": 0,
+                      "serve_refused": 0}
         self.violations: list[str] = []
         self._checked_starts = 0
         self._checked_checks = 0
@@ -99,11 +107,25 @@ class Harness:
                  f"r{round_number}w{n}", str(oplog)],
                 cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}))
+        if self.serve:
+            # `loki serve` on the tree, killed with the rest, and a client sending it hook requests and board
+            # actions (tests/torture/httpworker.py). A server that cannot start again (its lock, its port) exits
+            # by itself: a violation.
+            procs.append(subprocess.Popen([sys.executable, "-m", "loki", "--root", self.root, "serve"], cwd=REPO,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "tests.torture.httpworker", self.root, str(self.seed * 1000 + round_number),
+                 f"r{round_number}h", str(self.logs / "http.log")],
+                cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
         return procs
 
     def _ops_done(self) -> int:
         return sum(p.read_bytes().count(b"\nend ") + p.read_bytes().startswith(b"end ")
                    for p in self.logs.glob("*.log"))
+
+    def _served(self) -> int:
+        http_log = self.logs / "http.log"
+        return http_log.read_bytes().count(b"end ") if http_log.exists() else 0
 
     def _agent_runs(self) -> int:
         return sum(1 for line in self._side_effects() if line[0] == "start")
@@ -127,6 +149,13 @@ class Harness:
             if any(p.poll() is not None for p in procs):
                 break
             time.sleep(0.002)
+        if self.serve:  # and the server has answered a random number of requests more (it starts in ~1 s)
+            serve_target = self._served() + self.rng.randint(1, 12)
+            deadline = time.monotonic() + SERVE_WAIT
+            while self._served() < serve_target and time.monotonic() < deadline:
+                if any(p.poll() is not None for p in procs):
+                    break
+                time.sleep(0.002)
         for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
@@ -144,6 +173,11 @@ class Harness:
             self._check_agent_exit(round_number, agent)
         self.stats["rounds"] += 1
         self.stats["operations"] = self._ops_done()
+        http_log = self.logs / "http.log"
+        if http_log.exists():
+            lines = http_log.read_text().splitlines()
+            self.stats["serve_requests"] = sum(1 for line in lines if line.startswith("end "))
+            self.stats["serve_refused"] = sum(1 for line in lines if line.startswith("refused "))
         self.check(round_number)
 
     def _check_agent_exit(self, round_number: int, agent: subprocess.Popen[bytes]) -> None:
@@ -357,11 +391,12 @@ class Harness:
 
 
 
-def run(rounds: int, workers: int, seed: int, root: str | None = None, work: int = 2) -> dict[str, Any]:
+def run(rounds: int, workers: int, seed: int, root: str | None = None, work: int = 2,
+        serve: bool = False) -> dict[str, Any]:
     base = root or tempfile.mkdtemp(prefix="loki-torture-")
     state = os.path.join(base, ".loki")
     init_tree(state)
-    harness = Harness(state, workers, seed, work)
+    harness = Harness(state, workers, seed, work, serve)
     for round_number in range(rounds):
         harness.round(round_number)
     return {**harness.stats, "violation_details": harness.violations[:20], "root": state}
@@ -374,9 +409,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=int, default=2, help="loki work agents per round")
     parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     parser.add_argument("--root", default=None)
+    parser.add_argument("--serve", action="store_true", help="add `loki serve` and a client of its hooks and board")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    result = run(args.rounds, args.workers, args.seed, args.root, args.work)
+    result = run(args.rounds, args.workers, args.seed, args.root, args.work, args.serve)
     result["seconds"] = round(time.monotonic() - started, 1)
     result["seed"] = args.seed
     print(json.dumps(result, indent=2))

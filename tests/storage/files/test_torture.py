@@ -22,3 +22,12 @@ def test_crash_harness_finds_no_violation(tmp_path: Path) -> None:
     assert result["work_kills"] >= rounds and result["work_runs"] > 0 and result["work_completed"] > 0
     # Half the tasks carry a declared check (tests/torture/check.py): some completed with their evidence.
     assert result["work_verified"] > 0
+
+
+def test_crash_harness_with_loki_serve_killed_too_finds_no_violation(tmp_path: Path) -> None:
+    """The server and its client's hook requests and board actions, SIGKILLed at random with the workers."""
+    rounds = int(os.environ.get("LOKI_TORTURE_SERVE_ROUNDS", "8"))
+    result = run(rounds=rounds, workers=2, seed=20261127, root=str(tmp_path), work=1, serve=True)
+    assert result["violations"] == 0, result["violation_details"]
+    assert result["rounds"] == rounds and result["kills"] >= rounds * 4  # the watcher, 2 workers, the server, ...
+    assert result["serve_requests"] > 0 and result["serve_refused"] == 0

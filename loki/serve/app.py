@@ -1,0 +1,138 @@
+"""The ASGI application of ``loki serve``: hooks over HTTP behind one guard (docs/serve.md).
+
+:func:`create_app` builds it for one tree. Every request passes :class:`Guard` first:
+
+* ``Host`` must name the server as the browser or agent reached it (``127.0.0.1:PORT``, ``localhost:PORT``,
+  ``[::1]:PORT``, or the ``--host`` given): a page on another site that rebinds a DNS name to 127.0.0.1
+  sends its own name and is refused;
+* an ``Origin``, when sent, must be one of those too: a cross-site request is refused;
+* the tree's token, in the ``X-Loki-Token`` header (the hooks) or the ``loki_session`` cookie;
+* anything else is 403 and reaches no route, so it changes nothing.
+
+``POST /hook/<event>`` answers Claude Code's HTTP hooks with the command hooks' own handlers
+(:data:`loki.hooks.handlers.HANDLERS`, through :func:`loki.hooks.boundary.parse_payload`): one code path.
+More ASGI applications can be mounted (``mounts={"/mcp": app}``): they sit behind the same guard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route
+
+from loki.hooks import boundary
+from loki.hooks.payload import HookError
+from loki.resident import files
+from loki.serve.routes import board_routes
+from loki.serve.tokens import COOKIE, derived
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+
+
+class Guard:
+    """Host, Origin and token, checked before any route (pure ASGI, so it also covers mounted apps)."""
+
+    def __init__(self, app: ASGIApp, token: str, hosts: frozenset[str]) -> None:
+        self.app = app
+        self.token = token
+        self.hosts = hosts
+        self.session = derived(token, "session")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        reason = self.refusal(headers, scope)
+        if reason is not None:
+            await PlainTextResponse(f"forbidden: {reason}\n", status_code=403)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def refusal(self, headers: dict[str, str], scope: Scope) -> str | None:
+        if headers.get("host", "").lower() not in self.hosts:
+            return "the Host header does not name this server"
+        origin = headers.get("origin")
+        if origin is not None and origin.lower().removeprefix("http://") not in self.hosts:
+            return "cross-origin request"
+        if files.token_matches(self.token, headers.get(files.TOKEN_HEADER.lower())):
+            return None
+        if files.token_matches(self.session, _cookie(headers.get("cookie", ""), COOKIE)):
+            return None
+        if scope.get("method") == "GET" and scope.get("path") == "/login":
+            return None  # the login route checks the token it is given itself, and sets the cookie
+        return "no valid token (open the URL loki serve printed)"
+
+
+def _cookie(header: str, name: str) -> str | None:
+    for part in header.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return None
+
+
+def allowed_hosts(host: str, port: int) -> frozenset[str]:
+    names = {"127.0.0.1", "localhost", "[::1]"}
+    if host not in ("127.0.0.1", "0.0.0.0", "::", "localhost", ""):
+        names.add(f"[{host}]" if ":" in host else host)
+    return frozenset(f"{name}:{port}".lower() for name in names)
+
+
+class HookAnswerer:
+    """Answers hook requests for one tree, one at a time (the handlers take the tree's own locks for their
+    writes; one at a time keeps a slow write from piling up threads)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.lock = threading.Lock()
+
+    def answer(self, event: str, body: bytes) -> dict[str, Any] | None:
+        event_name = boundary.EVENTS.get(event)
+        if event_name is None:
+            raise HookError(f"unknown hook event {event!r}; known: {', '.join(boundary.EVENTS)}")
+        payload = boundary.parse_payload(body, event_name)
+        with self.lock:
+            return boundary.decide(boundary.DEFAULT_AGENT, event_name, payload, self.root)
+
+
+def create_app(root: str, token: str, *, host: str = files.DEFAULT_HOST, port: int = 0,
+               mounts: dict[str, ASGIApp] | None = None) -> ASGIApp:
+    """The server's application for the tree at ``root`` (``.loki/``), reached at ``host:port``."""
+    root = os.path.realpath(root)
+    answerer = HookAnswerer(root)
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"root": root, "pid": os.getpid()})
+
+    async def hook(request: Request) -> Response:
+        event = request.path_params["event"]
+        body = await request.body()
+        if len(body) > boundary.MAX_STDIN_BYTES:
+            return PlainTextResponse(f"loki hook {event}: the payload is over {boundary.MAX_STDIN_BYTES} bytes\n",
+                                     status_code=413)
+        try:
+            answer = await run_in_threadpool(answerer.answer, event, body)
+        except HookError as exc:
+            return PlainTextResponse(f"loki hook {event}: {boundary.one_line(exc)}\n", status_code=422)
+        except Exception as exc:  # a crashed request is this request's failure, never the server's
+            return PlainTextResponse(f"loki hook {event}: {boundary.one_line(exc)}\n", status_code=500)
+        return Response(json.dumps(answer or {}, ensure_ascii=False), media_type="application/json")
+
+    routes: list[Route | Mount] = [
+        Route("/health", health, methods=["GET"]),
+        Route("/hook/{event}", hook, methods=["POST"]),
+        *board_routes(root, token),
+    ]
+    routes += [Mount(prefix, app=mounted) for prefix, mounted in (mounts or {}).items()]
+    app = Starlette(routes=routes)
+    return Guard(app, token, allowed_hosts(host, port))
