@@ -139,7 +139,7 @@ def test_history_through_the_cli(root: Path) -> None:
                      "attempt 1; until 2026-01-25T10:06:05Z; timeout: boom"):
         assert expected in body
     as_json = cli(["queue", "history", "t1", "--json"], root=root).json()
-    assert set(as_json) == {"task_id", "title", "state", "archived", "recorded", "events"}
+    assert set(as_json) == {"task_id", "title", "state", "archived", "recorded", "events", "spent"}
     assert [e["event"] for e in as_json["events"]] == ["added", "claimed", "heartbeat", "failed"]
     unknown = cli(["queue", "history", "nope"], root=root)
     assert unknown.code == 1 and unknown.stderr == "error: no task 'nope'\n"
