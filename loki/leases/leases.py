@@ -144,6 +144,9 @@ class PathLeases:
         texts = _unique(p.text for p in (normalise(raw, self.root) for raw in patterns))
         if reason is not None:
             check_name(reason, "reason", max_length=2000)
+            from loki.text.redact import redact
+
+            reason = redact(reason)  # prose a person or an agent typed: a pasted token is not kept
         if key is not None:
             check_name(key, "idempotency key", max_length=200)
         if task is not None:
@@ -212,7 +215,9 @@ class PathLeases:
 
         check_name(by, "--by name")
         check_name(reason, "reason", max_length=2000)
-        return self._end(lease_id, BROKEN, by=by, reason=reason, holder_only=False)
+        from loki.text.redact import redact
+
+        return self._end(lease_id, BROKEN, by=by, reason=redact(reason), holder_only=False)
 
     def sweep(self) -> list[dict[str, Any]]:
         """Move the expired leases to history; returns them."""

@@ -116,6 +116,10 @@ FREE_TEXT: dict[tuple[str, str], Callable[[Tree], Any]] = {
     # the failure's summary of it is redacted where every attempt is made: tests/text/test_redact_e2e.py)
     ("work", "command"): lambda t: t.run("work", "--agent", "dev", "--max-tasks", "1", "--", "sh", "-c",
                                          f"exit 1 # {S}", code=1),
+    ("lease acquire", "reason"): lambda t: t.ok("lease", "acquire", "src/**", "--agent", "dev", "--reason", S),
+    ("lease break", "reason"): lambda t: t.ok("lease", "break", t.ok("lease", "acquire", "docs/**", "--agent", "dev",
+                                                                   "--json").json()["lease_id"],
+                                              "--by", "ops", "--reason", S),
     # not an option but the same text: what CMD prints (the failure's summary) and writes as its result
     ("work", "command output"): lambda t: (
         t.run("work", "--agent", "dev", "--max-tasks", "1", "--", "sh", "-c", f"echo '{S}' >&2; exit 1", code=1),
@@ -129,6 +133,8 @@ _ID = "an id, checked as one (check_id)"
 _NAME = "a name (an agent, a type, a breaker), checked as one and shown as given"
 _ENUM = "one of a fixed set of words, refused otherwise"
 _FORMAT = "an output format (table, json ...), refused otherwise"
+_CHECK = ("a check's command line: kept as given because loki runs it (a redacted command would not run), "
+          "redacted wherever it is shown or kept as evidence (loki/queue/verified.py); secrets belong in the env")
 _URL = "a database URL: saved and printed without any part that can hold a secret (tests/text/test_dburl_secrets.py)"
 NOT_FREE_TEXT: dict[tuple[str, str], str] = {
     ("init", "path"): "a directory path, not stored",
@@ -249,6 +255,41 @@ NOT_FREE_TEXT: dict[tuple[str, str], str] = {
     ("errors search", "query"): "a search query, not stored",
     ("errors search", "error_class"): "a filter, not stored",
     ("errors search", "fmt"): _FORMAT,
+    ("budget list", "fmt"): _FORMAT,
+    ("budget remove", "name"): _NAME,
+    ("budget set", "name"): _NAME,
+    ("budget set", "per"): _ENUM,
+    ("budget set", "scope"): "a scope (team, type:T, label:L, agent:A), its name checked as one",
+    ("budget set", "tokens"): "a number of tokens (5M), parsed; refused otherwise",
+    ("budget show", "name"): _NAME,
+    ("usage", "by"): _ENUM,
+    ("usage", "fmt"): _FORMAT,
+    ("usage", "since"): "a time or a duration, parsed; refused otherwise",
+    ("hooks install", "mcp_agent"): _NAME,
+    ("hooks install", "via"): _ENUM,
+    ("mcp", "agent"): _NAME,
+    ("serve", "host"): "an address to bind, not stored",
+    ("lease acquire", "agent"): _NAME,
+    ("lease acquire", "key"): "a caller's key compared for equality, kept as given so a retry matches",
+    ("lease acquire", "patterns"): "file patterns, normalised and checked as such (loki/leases/patterns.py)",
+    ("lease acquire", "task"): _ID,
+    ("lease acquire", "ttl"): "a duration, parsed; refused otherwise",
+    ("lease break", "by"): _NAME,
+    ("lease break", "lease_id"): _ID,
+    ("lease guard", "agent"): _NAME,
+    ("lease guard", "paths"): "paths to check, not stored",
+    ("lease list", "fmt"): _FORMAT,
+    ("lease release", "agent"): _NAME,
+    ("lease release", "lease_id"): _ID,
+    ("lease renew", "agent"): _NAME,
+    ("lease renew", "lease_id"): _ID,
+    ("lease renew", "ttl"): "a duration, parsed; refused otherwise",
+    ("queue add", "paths"): "file patterns, normalised and checked as such (loki/leases/patterns.py)",
+    ("queue edit", "paths"): "file patterns, normalised and checked as such (loki/leases/patterns.py)",
+    ("queue add", "verify"): _CHECK,
+    ("queue edit", "verify"): _CHECK,
+    ("queue complete", "by"): _NAME,
+    ("queue complete", "evidence"): "a file path; its results are judged and kept redacted (queue/verified.py)",
 }
 
 
