@@ -166,6 +166,11 @@ def _from_tree(store: Store, kind: str) -> dict[str, str]:
         return {name: "" for name in names(store)}
     if kind == "breaker":
         return {name: entry.get("state", "") for name, entry in store.read(layout.BREAKERS).items()}
+    if kind == "lease":  # the live path leases, each described by its holder and patterns
+        from loki.leases.leases import PathLeases
+
+        return {lease["lease_id"]: f"{lease['agent']}: {' '.join(lease['patterns'])}"
+                for lease in PathLeases(store).live()}
     if kind == "escalation:open":
         return _open_escalations(store)
     if kind == "escalation":

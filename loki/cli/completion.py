@@ -139,6 +139,8 @@ def value_kind(path: str, name: str) -> str | None:
         return by_name[name]
     if name == "breaker" or (group == "breaker" and name == "name"):
         return "breaker"
+    if group == "lease" and name == "lease_id":
+        return "lease"
     if path == "signal show" and name == "name":
         return "signal"
     if group == "errors" and name == "key":

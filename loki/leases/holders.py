@@ -25,6 +25,17 @@ if TYPE_CHECKING:
     from loki.leases.patterns import Pattern
 
 
+def _literally_apart(a: str, b: str) -> bool:
+    """True when two normalised patterns differ in a leading segment that neither spells with a wildcard:
+    then no path can start the way both do, so they cannot overlap (False: the full test decides)."""
+    for x, y in zip(a.split("/"), b.split("/"), strict=False):
+        if any(c in x for c in "*?[\\") or any(c in y for c in "*?[\\"):
+            return False
+        if x != y:
+            return True
+    return False
+
+
 class PathHolders:
     """Every live holder of paths at one instant: path leases and task claims."""
 
@@ -50,6 +61,8 @@ class PathHolders:
                 continue
             if not (exclusive or holder["exclusive"]):
                 continue
+            if all(_literally_apart(a.text, text) for a in mine for text in holder["patterns"]):
+                continue  # the cheap test first: no pattern of the holder is compiled
             for a in mine:
                 hit = next((b for b in self._patterns(holder) if overlaps(a, b)), None)
                 if hit is not None:

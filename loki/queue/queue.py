@@ -690,8 +690,8 @@ class Queue:
             if task is None:
                 break
             if task.get("paths"):
-                if plain:
-                    raise _PathsNeedTheLock
+                if plain and getattr(self.store, "backend", None) == "postgresql":
+                    raise _PathsNeedTheLock  # only PostgreSQL's claim unit takes no queue-wide lock
                 if holders is None:
                     holders = self.path_holders(unit, lease_dt or self._lease_now())
                 blocked = holders.reason(task, agent)

@@ -128,3 +128,14 @@ def test_status_and_agents_show_the_leases(root: Path) -> None:
     assert "path leases: 1 live, 0 task claims holding paths\n" in run(root, "status").stdout
     [row] = run(root, "agents", "--json").json()["agents"]
     assert (row["agent"], row["paths"]) == ("alice", ["src/**"])
+
+
+def test_lease_ids_complete_from_the_tree(root: Path) -> None:
+    from loki.cli.completer import _from_tree
+    from loki.cli.completion import value_kind
+    from loki.clock import ManualClock
+
+    run(root, "lease", "acquire", "src/**", "docs/*.md", "--agent", "alice")
+    for command in ("lease renew", "lease release", "lease break"):
+        assert value_kind(command, "lease_id") == "lease"
+    assert _from_tree(Store(root, clock=ManualClock(ENV["LOKI_NOW"])), "lease") == {"L1": "alice: src/** docs/*.md"}

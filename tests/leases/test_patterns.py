@@ -154,3 +154,14 @@ def test_literal_prefix_is_the_part_before_the_first_wildcard() -> None:
     assert normalise("src/auth/*.py").literal_prefix == "src/auth"
     assert normalise("src/a.py").literal_prefix == "src/a.py"
     assert normalise("**/x").literal_prefix == ""
+
+
+@settings(max_examples=300, deadline=None)
+@given(PATTERNS, PATTERNS)
+def test_the_cheap_literal_test_never_hides_an_overlap(a: str, b: str) -> None:
+    """loki/leases/holders.py skips a holder when the leading literal segments differ: never when they overlap."""
+    from loki.leases.holders import _literally_apart
+
+    pa, pb = normalise(a), normalise(b)
+    if _literally_apart(pa.text, pb.text):
+        assert not overlaps(pa, pb)
