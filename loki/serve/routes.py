@@ -106,8 +106,10 @@ class Feed:
                 elif before[0] != state:
                     by = f" ({agent})" if agent else ""
                     self.events.appendleft({"at": at, "text": f"{ident}: {before[0]} -> {state}{by}"})
-        moved = now != self._known
-        self._known = now
+        moved = self._known is None or any(self._known.get(ident) != value for ident, value in now.items())
+        # A look that runs beside a claim can miss the task between its two files: it is remembered, so that the
+        # next look reports the move (pending -> in-progress), not a task "added".
+        self._known = {**(self._known or {}), **now}
         return moved
 
     def stop(self) -> None:

@@ -139,3 +139,20 @@ def test_the_feed_wakes_the_boards_when_another_writer_moves_a_task(root: Path, 
     texts = asyncio.run(scenario())
     assert texts[-1] == "task-feed added: Ship it"
     assert "task-feed: pending -> in-progress (bot-2)" in texts
+
+
+def test_a_task_one_look_missed_beside_a_claim_is_a_move_not_an_addition(root: Path, store: Store,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A look at the queue that runs while a claim moves the task between its two files may not see it; the feed
+    remembers it, so the next look reports the move."""
+    from loki.serve.routes import Feed
+
+    feed = Feed(str(root))
+    Queue(store).add("Ship it", task_id="task-gap")
+    assert feed._diff() is True
+    monkeypatch.setattr(Queue, "list_tasks", lambda self, *args, **kwargs: {"tasks": []})
+    assert feed._diff() is False
+    monkeypatch.undo()
+    Queue(store).claim("bot-3")
+    assert feed._diff() is True
+    assert [event["text"] for event in feed.events] == ["task-gap: pending -> in-progress (bot-3)"]
