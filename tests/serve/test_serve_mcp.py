@@ -46,13 +46,36 @@ def served(project: Path) -> Iterator[tuple[str, str, str]]:
         assert process_gone(run["pid"])
 
 
-def client(url: str, token: str, agent: str) -> Any:
+def client(url: str, token: str, agent: str, headers: dict[str, str] | None = None) -> Any:
     """The SDK's client over streamable HTTP, configured as an MCP host is: the token and the agent in headers."""
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}", "X-Loki-Agent": agent})
-    return mcp.Client(streamable_http_client(url, http_client=http))
+    sent = headers if headers is not None else {"Authorization": f"Bearer {token}", "X-Loki-Agent": agent}
+    return mcp.Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=sent)))
+
+
+@pytest.mark.slow
+def test_the_entry_hooks_install_writes_reaches_the_tools(served: tuple[str, str, str]) -> None:
+    """`loki hooks install --mcp --via http`'s .mcp.json entry, its ${LOKI_SERVE_TOKEN} filled in as Claude Code
+    fills it from its environment, lists the tools and claims as the configured agent."""
+    root, url, token = served
+    assert cli(["queue", "add", "one", "--id", "t1"], root=root).code == 0
+    assert cli(["hooks", "install", "--mcp", "--via", "http", "--mcp-agent", "eng-7"], root=root).code == 0
+    entry = json.loads((Path(root).parent / ".mcp.json").read_text())["mcpServers"]["loki"]
+    assert entry["url"] == url
+    headers = {k: v.replace("${LOKI_SERVE_TOKEN}", token) for k, v in entry["headers"].items()}
+
+    async def scenario() -> dict[str, Any]:
+        async with client(entry["url"], token, "", headers=headers) as session:
+            listed = await session.list_tools()
+            assert [t.name for t in listed.tools] == ["ready", "claim", "heartbeat", "complete", "fail", "release",
+                                                      "signal", "escalate"]
+            reply, _ = await call(session, "claim")
+            return reply
+
+    assert anyio.run(scenario)["status"] == "claimed"
+    assert tasks_in(Store(root), "in-progress")[0]["claimed_by"] == "eng-7"
 
 
 @pytest.mark.slow
