@@ -212,3 +212,42 @@ def test_the_agent_header_is_checked_as_a_name() -> None:
     assert "X-Loki-Agent" in (agent_refusal(None) or "") and "X-Loki-Agent" in (agent_refusal("") or "")
     for bad in ("   ", "a\x1b[31m", "a\u202eb", "x" * 201):
         assert agent_refusal(bad), bad
+
+
+@pytest.mark.slow
+def test_on_a_postgresql_tree_mcp_claims_through_the_servers_connection(project: Path) -> None:
+    """The tools at /mcp on a tree whose state is in PostgreSQL: the server's one store serves every agent."""
+    from loki.storage.opening import open_store
+    from tests.pgserver import fresh_schema_url
+
+    root = project / ".loki"
+    (root / "config" / "loki.json").write_text(json.dumps(
+        {"version": 1, "storage": {"backend": "postgresql", "database": fresh_schema_url()}}))
+    assert cli(["queue", "add", "one", "--id", "t1"], root=root).code == 0
+    assert cli(["queue", "add", "two", "--id", "t2"], root=root).code == 0
+    done = loki_proc(["serve", "--detach", "--json"], root=root)
+    assert done.code == 0, done.stderr
+    run = done.json()
+    url, token = f"http://127.0.0.1:{run['port']}/mcp", files.token(str(root)) or ""
+
+    async def scenario() -> list[str]:
+        claimed = []
+        for agent in ("pg-a", "pg-b"):
+            async with client(url, token, agent) as session:
+                reply, _ = await call(session, "claim")
+                assert reply["status"] == "claimed", reply
+                claimed.append(reply["task_id"])
+        return claimed
+
+    try:
+        claimed = anyio.run(scenario)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(run["pid"], signal.SIGKILL)
+        assert process_gone(run["pid"])
+    store = open_store(str(root))
+    try:
+        held = {t["id"]: t["claimed_by"] for t in tasks_in(store, "in-progress")}
+    finally:
+        store.close()
+    assert sorted(claimed) == ["t1", "t2"] and held == dict(zip(claimed, ["pg-a", "pg-b"], strict=True))
