@@ -50,3 +50,16 @@ def test_a_dry_run_writes_nothing(root: Path) -> None:
     done = cli(["hooks", "install", "--mcp", "--via", "http", "--dry-run"], root=root)
     assert done.code == 0 and '"type": "http"' in done.stdout and "(dry run: nothing written)" in done.stdout
     assert snapshot_bytes(root.parent) == before
+
+
+def test_writing_the_http_form_imports_neither_the_sdk_nor_the_server(root: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom loki.entry import main\nsys.argv = ['loki'] + sys.argv[1:]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'mcp_types', 'starlette', 'uvicorn', "
+            "'anyio'}), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code, "--root", str(root), "hooks", "install", "--mcp", "--via",
+                           "http"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr.strip().splitlines()[-1] == "[]", done.stderr
