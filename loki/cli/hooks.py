@@ -151,7 +151,7 @@ def install(
 
     agent = _agent(agent_name)
     if mcp:
-        mcpinstall.install(ctx, agent, settings, command, mcp_agent, dry_run, json_output)
+        mcpinstall.install(ctx, agent, settings, command, mcp_agent, dry_run, json_output, via=via.lower())
         return
     path, project = _settings_path(ctx, settings, agent)
     if git:

@@ -31,12 +31,19 @@ def config_path(ctx: typer.Context, settings: str | None, agent: Agent) -> tuple
 
 
 def install(ctx: typer.Context, agent: Agent, settings: str | None, command: str | None, mcp_agent: str | None,
-            dry_run: bool, json_output: bool) -> None:
+            dry_run: bool, json_output: bool, via: str = "command") -> None:
     from loki.hooks import mcpconfig
 
+    if via not in ("command", "http"):
+        from loki.errors import UsageError
+
+        raise UsageError(f"--via {via!r} is not one of: command, http", option="--via")
     path, project = config_path(ctx, settings, agent)
-    base = command.strip() if command and command.strip() else mcpconfig.default_base(project, agent)
-    entry = mcpconfig.server_entry(base, mcp_agent or agent.name)
+    if via == "http":
+        entry = mcpconfig.http_entry(_http_port(ctx, agent, dry_run), mcp_agent or agent.name)
+    else:
+        base = command.strip() if command and command.strip() else mcpconfig.default_base(project, agent)
+        entry = mcpconfig.server_entry(base, mcp_agent or agent.name)
     change = mcpconfig.install(path, agent, entry)
     if change.changed and not dry_run:
         mcpconfig.write(path, change, agent)
@@ -44,6 +51,23 @@ def install(ctx: typer.Context, agent: Agent, settings: str | None, command: str
     if not json_output and change.action != "unchanged" and agent.name == "claude":
         sys.stderr.write("note: Claude Code asks once whether to use the servers a project's .mcp.json names "
                          "(or `claude mcp list`)\n")
+
+
+def _http_port(ctx: typer.Context, agent: Agent, dry_run: bool) -> int:
+    """``--mcp --via http``: the tree's server port (chosen now, with its token, if it has none)."""
+    from loki.errors import UsageError
+    from loki.resident import files
+    from loki.storage.paths import find_root
+
+    if agent.name != "claude":
+        raise UsageError(f"--mcp --via http is written for Claude Code only; {agent.title} gets `loki mcp` over "
+                         "stdio (docs/mcp.md)", option="--via")
+    root = find_root(root_option(ctx))
+    if dry_run:
+        return files.configured_port(root) or 0
+    port = files.choose_port(root)
+    files.token(root)
+    return port
 
 
 def uninstall(ctx: typer.Context, agent: Agent, settings: str | None, dry_run: bool, json_output: bool) -> None:
@@ -69,7 +93,8 @@ def _report(path: str, agent: Agent, change: Change, *, dry_run: bool, json_outp
     if change.action == "absent":
         echo(f"no loki MCP server in {shown}: nothing to uninstall")
         return
-    words = " ".join([change.entry["command"], *change.entry["args"]]) if change.entry else ""
+    entry = change.entry
+    words = (entry["url"] if "url" in entry else " ".join([entry["command"], *entry["args"]])) if entry else ""
     echo(f"{change.action:<9} MCP server {SERVER:<8} {words}".rstrip())
     if dry_run and change.changed:
         import difflib

@@ -64,6 +64,17 @@ def server_entry(base_command: str, agent_name: str) -> dict[str, Any]:
     return {"command": words[0], "args": [*words[1:], "mcp", "--agent", agent_name]}
 
 
+def http_entry(port: int, agent_name: str) -> dict[str, Any]:
+    """Claude Code's HTTP form: ``/mcp`` of the tree's ``loki serve``, the token from ``$LOKI_SERVE_TOKEN`` (the
+    file holds the variable's name, never the token) and the agent's name in ``X-Loki-Agent`` (docs/mcp.md)."""
+    from loki.resident.files import TOKEN_ENV
+    from loki.text.textsafe import check_name
+
+    check_name(agent_name, "agent name")
+    return {"type": "http", "url": f"http://127.0.0.1:{port}/mcp",
+            "headers": {"Authorization": f"Bearer ${{{TOKEN_ENV}}}", "X-Loki-Agent": agent_name}}
+
+
 def default_base(project_dir: str, agent: Agent) -> str:
     """``loki`` when this installation is on ``PATH``; else its absolute path (a host starts the server
     without a shell, so the hooks' ``$CLAUDE_PROJECT_DIR``-relative form does not apply)."""

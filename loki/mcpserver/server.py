@@ -13,6 +13,7 @@ queue's own locks.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -30,30 +31,41 @@ INSTRUCTIONS = ("loki's shared task queue. Loop: claim, do the task (heartbeat o
                 "evidence or fail with the error; pass the claim token each time. Every reply has a status.")
 
 
+ToolsFor = Callable[[Any], ToolSet]
+"""Given a call's request context, the tool set (the agent) it acts for: ``loki serve`` names the agent per
+HTTP request (:mod:`loki.serve.mcpmount`). Called in the worker thread, so it may open a store."""
+
+
 class _Serial:
     """Tool calls one at a time, each in a worker thread."""
 
-    def __init__(self, tools: ToolSet) -> None:
+    def __init__(self, tools: ToolSet | ToolsFor) -> None:
         self.tools = tools
         self.lock = anyio.Lock()
 
-    async def call(self, name: str, arguments: Any) -> tuple[dict[str, Any], bool]:
+    async def call(self, ctx: Any, name: str, arguments: Any) -> tuple[dict[str, Any], bool]:
+        tools = self.tools
+
+        def run() -> tuple[dict[str, Any], bool]:
+            return (tools if isinstance(tools, ToolSet) else tools(ctx)).call(name, arguments)
+
         async with self.lock:
-            return await anyio.to_thread.run_sync(self.tools.call, name, arguments)
+            return await anyio.to_thread.run_sync(run)
 
 
-def build_server(tools: ToolSet) -> Server[Any]:
-    """The protocol server for ``tools``: ``tools/list`` and ``tools/call``, nothing else."""
+def build_server(tools: ToolSet | ToolsFor) -> Server[Any]:
+    """The protocol server for ``tools`` (one agent's, or a function of the request choosing them):
+    ``tools/list`` and ``tools/call``, nothing else."""
     serial = _Serial(tools)
     listing = [types.Tool(name=t["name"], description=t["description"], input_schema=t["inputSchema"])
-               for t in tools.tools()]
+               for t in ToolSet.tools()]
 
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listing)
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        reply, is_error = await serial.call(params.name, params.arguments)
+        reply, is_error = await serial.call(ctx, params.name, params.arguments)
         # hosts show tool results to people too: a title's DEL, C1 or bidi character travels escaped (C0 already is)
         text = json_for_terminal(json.dumps(reply, ensure_ascii=False, default=str))
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
@@ -85,7 +97,7 @@ def run_stdio(tools: ToolSet) -> None:
     anyio.run(serve_stdio, tools)
 
 
-def http_app(tools: ToolSet, *, path: str = "/mcp", host: str = "127.0.0.1") -> Starlette:
+def http_app(tools: ToolSet | ToolsFor, *, path: str = "/mcp", host: str = "127.0.0.1") -> Starlette:
     """The same tools as a streamable-HTTP ASGI app answering at ``path`` (run it with its lifespan: the
     SDK's session manager starts there). ``host`` sets the SDK's DNS-rebinding protection (on for
     127.0.0.1/localhost: only those Host and Origin headers are accepted).

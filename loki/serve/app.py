@@ -6,7 +6,8 @@
   ``[::1]:PORT``, or the ``--host`` given): a page on another site that rebinds a DNS name to 127.0.0.1
   sends its own name and is refused;
 * an ``Origin``, when sent, must be one of those too: a cross-site request is refused;
-* the tree's token, in the ``X-Loki-Token`` header (the hooks) or the ``loki_session`` cookie;
+* the tree's token, in the ``X-Loki-Token`` header (the hooks), ``Authorization: Bearer`` (MCP clients) or the
+  ``loki_session`` cookie (the board; never for ``/mcp``, which only programs call);
 * anything else is 403 and reaches no route, so it changes nothing.
 
 ``POST /hook/<event>`` answers Claude Code's HTTP hooks with the command hooks' own handlers
@@ -41,11 +42,12 @@ if TYPE_CHECKING:
 class Guard:
     """Host, Origin and token, checked before any route (pure ASGI, so it also covers mounted apps)."""
 
-    def __init__(self, app: ASGIApp, token: str, hosts: frozenset[str]) -> None:
+    def __init__(self, app: ASGIApp, token: str, hosts: frozenset[str], header_only: tuple[str, ...] = ()) -> None:
         self.app = app
         self.token = token
         self.hosts = hosts
         self.session = derived(token, "session")
+        self.header_only = header_only  # path prefixes a browser's cookie does not open
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -66,6 +68,11 @@ class Guard:
             return "cross-origin request"
         if files.token_matches(self.token, headers.get(files.TOKEN_HEADER.lower())):
             return None
+        if files.token_matches(self.token, _bearer(headers.get("authorization", ""))):
+            return None
+        path = str(scope.get("path", ""))
+        if any(path == prefix or path.startswith(prefix + "/") for prefix in self.header_only):
+            return "no valid token: send it as `Authorization: Bearer TOKEN` or X-Loki-Token"
         if files.token_matches(self.session, _cookie(headers.get("cookie", ""), COOKIE)):
             return None
         if scope.get("method") == "GET" and scope.get("path") == "/login":
@@ -79,6 +86,21 @@ def _cookie(header: str, name: str) -> str | None:
         if key == name:
             return value
     return None
+
+
+class _Asgi:
+    """An ASGI app as a route's endpoint (Starlette takes a bare function for a request handler)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+
+def _bearer(header: str) -> str | None:
+    scheme, _, value = header.strip().partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
 def allowed_hosts(host: str, port: int) -> frozenset[str]:
@@ -106,8 +128,10 @@ class HookAnswerer:
 
 
 def create_app(root: str, token: str, *, host: str = files.DEFAULT_HOST, port: int = 0,
-               mounts: dict[str, ASGIApp] | None = None) -> ASGIApp:
-    """The server's application for the tree at ``root`` (``.loki/``), reached at ``host:port``."""
+               mounts: dict[str, ASGIApp] | None = None, lifespan: Any = None) -> ASGIApp:
+    """The server's application for the tree at ``root`` (``.loki/``), reached at ``host:port``. ``mounts`` are
+    reached by their token in a header only (never the board's cookie); ``lifespan`` is the app's (a mounted
+    app's own lifespan does not run by itself)."""
     root = os.path.realpath(root)
     answerer = HookAnswerer(root)
 
@@ -133,6 +157,7 @@ def create_app(root: str, token: str, *, host: str = files.DEFAULT_HOST, port: i
         Route("/hook/{event}", hook, methods=["POST"]),
         *board_routes(root, token),
     ]
-    routes += [Mount(prefix, app=mounted) for prefix, mounted in (mounts or {}).items()]
-    app = Starlette(routes=routes)
-    return Guard(app, token, allowed_hosts(host, port))
+    for prefix, mounted in (mounts or {}).items():  # the prefix itself too, so a POST to /mcp is not redirected
+        routes += [Route(prefix, endpoint=_Asgi(mounted)), Mount(prefix, app=mounted)]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    return Guard(app, token, allowed_hosts(host, port), header_only=tuple(mounts or ()))

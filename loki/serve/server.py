@@ -81,8 +81,11 @@ def serve(root: str, *, host: str = files.DEFAULT_HOST, port: int | None = None,
 
         warm = WarmStores()
         handlers.STORE_OPENER = warm.open  # this process only: the hook handlers reuse its connection
-        app = create_app(root, token, host=host, port=chosen)
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+        from loki.serve.mcpmount import PATH, mcp_mount
+
+        mcp_app, lifespan = mcp_mount(root, host)  # the MCP tools at /mcp (the SDK only with the mcp extra)
+        app = create_app(root, token, host=host, port=chosen, mounts={PATH: mcp_app}, lifespan=lifespan)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                                 timeout_graceful_shutdown=5, server_header=False)
         server = uvicorn.Server(config)
         pid = os.getpid()

@@ -1,6 +1,6 @@
 """The MCP server's streamable-HTTP app (loki.mcpserver.server.http_app) served alone on 127.0.0.1, for the tests:
 ``python -m tests.mcpserver.httpserver ROOT AGENT [--mounted]`` binds a free port, prints it on one line, then
-serves until killed (``--mounted``: inside a parent app, as ``loki serve``, another issue, is to mount it at
+serves until killed (``--mounted``: inside a parent app, as ``loki serve`` mounts it at
 ``/mcp``)."""
 
 from __future__ import annotations
@@ -34,11 +34,12 @@ def main() -> None:
 
     root, agent = sys.argv[1], sys.argv[2]
     app: Any = http_app(ToolSet(open_store(root), agent))
-    if "--mounted" in sys.argv[3:]:  # inside another app, as `loki serve` is to mount it
+    if "--mounted" in sys.argv[3:]:  # inside another app, as `loki serve` mounts it
         app = mounted(app)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # before the port is printed: a client connecting before uvicorn runs waits, not refused
     print(sock.getsockname()[1], flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     server.run(sockets=[sock])

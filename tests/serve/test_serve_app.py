@@ -132,6 +132,13 @@ def test_another_asgi_app_mounts_behind_the_same_guard(project: Path) -> None:
     app = create_app(str(project / ".loki"), TOKEN, port=8800, mounts={"/mcp": other})
     assert request(app, "GET", "/mcp/x", headers={"X-Loki-Token": TOKEN}).body == b"mounted at /mcp"
     assert request(app, "GET", "/mcp/x").status == 403
+    assert request(app, "POST", "/mcp", headers={"X-Loki-Token": TOKEN}).body == b"mounted at "  # no redirect
+    assert request(app, "POST", "/mcp", headers={"Authorization": f"Bearer {TOKEN}"}).status == 200
+    from loki.serve.tokens import COOKIE, derived
+
+    cookie = {"Cookie": f"{COOKIE}={derived(TOKEN, 'session')}"}
+    assert request(app, "GET", "/mcp/x", headers=cookie).status == 403  # the board's cookie opens no mount
+    assert request(app, "GET", "/health", headers={"Authorization": f"Bearer {TOKEN}"}).status == 200
 
 
 def test_on_a_postgresql_tree_the_server_answers_the_hooks_and_the_board(project: Path) -> None:
