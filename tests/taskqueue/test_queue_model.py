@@ -12,6 +12,7 @@ history records every state it went through, in order.
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import tempfile
@@ -185,6 +186,7 @@ class QueueMachine(RuleBasedStateMachine):
     def claim_by_id(self, pick: int, agent: str) -> None:
         if not self.tasks:
             return
+        before = copy.deepcopy((self.tasks, self.pending_order, self.in_progress_order))
         self._expire_leases()
         task = self.tasks[sorted(self.tasks)[pick % len(self.tasks)]]
         try:
@@ -194,6 +196,9 @@ class QueueMachine(RuleBasedStateMachine):
             return
         except Conflict:
             assert task.state != "pending", f"{task.id} is pending but claim --id was a conflict"
+            # A refusal changes nothing ("nothing changed", Queue._chosen): the expired leases the claim's
+            # unit requeued are rolled back with it, and requeued by the next claim or requeue-stale.
+            self.tasks, self.pending_order, self.in_progress_order = before
             return
         assert self._ready(task), f"{task.id} was claimed by id but is not ready"
         self._take(task, agent, got)
