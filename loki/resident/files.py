@@ -35,6 +35,10 @@ LOG_FILE = f"{SERVE_DIR}/serve.log"
 TOKEN_ENV = "LOKI_SERVE_TOKEN"
 """The environment variable Claude Code's HTTP hooks read the token from (``allowedEnvVars``)."""
 TOKEN_HEADER = "X-Loki-Token"
+AGENT_ENV = "LOKI_AGENT"
+AGENT_HEADER = "X-Loki-Agent"
+"""The header Claude Code's HTTP hooks fill from the session's ``LOKI_AGENT``: the server answers for that
+agent (its own environment names none: :func:`start` removes ``LOKI_AGENT`` from it)."""
 DEFAULT_HOST = "127.0.0.1"
 PROBE_TIMEOUT = 1.0
 CONFLICT_EXIT = 4
@@ -228,7 +232,9 @@ def start_detached(root: str, *, port: int | None = None, host: str | None = Non
         command += ["--host", host]
     os.makedirs(path(root, SERVE_DIR), exist_ok=True)
     with open(path(root, LOG_FILE), "ab") as log:
-        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+        # The server answers every session's hooks: no session's agent name may be its own (leasegate).
+        env = {key: value for key, value in os.environ.items() if key != AGENT_ENV}
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                  start_new_session=True, close_fds=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -65,6 +65,7 @@ def serve(root: str, *, host: str = files.DEFAULT_HOST, port: int | None = None,
     try:
         import uvicorn
 
+        from loki.serve.agentheader import AgentIdentity
         from loki.serve.app import create_app
     except ImportError as exc:
         raise LokiError(f"loki serve needs the serve extra ({exc.name} is not installed): "
@@ -82,6 +83,7 @@ def serve(root: str, *, host: str = files.DEFAULT_HOST, port: int | None = None,
         warm = WarmStores()
         handlers.STORE_OPENER = warm.open  # this process only: the hook handlers reuse its connection
         app = create_app(root, token, host=host, port=chosen)
+        app = AgentIdentity(app)  # the hook's agent is the request's X-Loki-Agent, never this process's
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=5, server_header=False)
         server = uvicorn.Server(config)
