@@ -106,7 +106,40 @@ def token(root: str, *, create: bool = True) -> str | None:
     if not create:
         return None
     made = secrets.token_urlsafe(32)
-    _write(root, TOKEN_FILE, made + "\n", 0o600)
+    return _create_token(root, made, replace=os.path.exists(path(root, TOKEN_FILE)))
+
+
+def _create_token(root: str, made: str, *, replace: bool) -> str:
+    """Publish ``made`` as the token: written to a temp file created 0600 (never readable by others, even for
+    an instant), then linked into place, which fails if a racer published first: then the racer's token is
+    the one (two first callers end with one token). ``replace``: the file there is empty, written over."""
+    from loki.storage.store import fsync_dir
+
+    target = path(root, TOKEN_FILE)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    tmp = f"{target}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            os.write(fd, (made + "\n").encode("ascii"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if replace:
+            os.replace(tmp, target)
+        else:
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                found = token(root, create=False)
+                if found is None:  # published empty by something else: ours replaces it
+                    os.replace(tmp, target)
+                    found = made
+                return found
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+    fsync_dir(os.path.dirname(target))
     return made
 
 
