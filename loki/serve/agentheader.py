@@ -20,6 +20,8 @@ def requested_agent(scope: Scope) -> str | None:
     for key, value in scope.get("headers", []):
         if key.lower() == _HEADER:
             text = bytes(value).decode("latin-1").strip()
+            if text.startswith("$"):  # the placeholder itself: the session's LOKI_AGENT was not set
+                return None
             if text and len(text) <= MAX_AGENT_CHARS and text.isprintable():
                 return text
             return None

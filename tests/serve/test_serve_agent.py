@@ -63,7 +63,7 @@ def test_no_header_is_someone_else_even_when_the_servers_environment_names_the_h
         leased: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOKI_AGENT", "alice")  # the session that happened to start the server
     app = AgentIdentity(create_app(str(leased / ".loki"), TOKEN, port=8800))
-    for agent in (None, "", "   "):
+    for agent in (None, "", "   ", "$LOKI_AGENT"):  # the last: a session without it, if sent unfilled
         denied = answer(app, leased, agent)["hookSpecificOutput"]
         assert denied["permissionDecision"] == "deny"
         assert "this session has no agent name (LOKI_AGENT)" in denied["permissionDecisionReason"]
