@@ -316,12 +316,14 @@ _LOKI_KEYS = frozenset({"type", "command", "url", "headers", "allowedEnvVars"})
 
 
 def http_entry(port: int, event: str) -> dict[str, Any]:
-    """Claude Code's HTTP hook for ``event``: the token travels in a header Claude Code fills from the
-    environment variable (``allowedEnvVars``), so the settings hold its name, never its value."""
-    from loki.resident.files import DEFAULT_HOST, TOKEN_ENV, TOKEN_HEADER
+    """Claude Code's HTTP hook for ``event``: the token and the agent's name (``LOKI_AGENT``, who the path
+    lease gate answers for) travel in headers Claude Code fills from the environment variables
+    (``allowedEnvVars``), so the settings hold their names, never their values."""
+    from loki.resident.files import AGENT_ENV, AGENT_HEADER, DEFAULT_HOST, TOKEN_ENV, TOKEN_HEADER
 
     return {"type": "http", "url": f"http://{DEFAULT_HOST}:{port}/hook/{event}",
-            "headers": {TOKEN_HEADER: f"${TOKEN_ENV}"}, "allowedEnvVars": [TOKEN_ENV],
+            "headers": {TOKEN_HEADER: f"${TOKEN_ENV}", AGENT_HEADER: f"${AGENT_ENV}"},
+            "allowedEnvVars": [TOKEN_ENV, AGENT_ENV],
             "timeout": HTTP_HOOK_TIMEOUT}
 
 

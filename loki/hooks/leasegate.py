@@ -8,7 +8,10 @@ and the expiry. A shared lease of someone else only warns. A Bash command that n
 a shell write cannot be attributed reliably (the git pre-commit guard is the net for those).
 
 The agent is who ``LOKI_AGENT`` names (``loki work`` sets it for its command, and so for the agent CLI it
-runs); without it the agent is "someone else" to every holder.
+runs); without it the agent is "someone else" to every holder. Under ``loki serve`` the hook runs in the
+server, whose environment is no session's: there the agent is what the request names (:data:`REQUEST_AGENT`,
+set per request from the ``X-Loki-Agent`` header the HTTP hook fills from the session's ``LOKI_AGENT``), and
+never the server's own environment.
 
 Hot path: standard library, the pattern module and the clock only; any unreadable file is no answer (the
 hook must never stop an agent because loki's own state is broken: ``loki validate`` says what is).
@@ -17,6 +20,7 @@ hook must never stop an agent because loki's own state is broken: ``loki validat
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 
 from loki.storage import layout
 
@@ -34,6 +38,17 @@ MODES = ("deny", "ask", "warn", "off")
 DEFAULT_MODE = "deny"
 """``leases.enforce``'s default (loki/config.py DEFAULTS says the same; the hot path does not import it)."""
 IN_PROGRESS = "queue/in-progress.json"
+REQUEST_AGENT: ContextVar[tuple[str | None] | None] = ContextVar("loki_request_agent", default=None)
+"""The agent of the request being answered by ``loki serve`` (a 1-tuple: ``(None,)`` is a request that names
+no agent, "someone else"); unset (None) outside a request, where ``LOKI_AGENT`` says."""
+
+
+def agent_identity() -> str | None:
+    """Who is asking: the request's agent under ``loki serve``, else ``LOKI_AGENT``; None is "someone else"."""
+    given = REQUEST_AGENT.get()
+    if given is not None:
+        return given[0]
+    return os.environ.get("LOKI_AGENT") or None
 
 
 def _read(root: str, rel: str) -> Any:
@@ -145,7 +160,7 @@ def check(payload: dict[str, Any], root: str, now: str) -> dict[str, Any] | None
         return None
     repo = os.path.dirname(os.path.abspath(root))
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else os.getcwd()
-    agent = os.environ.get("LOKI_AGENT") or None
+    agent = agent_identity()
     if field is None:
         return _shell(tool_input.get("command"), found, repo, str(cwd), agent)
     target = tool_input.get(field)

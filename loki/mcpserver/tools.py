@@ -6,10 +6,12 @@ object with a ``status`` the agent branches on, never prose to parse (docs/mcp.m
 
 * ``claimed``, ``ok``, ``completed``, ``failed``, ``released``, ``emitted``, ``escalated``: done;
 * ``nothing_ready`` (with ``waiting`` counts and ``next_at``), ``breaker_open`` (tasks held back only by their
-  type's circuit breaker), ``not_ready`` (``claim`` by id): nothing was claimed, an answer and not a failure;
+  type's circuit breaker), ``budget_exceeded`` (a spent budget refuses the claim until ``refill_at``),
+  ``not_ready`` (``claim`` by id): nothing was claimed, an answer and not a failure;
 * ``lease_lost`` (the claim ended: the lease expired and was requeued, or the token is stale because the task
   was claimed again), ``conflict`` (another agent holds it, or it is not in progress), ``not_found``,
-  ``bad_input`` (with ``field``), ``busy`` (a lock could not be had: try again), ``error``: refused, and
+  ``bad_input`` (with ``field``), ``busy`` (a lock could not be had: try again), ``unverified`` (``complete``
+  of a task whose checks have no passing result for the current HEAD: ``checks`` names them), ``error``: refused, and
   nothing changed. These are sent with the protocol's ``isError``.
 
 Claim tokens and task ids are explicit arguments (the protocol's stateless direction); the agent's name is
@@ -20,6 +22,7 @@ agent. Every reply is bounded (:data:`MAX_REPLY_BYTES`); ``ready`` is paged.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from loki.errors import (
@@ -78,12 +81,16 @@ TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "complete",
-        "description": "Mark your task done, with a result object and evidence (commands run, test output, "
-                       "commit). lease_lost: it was requeued; do not complete it.",
+        "description": "Mark your task done, with a result object and evidence notes. A task with checks needs "
+                       "checks: each one's result, run on the current HEAD, else status unverified names them. "
+                       "lease_lost: it was requeued; do not complete it.",
         "inputSchema": {"type": "object", "properties": {
             "task_id": _ID, "token": _TOKEN,
             "result": {"type": "object"},
             "evidence": {"type": "array", "items": {"type": "string", "maxLength": 1000}, "maxItems": 20},
+            "checks": {"type": "array", "maxItems": 20, "items": {"type": "object", "properties": {
+                "command": {"type": "string", "maxLength": 1000}, "exit_code": {"type": "integer"},
+                "commit": {"type": "string", "maxLength": 64}}, "required": ["command", "exit_code"]}},
         }, "required": ["task_id", "token"], "additionalProperties": False},
     },
     {
@@ -132,16 +139,20 @@ TOOLS: list[dict[str, Any]] = [
 MAX_JSON_ARGUMENT = 8000
 """An object argument (``result``, ``fields``) as JSON text at most."""
 
-_REFUSALS = {"lease_lost", "conflict", "not_found", "bad_input", "busy", "error"}
+_REFUSALS = {"lease_lost", "conflict", "not_found", "bad_input", "busy", "unverified", "error"}
 
 
 class ToolSet:
     """The tools for one agent over one tree: ``call(name, arguments)`` -> ``(reply, is_error)``."""
 
-    def __init__(self, store: Any, agent: str) -> None:
+    def __init__(self, store: Any, agent: str, head: Callable[[], str | None] | None = None) -> None:
+        """``head``: the commit checks must have run on (default: git's ``HEAD`` in this directory, as
+        ``loki queue complete --evidence`` reads it)."""
         from loki.queue.queue import Queue
+        from loki.tasks.verify import git_head
         from loki.text.textsafe import check_name
 
+        self.head = head or git_head
         self.agent = check_name(agent, "agent name")
         self.store = store
         self.queue = Queue(store)
@@ -181,9 +192,11 @@ class ToolSet:
 
     def _claim(self, task_id: str | None = None, type: str | None = None,
                lease_seconds: float | None = None) -> dict[str, Any]:
-        try:
-            task = self.queue.claim(self.agent, types=[type] if type else [], task_id=task_id,
-                                    lease_seconds=lease_seconds)
+        from loki.spend.budgets import claim
+
+        try:  # within the budgets, as `loki queue claim` and `loki work` claim
+            task = claim(self.queue, self.agent, types=[type] if type else [], task_id=task_id,
+                         lease_seconds=lease_seconds)
         except NothingToDo as exc:
             if task_id is not None:
                 return {"status": "not_ready", "task_id": task_id, "reason": _clip_text(exc.message, 600)}
@@ -219,11 +232,18 @@ class ToolSet:
         return {"status": "ok", "task_id": task["id"], "lease_until": task["lease_until"]}
 
     def _complete(self, task_id: str, token: str, result: dict[str, Any] | None = None,
-                  evidence: list[str] | None = None) -> dict[str, Any]:
+                  evidence: list[str] | None = None,
+                  checks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """``evidence`` is notes kept in the result; ``checks`` is the check results the queue judges against
+        the task's checks on the current HEAD, the library call ``loki queue complete --evidence FILE`` makes."""
+        from loki.tasks.verify import evidence_checks
+
         stored: dict[str, Any] = dict(result or {})
         if evidence:
             stored["evidence"] = evidence
-        task = self.queue.complete(task_id, self.agent, token=token, result=stored or None)
+        results = evidence_checks(checks, "checks") if checks is not None else None
+        task = self.queue.complete(task_id, self.agent, token=token, result=stored or None, evidence=results,
+                                   head=self.head() if results is not None else None)
         return {"status": "completed", "task_id": task["id"], "completed_at": task.get("completed_at")}
 
     def _fail(self, task_id: str, token: str, error: str, approach: str = "", final: bool = False) -> dict[str, Any]:
@@ -283,6 +303,15 @@ def refusal(exc: LokiError) -> dict[str, Any]:
         status = "not_found"
     elif isinstance(exc, LockTimeout):
         status = "busy"
+    elif exc.kind == "unverified":  # loki.tasks.verify.Unverified: the task's checks did not pass
+        named = details.get("checks")
+        checks = named if isinstance(named, list) else []
+        return {"status": "unverified", "checks": [_clip_text(str(c), 200) for c in checks][:10],
+                "message": _clip_text(exc.message, 600)}
+    elif exc.kind == "budget_exceeded":  # loki.spend.budgets.BudgetExceeded: not now, nothing was claimed
+        return {"status": "budget_exceeded", "budget": _clip_text(str(details.get("budget")), 200),
+                "refill_at": details.get("refill_at"), "retry_after": details.get("retry_after"),
+                "message": _clip_text(exc.message, 400)}
     elif isinstance(exc, CircuitOpen):
         return {"status": "breaker_open", "breaker": exc.name, "retry_after": exc.retry_after,
                 "message": _clip_text(exc.message, 400)}

@@ -35,6 +35,10 @@ LOG_FILE = f"{SERVE_DIR}/serve.log"
 TOKEN_ENV = "LOKI_SERVE_TOKEN"
 """The environment variable Claude Code's HTTP hooks read the token from (``allowedEnvVars``)."""
 TOKEN_HEADER = "X-Loki-Token"
+AGENT_ENV = "LOKI_AGENT"
+AGENT_HEADER = "X-Loki-Agent"
+"""The header Claude Code's HTTP hooks fill from the session's ``LOKI_AGENT``: the server answers for that
+agent (its own environment names none: :func:`start` removes ``LOKI_AGENT`` from it)."""
 DEFAULT_HOST = "127.0.0.1"
 PROBE_TIMEOUT = 1.0
 CONFLICT_EXIT = 4
@@ -102,7 +106,40 @@ def token(root: str, *, create: bool = True) -> str | None:
     if not create:
         return None
     made = secrets.token_urlsafe(32)
-    _write(root, TOKEN_FILE, made + "\n", 0o600)
+    return _create_token(root, made, replace=os.path.exists(path(root, TOKEN_FILE)))
+
+
+def _create_token(root: str, made: str, *, replace: bool) -> str:
+    """Publish ``made`` as the token: written to a temp file created 0600 (never readable by others, even for
+    an instant), then linked into place, which fails if a racer published first: then the racer's token is
+    the one (two first callers end with one token). ``replace``: the file there is empty, written over."""
+    from loki.storage.store import fsync_dir
+
+    target = path(root, TOKEN_FILE)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    tmp = f"{target}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            os.write(fd, (made + "\n").encode("ascii"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if replace:
+            os.replace(tmp, target)
+        else:
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                found = token(root, create=False)
+                if found is None:  # published empty by something else: ours replaces it
+                    os.replace(tmp, target)
+                    found = made
+                return found
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+    fsync_dir(os.path.dirname(target))
     return made
 
 
@@ -228,7 +265,9 @@ def start_detached(root: str, *, port: int | None = None, host: str | None = Non
         command += ["--host", host]
     os.makedirs(path(root, SERVE_DIR), exist_ok=True)
     with open(path(root, LOG_FILE), "ab") as log:
-        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+        # The server answers every session's hooks: no session's agent name may be its own (leasegate).
+        env = {key: value for key, value in os.environ.items() if key != AGENT_ENV}
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                  start_new_session=True, close_fds=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

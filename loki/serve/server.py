@@ -65,6 +65,7 @@ def serve(root: str, *, host: str = files.DEFAULT_HOST, port: int | None = None,
     try:
         import uvicorn
 
+        from loki.serve.agentheader import AgentIdentity
         from loki.serve.app import create_app
     except ImportError as exc:
         raise LokiError(f"loki serve needs the serve extra ({exc.name} is not installed): "
@@ -85,6 +86,7 @@ def serve(root: str, *, host: str = files.DEFAULT_HOST, port: int | None = None,
 
         mcp_app, lifespan = mcp_mount(root, host)  # the MCP tools at /mcp (the SDK only with the mcp extra)
         app = create_app(root, token, host=host, port=chosen, mounts={PATH: mcp_app}, lifespan=lifespan)
+        app = AgentIdentity(app)  # the hook's agent is the request's X-Loki-Agent, never this process's
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                                 timeout_graceful_shutdown=5, server_header=False)
         server = uvicorn.Server(config)

@@ -129,3 +129,35 @@ def test_a_session_without_the_token_is_warned(claude_code: Path, project: Path,
 def loki_command_code(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     script = os.path.join(os.path.dirname(sys.executable), "loki")
     return subprocess.run([script, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_path_leases_over_http_answer_for_the_sessions_agent(claude_code: Path, project: Path, home: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server answers every session's hooks: the agent is the session's LOKI_AGENT, sent in the
+    X-Loki-Agent header, never the environment of the session that started the server (alice's here)."""
+    from loki.queue.queue import Queue
+    from loki.storage.store import Store
+    from tests.agents.modelserver import tool
+
+    queue = Queue(Store(project / ".loki"))
+    queue.add("auth rewrite", task_id="t1", paths=["src/auth/**"])
+    queue.claim("alice", task_id="t1")
+    monkeypatch.setenv("LOKI_AGENT", "alice")
+    files.start_detached(str(project / ".loki"))
+    monkeypatch.delenv("LOKI_AGENT")
+
+    def session(agent: str) -> Any:
+        steps = [tool("Write", {"file_path": str(project / "src/auth/login.py"), "content": "x = 1\n"}),
+                 text("Done.")]
+        return claude_session(claude_code, project, steps, home=home, hook_events=False,
+                              env={**token_env(project), "IS_SANDBOX": "1", "LOKI_AGENT": agent},
+                              args=["--permission-mode", "bypassPermissions"])
+
+    run, model = session("bob")
+    (denied,) = model.tool_results(1)
+    assert denied["is_error"] is True and "held by alice" in json.dumps(denied) and "you are bob" in json.dumps(denied)
+    assert not (project / "src" / "auth" / "login.py").exists()
+    run, model = session("alice")
+    assert (project / "src" / "auth" / "login.py").read_text() == "x = 1\n"
+    assert run.permission_denials == []
+    assert tree_problems(project / ".loki") == []

@@ -55,6 +55,8 @@ EXCEPTIONS = {
     ("resident/files.py", "open"): "`loki serve`'s machine-local files in .loki/serve/ (token, port, run record, "
                                    "log): this process's own, never shared state, like cache/ (docs/serve.md)",
     ("resident/files.py", "os.replace"): "the same files, each written to a temp file and renamed",
+    ("resident/files.py", "os.open"): "the token, written to a temp file created 0600 (never readable by others)",
+    ("resident/files.py", "os.link"): "the token, linked into place: a racer that published first keeps its token",
     ("resident/files.py", "os.unlink"): "the same files: the run record a stopping server removes, a temp copy",
     ("serve/server.py", "open"): "the server's lock file in .loki/serve/, held with flock for its life",
     ("work/scratch.py", "open"): "`loki work` writes the claimed task for the agent's command into a temporary "

@@ -217,3 +217,34 @@ def test_without_the_extra_loki_mcp_says_what_to_install(root: Path) -> None:
                           env={**os.environ, "LOKI_ROOT": str(root)})
     assert done.returncode == 1 and done.stdout == ""
     assert "pip install 'loki-state[mcp]'" in done.stderr and done.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_complete_over_stdio_judges_the_checks_against_the_servers_head(root: Path) -> None:
+    """`loki mcp` completes a task with checks only with passing results for the HEAD of the directory it
+    runs in (as `loki queue complete --evidence FILE`), and names the checks when it refuses."""
+    import subprocess
+
+    git = ["git", "-C", str(root.parent), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "one"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    assert cli(["queue", "add", "fix the parser", "--id", "t1", "--verify", "make test"], root=root).code == 0
+
+    async def scenario() -> None:
+        async with mcp.Client(server(root, "claude-1")) as client:
+            claimed, _ = await call(client, "claim")
+            token = claimed["token"]
+            refused, is_error = await call(client, "complete", task_id="t1", token=token)
+            assert is_error and refused["status"] == "unverified" and refused["checks"] == ["make test"]
+            stale = [{"command": "make test", "exit_code": 0, "commit": "0" * 40}]
+            refused, is_error = await call(client, "complete", task_id="t1", token=token, checks=stale)
+            assert is_error and refused["status"] == "unverified"
+            passing = [{"command": "make test", "exit_code": 0, "commit": head}]
+            done, is_error = await call(client, "complete", task_id="t1", token=token, checks=passing)
+            assert not is_error and done["status"] == "completed"
+
+    anyio.run(scenario)
+    [task] = tasks_in(Store(root), "completed")
+    assert task["result"]["verification"]["commit"] == head
+    assert tree_problems(root) == []

@@ -292,3 +292,69 @@ def test_a_reply_at_its_bound_is_under_2000_tokens() -> None:
     assert count_tokens(json.dumps(reply, ensure_ascii=False)) < 2000
     cjk = bounded({"status": "ok", "tasks": [{"id": f"t{n}", "title": "数据库迁移失败" * 40} for n in range(40)]})
     assert count_tokens(json.dumps(cjk, ensure_ascii=False)) < 2000
+
+
+HEAD = "4f2a9c1e0d3b5a7c9e1f2a4b6c8d0e2f4a6b8c0d"
+
+
+def test_complete_of_a_task_with_checks_needs_their_passing_results_on_head(store: Any) -> None:
+    """The same library call as `loki queue complete --evidence FILE`: judged against the task's checks and
+    the current HEAD; refused (unverified, naming the checks, nothing changed) without them."""
+    Queue(store).add("fix the parser", task_id="t1", verify=["make test", "make lint"])
+    tools = ToolSet(store, "claude-1", head=lambda: HEAD)
+    token = _ok(tools, "claim")["token"]
+    before = state_snapshot(store)
+    for checks in (None, [{"command": "make test", "exit_code": 0, "commit": HEAD}],
+                   [{"command": "make test", "exit_code": 0, "commit": HEAD},
+                    {"command": "make lint", "exit_code": 0, "commit": "0" * 40}],
+                   [{"command": "make test", "exit_code": 2, "commit": HEAD},
+                    {"command": "make lint", "exit_code": 0, "commit": HEAD}]):
+        reply, is_error = tools.call("complete", {"task_id": "t1", "token": token, "evidence": ["notes"],
+                                                  "checks": checks})
+        assert is_error and reply["status"] == "unverified", reply
+        assert reply["checks"] and set(reply["checks"]) <= {"make test", "make lint"}
+        assert state_snapshot(store) == before
+    reply, _ = tools.call("complete", {"task_id": "t1", "token": token})
+    assert reply["checks"] == ["make test", "make lint"]
+
+    passing = [{"command": "make test", "exit_code": 0, "commit": HEAD},
+               {"command": "make lint", "exit_code": 0, "commit": HEAD}]
+    done = _ok(tools, "complete", task_id="t1", token=token, evidence=["12 passed"], checks=passing)
+    assert done["status"] == "completed"
+    [task] = tasks_in(store, "completed")
+    assert task["result"]["evidence"] == ["12 passed"]
+    assert task["result"]["verification"]["commit"] == HEAD
+    assert [c["command"] for c in task["result"]["verification"]["checks"]] == ["make test", "make lint"]
+    assert store_problems(store) == []
+
+
+def test_a_check_result_without_its_fields_is_bad_input(store: Any) -> None:
+    Queue(store).add("fix the parser", task_id="t1", verify=["make test"])
+    tools = ToolSet(store, "claude-1", head=lambda: HEAD)
+    token = _ok(tools, "claim")["token"]
+    reply, is_error = tools.call("complete", {"task_id": "t1", "token": token, "checks": [{"command": "make test"}]})
+    assert is_error and reply["status"] == "bad_input"
+    assert tasks_in(store, "completed") == []
+
+
+def test_claim_is_within_the_budgets_and_a_spent_one_says_when_it_refills(store: Any) -> None:
+    """As `loki queue claim` and `loki work`: loki.spend.budgets.claim, not the bare queue."""
+    from loki.spend.budgets import Budgets
+
+    Budgets(store).set("team", usd=1, per="hour")
+    queue = Queue(store)
+    queue.add("spent it", task_id="t1")
+    first = queue.claim("a0", task_id="t1")
+    queue.complete("t1", "a0", token=first["claim_token"], usage={
+        "input_tokens": 100, "output_tokens": 0, "cache_read_tokens": 0, "cache_creation_tokens": 0,
+        "source": "result_file", "usd": 1.5, "usd_source": "agent"})
+    queue.add("next", task_id="t2")
+    tools = _tools(store)
+    for arguments in ({}, {"task_id": "t2"}):
+        reply, is_error = tools.call("claim", arguments)
+        assert not is_error and reply["status"] == "budget_exceeded", reply
+        assert reply["budget"] == "team" and reply["refill_at"] == "2026-01-25T11:00:00Z"
+        assert reply["retry_after"] > 0 and "it refills at 2026-01-25T11:00:00Z" in reply["message"]
+        assert queue.show("t2")["state"] == "pending"
+    store.clock.advance(3600)
+    assert _ok(tools, "claim")["task_id"] == "t2"

@@ -21,8 +21,9 @@ def test_http_hooks_name_the_token_variable_never_its_value(root: Path, project:
         (group,) = settings[event]
         assert group["matcher"] == "*"
         assert group["hooks"] == [{"type": "http", "url": f"http://127.0.0.1:{port}/hook/{arg}",
-                                   "headers": {"X-Loki-Token": "$LOKI_SERVE_TOKEN"},
-                                   "allowedEnvVars": ["LOKI_SERVE_TOKEN"], "timeout": 10}]
+                                   "headers": {"X-Loki-Token": "$LOKI_SERVE_TOKEN",
+                                               "X-Loki-Agent": "$LOKI_AGENT"},
+                                   "allowedEnvVars": ["LOKI_SERVE_TOKEN", "LOKI_AGENT"], "timeout": 10}]
     for event in ("SessionStart", "Stop"):
         assert settings[event][0]["hooks"][0]["type"] == "command"
     token = files.token(str(root))
