@@ -123,6 +123,20 @@ def test_tasks_declare_paths_through_the_cli(root: Path) -> None:
     assert run(root, "queue", "edit", "t1", "--clear-paths", "--force", "--json").json()["task"]["paths"] == []
 
 
+def test_edit_of_a_held_tasks_paths_meets_the_other_holders_through_the_cli(root: Path) -> None:
+    assert run(root, "queue", "add", "auth", "--id", "t1", "--paths", "src/auth/**").code == 0
+    assert run(root, "queue", "add", "docs", "--id", "t2", "--paths", "docs/**").code == 0
+    assert run(root, "queue", "claim", "--agent", "alice", "--id", "t1", "-q").stdout == "t1\n"
+    assert run(root, "queue", "claim", "--agent", "bob", "--id", "t2", "-q").stdout == "t2\n"
+    before = snapshot_bytes(root)
+    refused = run(root, "queue", "edit", "t2", "--by", "bob", "--paths", "src/auth/login.py")
+    assert refused.code == 4
+    assert refused.stderr == ("error: cannot give t2 these paths: src/auth/login.py is leased: src/auth/** is held by "
+                              "alice for task t1 (its claim, until 2026-01-25T11:00:00Z); nothing changed\n")
+    assert snapshot_bytes(root) == before
+    assert run(root, "queue", "edit", "t2", "--by", "bob", "--paths", "lib/**").code == 0
+
+
 def test_status_and_agents_show_the_leases(root: Path) -> None:
     run(root, "lease", "acquire", "src/**", "--agent", "alice")
     assert "path leases: 1 live, 0 task claims holding paths\n" in run(root, "status").stdout

@@ -134,3 +134,27 @@ def test_edit_replaces_and_clears_the_paths(queue: Queue) -> None:
     assert queue.edit("t3", paths=[])["task"]["paths"] == []
     with pytest.raises(InvalidArgument, match="climbs out"):
         queue.edit("t3", paths=["../../etc"])
+
+
+def test_edit_of_a_held_tasks_paths_is_checked_against_the_other_holders(queue: Queue, store: Any) -> None:
+    """As a claim and ``lease acquire`` are: a claimed task's new paths may not overlap another agent's claim
+    or live lease (exit 4 naming the holder); nothing changes."""
+    queue.claim("alice", task_id="t1")
+    queue.claim("bob", task_id="t3")
+    before = state_snapshot(store)
+    shown = queue.show("t3")
+    with pytest.raises(Conflict) as caught:
+        queue.edit("t3", by="bob", paths=["src/auth/session.py"])
+    assert caught.value.exit_code == 4
+    assert caught.value.message == ("cannot give t3 these paths: src/auth/session.py is leased: src/auth/** is held "
+                                    "by alice for task t1 (its claim, until 2026-01-25T11:00:00Z); nothing changed")
+    assert state_snapshot(store) == before
+    lease = PathLeases(store).acquire(["lib/**"], agent="dave")
+    with pytest.raises(Conflict, match=r"lib/\*\* is held by dave \(exclusive lease L1, until"):
+        queue.edit("t3", by="bob", paths=["docs/*.md", "lib/x.py"])
+    PathLeases(store).release(lease["lease_id"], agent="dave")
+    assert queue.show("t3") == shown
+    assert queue.edit("t3", by="bob", paths=["docs/**", "lib/x.py"])["task"]["paths"] == ["docs/**", "lib/x.py"]
+    assert queue.edit("t1", by="alice", paths=["src/**"])["task"]["paths"] == ["src/**"]  # its own claims only
+    with pytest.raises(Conflict, match="is held by bob for task t3"):
+        queue.edit("t1", by="alice", paths=["src/**", "lib/**"])
