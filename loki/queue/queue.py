@@ -210,6 +210,8 @@ class Queue:
             from loki.tasks.verify import check_commands
 
             spec = {**spec, "verify": check_commands(spec["verify"], f"{_at(where)}verify" if where else "--verify")}
+        if spec.get("paths") is not None:  # and its paths are paths: normalised, or refused, in every shape
+            spec = {**spec, "paths": self.task_paths(spec["paths"], where)}
         if is_loki_task(spec, task_keys()):
             task = self._foreign_task(spec, now)
         else:

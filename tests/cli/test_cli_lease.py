@@ -153,3 +153,18 @@ def test_lease_ids_complete_from_the_tree(root: Path) -> None:
     for command in ("lease renew", "lease release", "lease break"):
         assert value_kind(command, "lease_id") == "lease"
     assert _from_tree(Store(root, clock=ManualClock(ENV["LOKI_NOW"])), "lease") == {"L1": "alice: src/** docs/*.md"}
+
+
+def test_a_full_format_task_from_a_file_has_its_paths_normalised_or_refused(root: Path, tmp_path: Path) -> None:
+    assert run(root, "queue", "add", "model", "--id", "t1").code == 0
+    full = {k: v for k, v in run(root, "queue", "show", "t1", "--json").json()["task"].items() if k != "history"}
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps([{**full, "id": "t2", "paths": ["./src//auth/", "lib/./x.py"]}]))
+    assert run(root, "queue", "add", "--from-file", str(batch)).code == 0
+    assert run(root, "queue", "show", "t2", "--json").json()["task"]["paths"] == ["src/auth", "lib/x.py"]
+    batch.write_text(json.dumps([{**full, "id": "t3", "paths": ["../x"]}]))
+    before = snapshot_bytes(root)
+    refused = run(root, "queue", "add", "--from-file", str(batch))
+    assert refused.code == 1 and len(refused.stderr.splitlines()) == 1
+    assert "batch.json at /0: lease pattern '../x': climbs out of the repository" in refused.stderr
+    assert snapshot_bytes(root) == before

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from loki.clock import ManualClock
-from loki.errors import Conflict, InvalidArgument, NothingToDo
+from loki.errors import Conflict, InvalidArgument, InvalidInput, NothingToDo
 from loki.leases.leases import PathLeases
 from loki.queue.queue import Queue
 from tests.helpers import state_snapshot, store_problems
@@ -158,3 +158,15 @@ def test_edit_of_a_held_tasks_paths_is_checked_against_the_other_holders(queue: 
     assert queue.edit("t1", by="alice", paths=["src/**"])["task"]["paths"] == ["src/**"]  # its own claims only
     with pytest.raises(Conflict, match="is held by bob for task t3"):
         queue.edit("t1", by="alice", paths=["src/**", "lib/**"])
+
+
+def test_paths_are_normalised_or_refused_in_loki_s_full_format_too(queue: Queue, store: Any) -> None:
+    """A batch file's task in loki's full format keeps no raw path the hook would never match."""
+    full = {k: v for k, v in queue.show("t3")["task"].items() if k not in ("paths", "history")}
+    added = queue.add_many([{**full, "id": "t9", "paths": ["./a", "a//b/", "docs/./x.md"]}], where="batch.json")
+    assert added[0]["task"]["paths"] == queue.show("t9")["task"]["paths"] == ["a", "a/b", "docs/x.md"]
+    before = state_snapshot(store)
+    with pytest.raises(InvalidInput, match=r"^batch\.json at /0: lease pattern '\.\./x': climbs out") as caught:
+        queue.add_many([{**full, "id": "t10", "paths": ["../x"]}], where="batch.json")
+    assert caught.value.exit_code == 1  # a bad file, as every other field of it
+    assert state_snapshot(store) == before
