@@ -286,7 +286,7 @@ class Runner:
         self._stop.set()
         child = self._child
         if child is not None and child.returncode is None:
-            _signal_group(child, signum)
+            signal_group(child, signum)
 
     def stopped(self) -> bool:
         """Has SIGINT/SIGTERM (or :meth:`request_stop`) asked the runner to stop?"""
@@ -379,7 +379,7 @@ class Runner:
                                        command=self.command[0]) from None
         self._child = child
         if self._stop_signal is not None:  # the signal came while the command was starting
-            _signal_group(child, self._stop_signal)
+            signal_group(child, self._stop_signal)
         assert child.stdout is not None and child.stderr is not None
         pumps = [
             threading.Thread(target=_pump, args=(child.stdout, self._stdout, self._tails[0]), daemon=True),
@@ -411,7 +411,7 @@ class Runner:
                 if deadline is None:
                     deadline = now + self.kill_grace
                 elif now >= deadline:
-                    _signal_group(child, signal.SIGKILL)
+                    signal_group(child, signal.SIGKILL)
 
     def _tail_text(self) -> str:
         out, err = self._tails
@@ -453,7 +453,7 @@ def _pump(source: IO[bytes], write: Writer, tail: bytearray) -> None:
         source.close()
 
 
-def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
+def signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
     """Signal the command and everything it started (it leads its own process group)."""
     try:
         os.killpg(child.pid, signum)

@@ -150,6 +150,7 @@ def install(
     from loki.hooks import agentsettings
 
     agent = _agent(agent_name)
+    _one_target(ctx, mcp=mcp, git=git)
     if mcp:
         mcpinstall.install(ctx, agent, settings, command, mcp_agent, dry_run, json_output, via=via.lower())
         return
@@ -157,9 +158,17 @@ def install(
     if git:
         from loki.leases import guard
 
-        hook, done = guard.install(project, command.strip() if command and command.strip()
-                                   else agentsettings.default_command(project, agent))
-        print_json({"path": hook, "action": done}) if json_output else sys.stdout.write(f"{done} {hook}\n")
+        base = command.strip() if command and command.strip() else guard.default_command()
+        hook, done = guard.install(project, base, dry_run=dry_run)
+        if json_output:
+            print_json({"path": hook, "action": done, "dry_run": dry_run})
+        else:
+            sys.stdout.write(f"{done} {hook}\n")
+            if dry_run and done != "unchanged":
+                from loki.text.textsafe import for_terminal
+
+                sys.stdout.writelines(for_terminal(line) + "\n" for line in guard.hook_script(base).splitlines())
+                sys.stdout.write("(dry run: nothing written)\n")
         return
     http_port = _http_port(ctx, via.lower(), agent, dry_run)
     doc, existed = agentsettings.load(path, agent)
@@ -183,6 +192,18 @@ def install(
     if command is None and os.path.isabs(base.split()[0].strip("'\"")) and not json_output and _shared(path, agent):
         sys.stderr.write(f"note: the hooks run {base}, a path on this machine only; commit the settings only if "
                          f"everyone has loki there, {agent.personal}\n")
+
+
+def _one_target(ctx: typer.Context, *, mcp: bool, git: bool) -> None:
+    """``--mcp``, ``--git`` and ``--via`` each choose what is installed: two of them is a usage error."""
+    from loki.errors import UsageError
+
+    via = ctx.get_parameter_source("via")  # given on the command line, not its default
+    given = [name for name, on in (("--mcp", mcp), ("--git", git),
+                                   ("--via", via is not None and via.name == "COMMANDLINE")) if on]
+    if len(given) > 1:
+        raise UsageError(f"{given[0]} and {given[1]} cannot be combined: each installs something else",
+                         option=given[1])
 
 
 def _http_port(ctx: typer.Context, via: str, agent: Agent, dry_run: bool) -> int | None:

@@ -61,9 +61,28 @@ def hook_script(command: str) -> str:
     return f"#!/bin/sh\n{MARK}\nexec {command} lease guard --staged\n"
 
 
-def install(repo: str, command: str) -> tuple[str, str]:
-    """Write the pre-commit hook; returns ``(path, "installed" | "unchanged")``. A pre-commit hook that is not
-    loki's is refused (exit 1), never overwritten."""
+def default_command() -> str:
+    """How the hook runs loki when ``--command`` is not given: ``loki`` when that is this installation on
+    ``PATH``, else this installation's absolute path. Git runs pre-commit with no agent's project variable
+    (``$CLAUDE_PROJECT_DIR``), so the settings' project-relative form would not be found there (exit 127:
+    every commit refused)."""
+    import shlex
+    import shutil
+    import sys
+
+    script = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "loki")
+    if not os.path.exists(script):
+        return f"{shlex.quote(os.path.abspath(sys.executable))} -m loki"
+    on_path = shutil.which("loki")
+    if on_path and os.path.realpath(on_path) == os.path.realpath(script):
+        return "loki"
+    return shlex.quote(script)
+
+
+def install(repo: str, command: str, *, dry_run: bool = False) -> tuple[str, str]:
+    """Write the pre-commit hook; returns ``(path, "installed" | "unchanged")`` (with ``dry_run``, ``"would
+    install"`` and nothing written). A pre-commit hook that is not loki's is refused (exit 1), never
+    overwritten."""
     path = git_dir_hook(repo)
     script = hook_script(command)
     if os.path.exists(path):
@@ -74,6 +93,8 @@ def install(repo: str, command: str) -> tuple[str, str]:
                                "yourself; nothing written", path=path)
         if current == script:
             return path, "unchanged"
+    if dry_run:
+        return path, "would install"
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.loki-tmp"
     with open(tmp, "w", encoding="utf-8") as f:

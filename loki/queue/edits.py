@@ -40,6 +40,7 @@ from loki.tasks.record import PRIORITIES, add_note, clear_claim
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from datetime import datetime
     from typing import Any, Protocol
 
     from loki.storage.state import StateStore
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
         def task_paths(self, paths: Any, where: str = ...) -> list[str]: ...
         def check_new_dependencies(self, unit: TaskTxn, task: dict[str, Any], deps: list[str],
                                    option: str) -> None: ...
+        def path_holders(self, unit: Any, lease_now: datetime) -> Any: ...
 
 EDITABLE = ("pending", "in-progress", "blocked", "failed")
 """The queue states whose tasks ``edit`` changes; a dead-letter entry's task too."""
@@ -135,6 +137,8 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
         new["dependencies"] = [d for d in task["dependencies"] if d not in remove_dependencies] + adding
         if new_paths is not None and (new_paths or task.get("paths")):
             new["paths"] = new_paths
+            if state == "in-progress" and new_paths and new_paths != task.get("paths"):
+                _refuse_held_paths(queue, unit, task, new_paths)
         changed = history.changes(task, new)
         if not changed:
             return {"task": task, "state": state, "changed": {}}
@@ -147,6 +151,21 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
         else:
             unit.update(state, task)
     return {"task": task, "state": state, "changed": changed}
+
+
+def _refuse_held_paths(queue: Queue, unit: Any, task: dict[str, Any], paths: list[str]) -> None:
+    """A claimed task's new paths are checked as its claim's were (and as ``lease acquire`` checks): under
+    the queue's lock, none may overlap what another agent holds, a live lease or a claim; else Conflict
+    (exit 4) naming the holder."""
+    from loki.leases.leases import describe_holder
+
+    lease_now = (getattr(queue.store, "lease_clock", None) or queue.store.clock).now()  # the claims' clock
+    holders = queue.path_holders(unit, lease_now)
+    holder = holders.blocker(paths, task.get("claimed_by"), skip_task=task["id"])
+    if holder is not None:
+        raise Conflict(f"cannot give {task['id']} these paths: {describe_holder(holder)}; nothing changed",
+                       task_id=task["id"], holder=holder["agent"], lease_id=holder["lease_id"],
+                       task=holder.get("task"), expires_at=holder["expires_at"], overlap=holder["overlap"])
 
 
 def close(queue: Queue, task_id: str, *, reason: str, wont_do: bool = False, by: str | None = None,

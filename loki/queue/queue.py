@@ -210,6 +210,8 @@ class Queue:
             from loki.tasks.verify import check_commands
 
             spec = {**spec, "verify": check_commands(spec["verify"], f"{_at(where)}verify" if where else "--verify")}
+        if spec.get("paths") is not None:  # and its paths are paths: normalised, or refused, in every shape
+            spec = {**spec, "paths": self.task_paths(spec["paths"], where)}
         if is_loki_task(spec, task_keys()):
             task = self._foreign_task(spec, now)
         else:
@@ -564,7 +566,8 @@ class Queue:
             now = format_ts(now_dt)
             lease_dt = self._lease_now()
             lease_dt = self._requeue_expired(unit, now_dt, lease_dt)
-            held = self._live_claim(unit, agent, format_ts(lease_dt), task_id, wanted) if reuse else None
+            held = self._live_claim(unit.tasks(IN_PROGRESS), agent, format_ts(lease_dt), task_id,
+                                    wanted) if reuse else None
             best: dict[str, Any] | None
             if held is not None:
                 best, reason = held, ""
@@ -577,10 +580,17 @@ class Queue:
             # requeued leases are committed even when nothing is ready
         return best, reason, held, unit
 
-    def _live_claim(self, unit: TaskTxn, agent: str, now: str, task_id: str | None,
+    def live_claim(self, agent: str, *, task_id: str | None = None, types: Sequence[str] = (),
+                   labels: Sequence[str] = (), priorities: Sequence[str] = ()) -> dict[str, Any] | None:
+        """The claim ``claim(..., reuse=True)`` would give back now, if any (read without the lock)."""
+        in_progress = self.store.tasks().view([IN_PROGRESS])[IN_PROGRESS]
+        return self._live_claim(in_progress, agent, format_ts(self._lease_now()), task_id,
+                                Wanted(types, labels, priorities))
+
+    def _live_claim(self, in_progress: Iterable[dict[str, Any]], agent: str, now: str, task_id: str | None,
                     wanted: Wanted) -> dict[str, Any] | None:
         """The newest claim ``agent`` holds that fits the request and whose lease runs (``--reuse``)."""
-        mine = [t for t in unit.tasks(IN_PROGRESS) if t.get("claimed_by") == agent
+        mine = [t for t in in_progress if t.get("claimed_by") == agent
                 and t.get("lease_until") and ts_before_or_at(now, t["lease_until"])
                 and (t["id"] == task_id if task_id is not None else wanted.matches(t, with_type=True))]
         return max(mine, key=lambda t: str(t.get("claimed_at") or ""), default=None)

@@ -291,6 +291,10 @@ class Budgets:
                               budget=standing.name, refill_at=standing.refill_at, retry_after=seconds)
 
 
+READY_ROUNDS = 3
+"""How many times a budgeted claim reads the ready tasks again when other agents took every one first."""
+
+
 def claim(queue: Queue, agent: str, *, types: Sequence[str] = (), labels: Sequence[str] = (),
           priorities: Sequence[str] = (), lease_seconds: float | None = None, reserve: float = 0.0,
           task_id: str | None = None, reuse: bool = False) -> Any:
@@ -305,8 +309,8 @@ def claim(queue: Queue, agent: str, *, types: Sequence[str] = (), labels: Sequen
     if not budgets._doc():
         return queue.claim(agent, **plain)
     gate = budgets.gate(agent, reserve=reserve)
-    if reuse and any(t.get("claimed_by") == agent
-                     for t in queue.store.tasks().view(["in-progress"])["in-progress"]):
+    if reuse and queue.live_claim(agent, task_id=task_id, types=types, labels=labels,
+                                  priorities=priorities) is not None:
         return queue.claim(agent, **plain)  # the claim it holds, given back: no new work, nothing to refuse
     if gate.blocking:
         raise budgets.refuse(gate.blocking[0], agent)
@@ -317,19 +321,29 @@ def claim(queue: Queue, agent: str, *, types: Sequence[str] = (), labels: Sequen
         if hit is not None:
             raise budgets.refuse(hit, agent, f" ({task_id} is in its scope)")
         return queue.claim(agent, **plain)
-    ready = queue.ready(types=types, labels=labels, priorities=priorities)["ready"]
-    kept_off = None
-    for row in ready:
-        hit = gate.excludes(row)
-        if hit is not None:
-            kept_off = kept_off or hit
-            continue
-        try:
-            return queue.claim(agent, task_id=row["id"], lease_seconds=lease_seconds)
-        except (NothingToDo, LokiError) as exc:
-            if exc.exit_code not in (ExitCode.NOTHING_TO_DO, ExitCode.CONFLICT):
-                raise
-            continue  # another agent took it first
-    if kept_off is not None:
-        raise budgets.refuse(kept_off, agent, " (every ready task is in its scope)")
-    return queue.claim(agent, **plain)  # nothing ready: the queue says why (exit 3)
+    for _ in range(READY_ROUNDS):  # the ready tasks, again while other agents take them first
+        ready = queue.ready(types=types, labels=labels, priorities=priorities)["ready"]
+        if not ready:
+            break
+        kept_off = None
+        for row in ready:
+            hit = gate.excludes(row)
+            if hit is not None:
+                kept_off = kept_off or hit
+                continue
+            try:
+                return queue.claim(agent, task_id=row["id"], lease_seconds=lease_seconds)
+            except (NothingToDo, LokiError) as exc:
+                if exc.exit_code not in (ExitCode.NOTHING_TO_DO, ExitCode.CONFLICT):
+                    raise
+                continue  # another agent took it first
+        if kept_off is not None:
+            raise budgets.refuse(kept_off, agent, " (every ready task is in its scope)")
+    # Nothing ready: the queue says why (exit 3). A task that became ready meanwhile may be in a spent
+    # scope: then it is given back at once, untouched, and the claim refused.
+    task = queue.claim(agent, **plain)
+    hit = gate.excludes(task)
+    if hit is not None:
+        queue.release(task["id"], agent, token=task["claim_token"])
+        raise budgets.refuse(hit, agent, f" ({task['id']} is in its scope)")
+    return task

@@ -26,7 +26,7 @@ from collections import deque
 from loki.errors import InvalidArgument
 from loki.tasks import verify
 from loki.text.redact import redact
-from loki.work.failure import QUEUE_ERROR_TYPES, Failure
+from loki.work.failure import QUEUE_ERROR_TYPES, Failure, last_meaningful
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -110,6 +110,8 @@ class Checks:
             argv = verify.check_command(command, "check")
         except InvalidArgument as exc:  # a type default of the settings that is not a command line
             return CheckResult(command, 2, 0.0, exc.message, exc.message, commit)
+        from loki.breakers.runner import signal_group
+
         output = _Output()
         try:
             process = self._launcher(argv, cwd=self._cwd)
@@ -123,7 +125,14 @@ class Checks:
         exited = threading.Event()
 
         def wait() -> None:
-            process.wait()
+            # Wait for the exit without reaping it: while the check is unreaped (a zombie) its process group
+            # id cannot be reused, so its group may still be signalled (breakers/runner.py's rule). Only
+            # this method reaps it, after its last signal.
+            if hasattr(os, "waitid"):
+                with contextlib.suppress(ChildProcessError, InterruptedError):
+                    os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
+            else:  # no waitid (macOS): reaped here, as before
+                process.wait()
             exited.set()
             self._wake.set()
 
@@ -135,19 +144,20 @@ class Checks:
             left = deadline - self._timer()
             if left <= 0:
                 timed_out = True
-                _kill_group(process.pid, signal.SIGKILL)
+                signal_group(process, signal.SIGKILL)
                 break
             if self._stop.is_set():
                 interrupted = True
-                _kill_group(process.pid, signal.SIGKILL)
+                signal_group(process, signal.SIGKILL)
                 break
             self._wake.wait(min(left, MAX_WAIT_SECONDS))
             self._wake.clear()  # what woke it is looked at above, before the next wait
-        waiter.join()
-        code = process.returncode
         if not timed_out and not interrupted:
-            # The group's other members may hold the pipes open (a daemon it left): kill what is left.
-            _kill_group(process.pid, signal.SIGKILL)
+            # The group's other members may hold the pipes open (a daemon it left): kill what is left,
+            # before the check is reaped.
+            signal_group(process, signal.SIGKILL)
+        code = process.wait()  # reaped here, and only here
+        waiter.join()
         for reader in readers:
             reader.join(timeout=5)
         duration = round(self._timer() - started, 3)
@@ -172,7 +182,7 @@ def failure(result: CheckResult, ran: int, of: int) -> Failure:
     error_class = "timeout" if result.timed_out else (found.error_class or "exit_status")
     detail = found.message or ""
     if found.pattern in (None, "exit_status") or not detail:
-        detail = _last_meaningful(result.tail) or f"exited with code {result.exit_code}"
+        detail = last_meaningful(result.tail) or f"exited with code {result.exit_code}"
     which = f"check {ran} of {of}" if of > 1 else "check"
     headline = redact(f"{which} {result.command!r} failed: exit {result.exit_code} ({error_class}): "
                       f"{detail}".splitlines()[0])
@@ -182,19 +192,6 @@ def failure(result: CheckResult, ran: int, of: int) -> Failure:
     if result.tail and result.tail != result.head:
         parts.append(f"output (last lines):\n{result.tail}")
     return Failure(QUEUE_ERROR_TYPES.get(error_class, "other"), error_class, headline, "\n\n".join(parts))
-
-
-def _last_meaningful(text: str) -> str:
-    for line in reversed(text.splitlines()):
-        line = line.strip()
-        if any(char.isalnum() for char in line):
-            return line[:300]
-    return ""
-
-
-def _kill_group(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
 
 
 class _Output:

@@ -53,7 +53,7 @@ def describe(exit_code: int, stdout: bytes, stderr: bytes) -> Failure:
     if found.pattern in (None, "exit_status"):
         # No known pattern: the classifier's fallback is the combined text's last line, which is stdout's
         # (often a banner or a progress line). What went wrong is where programs say it: stderr.
-        detail = _last_meaningful(err) or _last_meaningful(out) or detail
+        detail = last_meaningful(err) or last_meaningful(out) or detail
     headline = redact(f"exit {exit_code} ({error_class}): {detail}".splitlines()[0])
     parts = [headline]
     for name, text in (("stderr", err), ("stdout", out)):
@@ -69,7 +69,7 @@ def bad_result(reason: str) -> Failure:
     return Failure("validation", "bad_result_file", headline, headline)
 
 
-def _last_meaningful(text: str) -> str:
+def last_meaningful(text: str) -> str:
     """The last line of ``text`` that says something: not blank, not only rules and punctuation."""
     for line in reversed(text.splitlines()):
         line = line.strip()

@@ -341,7 +341,7 @@ class Worker:
                 return _finish(summary, "error", exc.error.exit_code, exc.message)
             except LokiError as exc:
                 with suppress(LokiError):  # if even that fails, the lease lapses and the task is requeued
-                    self._release(task, run)
+                    self._release(task, run, run.usage)  # what the attempt spent is kept all the same
                 return _finish(summary, "error", exc.exit_code, exc.message)
             if run.outcome == "released":
                 if self.stopped():

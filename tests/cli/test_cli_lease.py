@@ -123,6 +123,20 @@ def test_tasks_declare_paths_through_the_cli(root: Path) -> None:
     assert run(root, "queue", "edit", "t1", "--clear-paths", "--force", "--json").json()["task"]["paths"] == []
 
 
+def test_edit_of_a_held_tasks_paths_meets_the_other_holders_through_the_cli(root: Path) -> None:
+    assert run(root, "queue", "add", "auth", "--id", "t1", "--paths", "src/auth/**").code == 0
+    assert run(root, "queue", "add", "docs", "--id", "t2", "--paths", "docs/**").code == 0
+    assert run(root, "queue", "claim", "--agent", "alice", "--id", "t1", "-q").stdout == "t1\n"
+    assert run(root, "queue", "claim", "--agent", "bob", "--id", "t2", "-q").stdout == "t2\n"
+    before = snapshot_bytes(root)
+    refused = run(root, "queue", "edit", "t2", "--by", "bob", "--paths", "src/auth/login.py")
+    assert refused.code == 4
+    assert refused.stderr == ("error: cannot give t2 these paths: src/auth/login.py is leased: src/auth/** is held by "
+                              "alice for task t1 (its claim, until 2026-01-25T11:00:00Z); nothing changed\n")
+    assert snapshot_bytes(root) == before
+    assert run(root, "queue", "edit", "t2", "--by", "bob", "--paths", "lib/**").code == 0
+
+
 def test_status_and_agents_show_the_leases(root: Path) -> None:
     run(root, "lease", "acquire", "src/**", "--agent", "alice")
     assert "path leases: 1 live, 0 task claims holding paths\n" in run(root, "status").stdout
@@ -139,3 +153,18 @@ def test_lease_ids_complete_from_the_tree(root: Path) -> None:
     for command in ("lease renew", "lease release", "lease break"):
         assert value_kind(command, "lease_id") == "lease"
     assert _from_tree(Store(root, clock=ManualClock(ENV["LOKI_NOW"])), "lease") == {"L1": "alice: src/** docs/*.md"}
+
+
+def test_a_full_format_task_from_a_file_has_its_paths_normalised_or_refused(root: Path, tmp_path: Path) -> None:
+    assert run(root, "queue", "add", "model", "--id", "t1").code == 0
+    full = {k: v for k, v in run(root, "queue", "show", "t1", "--json").json()["task"].items() if k != "history"}
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps([{**full, "id": "t2", "paths": ["./src//auth/", "lib/./x.py"]}]))
+    assert run(root, "queue", "add", "--from-file", str(batch)).code == 0
+    assert run(root, "queue", "show", "t2", "--json").json()["task"]["paths"] == ["src/auth", "lib/x.py"]
+    batch.write_text(json.dumps([{**full, "id": "t3", "paths": ["../x"]}]))
+    before = snapshot_bytes(root)
+    refused = run(root, "queue", "add", "--from-file", str(batch))
+    assert refused.code == 1 and len(refused.stderr.splitlines()) == 1
+    assert "batch.json at /0: lease pattern '../x': climbs out of the repository" in refused.stderr
+    assert snapshot_bytes(root) == before

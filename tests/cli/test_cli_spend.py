@@ -132,3 +132,16 @@ def test_a_spent_budget_makes_queue_claim_exit_75_with_the_refill_time(root: Pat
     error = json.loads(refused.stdout or refused.stderr)
     assert error["error"] == "budget_exceeded" and error["budget"] == "team" and error["refill_at"].endswith("Z")
     assert cli(["queue", "show", "t2", "--json"], root=root).json()["state"] == "pending"
+
+
+def test_claim_reuse_while_holding_a_task_of_another_type_meets_a_spent_budget(root: Path) -> None:
+    for task_id, type_ in (("t1", "docs"), ("t2", "feature"), ("t3", "feature")):
+        assert cli(["queue", "add", task_id, "--id", task_id, "--type", type_], root=root).code == 0
+    assert cli(["queue", "claim", "--agent", "eng-2", "--type", "docs"], root=root).code == 0  # holds t1
+    assert cli(["budget", "set", "team", "--usd", "0.5", "--per", "week"], root=root).code == 0
+    run_agent(root, "eng-1", claude_result(0.5, 0), "feature", code=75)  # t2 spends it all
+    refused = cli(["queue", "claim", "--agent", "eng-2", "--type", "feature", "--reuse"], root=root)
+    assert refused.code == 75 and len(refused.stderr.splitlines()) == 1, refused.stderr
+    assert cli(["queue", "show", "t3", "--json"], root=root).json()["state"] == "pending"
+    given_back = cli(["queue", "claim", "--agent", "eng-2", "--type", "docs", "--reuse", "--json"], root=root)
+    assert given_back.code == 0 and given_back.json()["task"]["id"] == "t1", given_back.stdout

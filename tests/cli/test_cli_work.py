@@ -147,3 +147,19 @@ def test_the_readme_shell_agent_runs_as_shown(tmp_path: Path) -> None:
         shown = cli(["queue", "show", f"t{n}", "--json"], root=repo / ".loki").json()
         assert shown["state"] == "completed" and shown["task"]["result"]["data"] == {"commit": head.strip()}
     assert done.stdout.count("working on t") == 3
+
+
+def test_checks_added_mid_run_refuse_the_completion_and_the_release_keeps_the_usage(root: Path, tmp_path: Path) -> None:
+    add(root, "Edited while it runs")
+    report = json.dumps({"type": "result", "subtype": "success", "total_cost_usd": 0.5,
+                         "usage": {"input_tokens": 1, "output_tokens": 2}})
+    script = ('"$PY" -m loki queue edit "$LOKI_TASK_ID" --verify false --force --by lead >/dev/null && '
+              f"echo '{report}'")
+    done = subprocess.run([PY, "-m", "loki", "--root", str(root), "work", "--agent", "eng-007", "--", "sh", "-c",
+                           script], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PY": PY, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 1, done.stderr
+    assert "loki work: released t1 (back to pending, untouched)" in done.stderr
+    shown = cli(["queue", "show", "t1", "--json"], root=root).json()
+    assert shown["state"] == "pending"
+    assert [(e["outcome"], e["usd"]) for e in shown["task"]["usage"]] == [("released", 0.5)]

@@ -177,3 +177,50 @@ def test_a_reused_claim_is_given_back_even_when_the_budget_is_spent(store: Any) 
     assert again["id"] == "t1" and again["claim_token"] == held["claim_token"]
     with pytest.raises(BudgetExceeded):
         claim(queue, "c", reuse=True)  # holds nothing: a new claim, refused
+
+
+def test_reuse_skips_the_gate_only_for_a_claim_it_would_give_back(store: Any) -> None:
+    """``--reuse`` gives back a live claim that fits the request (Queue.live_claim, as claim's own): holding
+    some other task (another type asked for) or a lapsed lease is no reason to skip a spent budget."""
+    queue = Queue(store)
+    queue.add("held docs", task_id="t1", type="docs")
+    queue.add("a feature", task_id="t3", type="feature")
+    held = claim(queue, "a", types=["docs"], lease_seconds=60)
+    Budgets(store).set("team", usd=1, per="day")
+    spend(store, "t2", 1.0, agent="b")
+    with pytest.raises(BudgetExceeded):
+        claim(queue, "a", types=["feature"], reuse=True)  # t1 does not fit: this would be new work
+    assert queue.show("t3")["state"] == "pending"
+    assert queue.live_claim("a", types=["docs"]) is not None and queue.live_claim("a", types=["feature"]) is None
+    again = claim(queue, "a", types=["docs"], reuse=True)
+    assert again["id"] == "t1" and again["claim_token"] == held["claim_token"]
+
+
+def test_reuse_of_a_lapsed_lease_meets_the_gate(store: Any) -> None:
+    queue = Queue(store)
+    queue.add("held", task_id="t1")
+    claim(queue, "a", lease_seconds=60)
+    Budgets(store).set("team", usd=1, per="day")
+    spend(store, "t2", 1.0, agent="b")
+    store.clock.advance(3600)  # the lease lapsed: nothing live to give back
+    assert queue.live_claim("a") is None
+    with pytest.raises(BudgetExceeded):
+        claim(queue, "a", reuse=True)
+
+
+def test_a_task_that_becomes_ready_in_a_spent_scope_is_not_claimed_by_the_fallback(store: Any) -> None:
+    queue = Queue(store)
+    Budgets(store).set("docs", usd=1, per="day", scope="type:docs")
+    spend(store, "t1", 1.0, type_="docs")
+    ready = queue.ready
+
+    def empty_then_added(**kwargs: Any) -> Any:
+        seen = ready(**kwargs)
+        queue.add("docs, added meanwhile", task_id="t9", type="docs")  # after the read, before the claim
+        return seen
+
+    queue.ready = empty_then_added  # type: ignore[method-assign]
+    with pytest.raises(BudgetExceeded, match=r"\(t9 is in its scope\)"):
+        claim(queue, "a")
+    shown = queue.show("t9")
+    assert shown["state"] == "pending" and not shown["task"].get("claimed_by")

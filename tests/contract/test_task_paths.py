@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from loki.clock import ManualClock
-from loki.errors import Conflict, InvalidArgument, NothingToDo
+from loki.errors import Conflict, InvalidArgument, InvalidInput, NothingToDo
 from loki.leases.leases import PathLeases
 from loki.queue.queue import Queue
 from tests.helpers import state_snapshot, store_problems
@@ -134,3 +134,39 @@ def test_edit_replaces_and_clears_the_paths(queue: Queue) -> None:
     assert queue.edit("t3", paths=[])["task"]["paths"] == []
     with pytest.raises(InvalidArgument, match="climbs out"):
         queue.edit("t3", paths=["../../etc"])
+
+
+def test_edit_of_a_held_tasks_paths_is_checked_against_the_other_holders(queue: Queue, store: Any) -> None:
+    """As a claim and ``lease acquire`` are: a claimed task's new paths may not overlap another agent's claim
+    or live lease (exit 4 naming the holder); nothing changes."""
+    queue.claim("alice", task_id="t1")
+    queue.claim("bob", task_id="t3")
+    before = state_snapshot(store)
+    shown = queue.show("t3")
+    with pytest.raises(Conflict) as caught:
+        queue.edit("t3", by="bob", paths=["src/auth/session.py"])
+    assert caught.value.exit_code == 4
+    assert caught.value.message == ("cannot give t3 these paths: src/auth/session.py is leased: src/auth/** is held "
+                                    "by alice for task t1 (its claim, until 2026-01-25T11:00:00Z); nothing changed")
+    assert state_snapshot(store) == before
+    lease = PathLeases(store).acquire(["lib/**"], agent="dave")
+    with pytest.raises(Conflict, match=r"lib/\*\* is held by dave \(exclusive lease L1, until"):
+        queue.edit("t3", by="bob", paths=["docs/*.md", "lib/x.py"])
+    PathLeases(store).release(lease["lease_id"], agent="dave")
+    assert queue.show("t3") == shown
+    assert queue.edit("t3", by="bob", paths=["docs/**", "lib/x.py"])["task"]["paths"] == ["docs/**", "lib/x.py"]
+    assert queue.edit("t1", by="alice", paths=["src/**"])["task"]["paths"] == ["src/**"]  # its own claims only
+    with pytest.raises(Conflict, match="is held by bob for task t3"):
+        queue.edit("t1", by="alice", paths=["src/**", "lib/**"])
+
+
+def test_paths_are_normalised_or_refused_in_loki_s_full_format_too(queue: Queue, store: Any) -> None:
+    """A batch file's task in loki's full format keeps no raw path the hook would never match."""
+    full = {k: v for k, v in queue.show("t3")["task"].items() if k not in ("paths", "history")}
+    added = queue.add_many([{**full, "id": "t9", "paths": ["./a", "a//b/", "docs/./x.md"]}], where="batch.json")
+    assert added[0]["task"]["paths"] == queue.show("t9")["task"]["paths"] == ["a", "a/b", "docs/x.md"]
+    before = state_snapshot(store)
+    with pytest.raises(InvalidInput, match=r"^batch\.json at /0: lease pattern '\.\./x': climbs out") as caught:
+        queue.add_many([{**full, "id": "t10", "paths": ["../x"]}], where="batch.json")
+    assert caught.value.exit_code == 1  # a bad file, as every other field of it
+    assert state_snapshot(store) == before

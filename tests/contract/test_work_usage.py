@@ -164,3 +164,27 @@ def test_loki_work_stops_between_tasks_when_a_budget_is_spent(store: Any) -> Non
     assert (summary.exit_code, summary.stopped, summary.count("completed")) == (75, "budget", 2)
     assert summary.reason.startswith("budget team (team) spent: $0.5000 of $0.50 this day; it refills at ")
     assert Queue(store).show("t3")["state"] == "pending"
+
+
+def test_a_completion_refused_mid_loop_still_releases_with_what_the_attempt_spent(store: Any) -> None:
+    """A person adds checks to the held task while its command runs (``queue edit --verify --force``): the
+    loop's completion is refused (Unverified), the loop releases the task and stops; the usage of the
+    attempt is kept with the release, not lost."""
+    from loki.queue.edits import edit
+    from tests.contract.test_work import make_worker
+
+    queue = Queue(store)
+    queue.add("t", task_id="t1")
+    worker = make_worker(store, printing(CLAUDE))
+    complete = worker.queue.complete
+
+    def edited_then_complete(*args: Any, **kwargs: Any) -> Any:
+        edit(Queue(store), "t1", verify=["false"], force=True, by="lead")  # lands while the claim is held
+        return complete(*args, **kwargs)
+
+    worker.queue.complete = edited_then_complete  # type: ignore[method-assign]
+    summary = worker.run_unguarded()
+    assert summary.exit_code == 1 and summary.runs[0].outcome == "released"
+    shown = queue.show("t1")
+    assert shown["state"] == "pending"
+    assert [(e["outcome"], e["usd"], e["attempt"]) for e in shown["task"]["usage"]] == [("released", 0.25, 1)]
