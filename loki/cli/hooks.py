@@ -195,13 +195,14 @@ def install(
 
 
 def _one_target(ctx: typer.Context, *, mcp: bool, git: bool) -> None:
-    """``--mcp``, ``--git`` and ``--via`` each choose what is installed: two of them is a usage error."""
+    """``--git`` installs something else than the agent's hooks (``--via``) or its MCP entry (``--mcp``, whose
+    ``--via http`` chooses the HTTP form): ``--git`` with either is a usage error, not silently one of them."""
     from loki.errors import UsageError
 
     via = ctx.get_parameter_source("via")  # given on the command line, not its default
-    given = [name for name, on in (("--mcp", mcp), ("--git", git),
+    given = [name for name, on in (("--git", git), ("--mcp", mcp),
                                    ("--via", via is not None and via.name == "COMMANDLINE")) if on]
-    if len(given) > 1:
+    if git and len(given) > 1:
         raise UsageError(f"{given[0]} and {given[1]} cannot be combined: each installs something else",
                          option=given[1])
 

@@ -97,8 +97,8 @@ def test_dry_run_shows_the_hook_and_writes_nothing(tmp_path: Path) -> None:
     assert (path, done) == (str(hook), "would install") and not hook.exists()
 
 
-@pytest.mark.parametrize("args", [["--mcp", "--git"], ["--mcp", "--via", "command"], ["--git", "--via", "http"],
-                                  ["--git", "--via", "command"]])
+# (--mcp --via http is the HTTP form of the MCP entry: tests/cli/test_cli_hooks_mcp_http.py)
+@pytest.mark.parametrize("args", [["--mcp", "--git"], ["--git", "--via", "http"], ["--git", "--via", "command"]])
 def test_two_install_targets_are_a_usage_error_and_nothing_is_written(repo: Path, args: list[str]) -> None:
     hook = repo / ".git" / "hooks" / "pre-commit"
     before = hook.read_text()
