@@ -57,7 +57,7 @@ def test_the_sdk_client_lists_the_tools_claims_and_completes_over_stdio(root: Pa
         async with mcp.Client(server(root, "claude-1")) as client:
             listed = await client.list_tools()
             assert [t.name for t in listed.tools] == ["ready", "claim", "heartbeat", "complete", "fail", "release",
-                                                      "signal", "escalate"]
+                                                      "signal", "escalate", "lease"]
             # what the client received, as the protocol carries it
             assert count_tokens(listed.model_dump_json(by_alias=True, exclude_none=True)) < 1500
             claimed, is_error = await call(client, "claim")
