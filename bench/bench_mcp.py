@@ -20,6 +20,7 @@ from typing import Any
 
 from bench.bench_work import _refill, _tree
 from bench.common import BASE_ENV, loki_executable, median, row, runs, time_call
+from loki.mcpserver.tools import TOOLS
 from loki.queue.queue import Queue
 from loki.storage.store import Store
 
@@ -123,7 +124,7 @@ def run() -> list[dict[str, Any]]:
     if mcp_samples:
         through = median(mcp_samples)
         rows += [
-            row("mcp: tools/list over stdio (8 tools)", listing,
+            row(f"mcp: tools/list over stdio ({len(TOOLS)} tools)", listing,
                 note=f"the list: {size}; {received} characters as the client received it"),
             row("mcp: claim + complete through MCP (stdio, SDK client)", through, floor_name="in-process",
                 floor_ms=in_process, note=f"{note}; {cold / through:.1f}x faster than the CLI cold"),

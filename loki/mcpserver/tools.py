@@ -1,15 +1,18 @@
-"""The MCP tool set: eight holder verbs, each a thin call of the library ``loki queue``/``signal``/``escalate`` use.
+"""The MCP tool set: the holder verbs, each a thin call of the library ``loki queue``/``signal``/``escalate``/``lease``
+use (eight queue tools and one ``lease`` tool with an ``action``).
 
 No SDK here (:mod:`loki.mcpserver.server` does the protocol): :data:`TOOLS` is the tool list as the protocol
 sends it, and :meth:`ToolSet.call` runs one tool and returns ``(reply, is_error)``. Every reply is one JSON
 object with a ``status`` the agent branches on, never prose to parse (docs/mcp.md, "Replies"):
 
-* ``claimed``, ``ok``, ``completed``, ``failed``, ``released``, ``emitted``, ``escalated``: done;
+* ``claimed``, ``ok``, ``completed``, ``failed``, ``released``, ``emitted``, ``escalated``, ``acquired``: done;
 * ``nothing_ready`` (with ``waiting`` counts and ``next_at``), ``breaker_open`` (tasks held back only by their
   type's circuit breaker), ``budget_exceeded`` (a spent budget refuses the claim until ``refill_at``),
   ``not_ready`` (``claim`` by id): nothing was claimed, an answer and not a failure;
 * ``lease_lost`` (the claim ended: the lease expired and was requeued, or the token is stale because the task
-  was claimed again), ``conflict`` (another agent holds it, or it is not in progress), ``not_found``,
+  was claimed again), ``conflict`` (another agent holds it, or it is not in progress; for ``lease``: another
+  agent's lease or claimed task overlaps the patterns, with ``holder``, ``task``, ``expires_at``, or the lease
+  is another agent's), ``not_found``,
   ``bad_input`` (with ``field``), ``busy`` (a lock could not be had: try again), ``unverified`` (``complete``
   of a task whose checks have no passing result for the current HEAD: ``checks`` names them), ``error``: refused, and
   nothing changed. These are sent with the protocol's ``isError``.
@@ -132,6 +135,22 @@ TOOLS: list[dict[str, Any]] = [
             "analysis": {"type": "string", "maxLength": 4000},
             "options": {"type": "array", "items": {"type": "string", "maxLength": 500}, "maxItems": 5},
         }, "required": ["task_id", "trigger"], "additionalProperties": False},
+    },
+    {
+        "name": "lease",
+        "description": "Lease the files you will edit: acquire (patterns: repo-relative globs; ttl like 15m; a "
+                       "key makes a retry safe), renew or release (lease_id), list. conflict: another agent "
+                       "holds them (holder, task, expires_at).",
+        "inputSchema": {"type": "object", "properties": {
+            "action": {"enum": ["acquire", "renew", "release", "list"]},
+            "patterns": {"type": "array", "items": {"type": "string", "maxLength": 1024}, "maxItems": 100},
+            "lease_id": _ID,
+            "ttl": {"type": ["string", "integer"]},
+            "task_id": _ID,
+            "shared": {"type": "boolean"},
+            "reason": {"type": "string", "maxLength": 2000},
+            "key": {"type": "string", "maxLength": 200},
+        }, "required": ["action"], "additionalProperties": False},
     },
 ]
 """The tool list: names, descriptions, input schemas (under 1,500 tokens in all: BENCHMARKS.md)."""
@@ -274,7 +293,77 @@ class ToolSet:
                 "deadline": result.get("deadline"), "signal": result.get("signal")}
 
 
+    def _lease(self, action: str, patterns: list[str] | None = None, lease_id: str | None = None,
+               ttl: str | int | None = None, task_id: str | None = None, shared: bool | None = None,
+               reason: str | None = None, key: str | None = None) -> dict[str, Any]:
+        """The path-lease verbs as ``loki lease acquire|renew|release|list`` call them, as the server's agent."""
+        given = {"patterns": patterns, "lease_id": lease_id, "ttl": ttl, "task_id": task_id, "shared": shared,
+                 "reason": reason, "key": key}
+        needed, allowed = _LEASE_ARGUMENTS[action]
+        for name in needed:
+            if given[name] is None:
+                raise InvalidArgument(f"{name} is required with action {action}", field=name)
+        for name, value in given.items():
+            if value is not None and name not in allowed:
+                raise InvalidArgument(f"{name} does not apply to action {action} (it takes: "
+                                      f"{', '.join(allowed) or 'nothing more'})", field=name)
+        leases = self._leases()
+        try:
+            if action == "acquire":
+                lease = leases.acquire(patterns or [], agent=self.agent, exclusive=not shared, ttl=ttl, task=task_id,
+                                       reason=reason, key=key)
+                return {"status": "acquired", "reused": lease["reused"], "lease": _lease_view(lease)}
+            if action == "renew":
+                return {"status": "ok", "lease": _lease_view(leases.renew(lease_id or "", agent=self.agent,
+                                                                          ttl=ttl))}
+            if action == "release":
+                return {"status": "released", "lease": _lease_view(leases.release(lease_id or "", agent=self.agent))}
+        except Conflict as exc:  # another agent's live lease or claimed task overlaps: the CLI's exit 4
+            details = exc.details
+            overlap = details.get("overlap")
+            return {"status": "conflict", "error": "leased", "message": _clip_text(exc.message, 600),
+                    "holder": _clip_text(str(details.get("holder")), 200), "lease_id": details.get("lease_id"),
+                    "task": details.get("task"), "expires_at": details.get("expires_at"),
+                    "overlap": [_clip_text(str(p), 200) for p in overlap] if isinstance(overlap, list) else None}
+        except InvalidInput as exc:
+            if isinstance(exc, UsageError) or "holder" not in exc.details:
+                if "pattern" in exc.details and "field" not in exc.details:  # a refused lease pattern
+                    exc.details["field"] = "patterns"
+                elif exc.details.get("field") == "idempotency_key":
+                    exc.details["field"] = "key"
+                raise
+            # not the holder's lease: refused as the queue refuses another agent's task
+            return {"status": "conflict", "error": "not_holder", "message": _clip_text(exc.message, 600),
+                    "holder": _clip_text(str(exc.details["holder"]), 200), "lease_id": lease_id}
+        now = leases.now()
+        held = [_lease_view(item) for item in [*leases.live(now), *leases.claims(now)]]
+        return {"status": "ok", "total": len(held), "leases": held[:MAX_PAGE]}
+
+    def _leases(self) -> Any:
+        """The tree's path leases, rooted as ``loki lease`` roots them (the directory holding ``.loki/``)."""
+        import os
+
+        from loki.leases.leases import PathLeases
+
+        local = self.store.local_root
+        return PathLeases(self.store, root=os.path.dirname(os.path.abspath(local)) if local else None)
+
+
 _TOOL_BY_NAME = {tool["name"]: tool for tool in TOOLS}
+
+_LEASE_ARGUMENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "acquire": (("patterns",), ("patterns", "ttl", "task_id", "shared", "reason", "key")),
+    "renew": (("lease_id",), ("lease_id", "ttl")),
+    "release": (("lease_id",), ("lease_id",)),
+    "list": ((), ()),
+}
+"""Per action: the arguments it needs, and all it takes (another is refused, naming it)."""
+
+
+def _lease_view(lease: dict[str, Any]) -> dict[str, Any]:
+    return {"lease_id": lease["lease_id"], "agent": _clip_text(str(lease["agent"]), 200),
+            "patterns": [_clip_text(str(p), 300) for p in lease["patterns"]][:20],
+            "exclusive": lease["exclusive"], "task": lease.get("task"), "expires_at": lease["expires_at"]}
 
 
 def classify(error: str) -> tuple[str, str, str]:
@@ -367,7 +456,8 @@ def _argument_error(error: Any) -> InvalidArgument:
         known = ", ".join(error.schema.get("properties", {}))
         return InvalidArgument(f"unknown argument {name!r} (this tool takes: {known})", field=name)
     if kind == "type":
-        return InvalidArgument(f"{path} must be {_TYPE_NAMES.get(expected, expected)}", field=path)
+        kinds = expected if isinstance(expected, list) else [expected]
+        return InvalidArgument(f"{path} must be {' or '.join(_TYPE_NAMES.get(k, str(k)) for k in kinds)}", field=path)
     if kind == "maxLength":
         return InvalidArgument(f"{path} is {len(error.instance)} characters; the limit is {expected}", field=path)
     if kind == "maxItems":

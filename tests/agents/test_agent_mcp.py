@@ -22,7 +22,7 @@ from tests.helpers import tasks_in, tree_problems
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]
 
-TOOL_NAMES = ["ready", "claim", "heartbeat", "complete", "fail", "release", "signal", "escalate"]
+TOOL_NAMES = ["ready", "claim", "heartbeat", "complete", "fail", "release", "signal", "escalate", "lease"]
 
 
 class ReplyingModel(ModelServer):

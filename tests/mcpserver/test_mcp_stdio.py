@@ -57,7 +57,7 @@ def test_the_sdk_client_lists_the_tools_claims_and_completes_over_stdio(root: Pa
         async with mcp.Client(server(root, "claude-1")) as client:
             listed = await client.list_tools()
             assert [t.name for t in listed.tools] == ["ready", "claim", "heartbeat", "complete", "fail", "release",
-                                                      "signal", "escalate"]
+                                                      "signal", "escalate", "lease"]
             # what the client received, as the protocol carries it
             assert count_tokens(listed.model_dump_json(by_alias=True, exclude_none=True)) < 1500
             claimed, is_error = await call(client, "claim")
@@ -75,6 +75,31 @@ def test_the_sdk_client_lists_the_tools_claims_and_completes_over_stdio(root: Pa
     anyio.run(scenario)
     [task] = tasks_in(Store(root), "completed")
     assert task["completed_by"] == "claude-1" and task["result"] == {"evidence": ["12 passed"]}
+    assert tree_problems(root) == []
+
+
+@pytest.mark.slow
+def test_a_lease_through_mcp_meets_the_cli_s_lease_and_the_cli_sees_it(root: Path) -> None:
+    held = cli(["lease", "acquire", "src/auth/**", "--agent", "a1", "--ttl", "10m", "--json"], root=root)
+    assert held.code == 0, held.stderr
+    theirs = held.json()
+
+    async def scenario() -> None:
+        async with mcp.Client(server(root, "claude-1")) as client:
+            refused, is_error = await call(client, "lease", action="acquire", patterns=["src/auth/login.py"])
+            assert is_error and refused["status"] == "conflict" and refused["holder"] == "a1"
+            assert refused["lease_id"] == theirs["lease_id"] and refused["expires_at"] == theirs["expires_at"]
+            # an absolute path in the repository is made relative to the tree's directory, as the CLI does
+            mine, is_error = await call(client, "lease", action="acquire", patterns=[str(root.parent / "docs")])
+            assert not is_error and mine["lease"]["patterns"] == ["docs"] and mine["lease"]["agent"] == "claude-1"
+            not_mine, is_error = await call(client, "lease", action="release", lease_id=theirs["lease_id"])
+            assert is_error and not_mine["status"] == "conflict" and not_mine["holder"] == "a1"
+
+    anyio.run(scenario)
+    listed = cli(["lease", "list", "--json"], root=root)
+    assert listed.code == 0
+    assert sorted((lease["agent"], lease["patterns"]) for lease in listed.json()["leases"]) == [
+        ("a1", ["src/auth/**"]), ("claude-1", ["docs"])]
     assert tree_problems(root) == []
 
 

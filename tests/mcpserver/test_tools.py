@@ -218,6 +218,23 @@ BAD_ARGUMENTS: list[tuple[str, dict[str, Any], str]] = [
     ("signal", {"type": "TESTS_PASSED", "severity": "apocalyptic"}, "severity"),
     ("signal", {"type": "CUSTOM_THING", "fields": {"note": "\u202eevil"}}, "fields"),
     ("escalate", {"task_id": "t1"}, "trigger"),
+    ("lease", {}, "action"),
+    ("lease", {"action": "steal"}, "action"),
+    ("lease", {"action": "acquire"}, "patterns"),
+    ("lease", {"action": "acquire", "patterns": []}, "patterns"),
+    ("lease", {"action": "acquire", "patterns": ["../etc/passwd"]}, "patterns"),
+    ("lease", {"action": "acquire", "patterns": ["!src/**"]}, "patterns"),
+    ("lease", {"action": "acquire", "patterns": ["src/\x1b[2J"]}, "patterns"),
+    ("lease", {"action": "acquire", "patterns": ["src/**"], "ttl": "forever"}, "ttl"),
+    ("lease", {"action": "acquire", "patterns": ["src/**"], "ttl": 0}, "ttl"),
+    ("lease", {"action": "acquire", "patterns": ["src/**"], "ttl": "30d"}, "ttl"),
+    ("lease", {"action": "acquire", "patterns": ["src/**"], "ttl": 1.5}, "ttl"),
+    ("lease", {"action": "acquire", "patterns": ["src/**"], "task_id": "../x"}, "task_id"),
+    ("lease", {"action": "acquire", "patterns": ["src/**"], "lease_id": "L1"}, "lease_id"),
+    ("lease", {"action": "release"}, "lease_id"),
+    ("lease", {"action": "release", "lease_id": "L1", "patterns": ["src/**"]}, "patterns"),
+    ("lease", {"action": "renew", "lease_id": "L1", "ttl": "soon"}, "ttl"),
+    ("lease", {"action": "list", "shared": True}, "shared"),
     ("escalate", {"task_id": "t1", "trigger": "why", "options": ["a"] * 6}, "options"),
     ("escalate", {"task_id": "t1", "trigger": "why", "analysis": HUGE}, "analysis"),
 ]
@@ -266,7 +283,7 @@ def test_the_agent_name_is_checked_once_when_the_tools_are_made(store: Any) -> N
 
 def test_every_tool_has_a_schema_that_refuses_unknown_arguments() -> None:
     assert [t["name"] for t in TOOLS] == ["ready", "claim", "heartbeat", "complete", "fail", "release", "signal",
-                                          "escalate"]
+                                          "escalate", "lease"]
     for tool in TOOLS:
         assert tool["inputSchema"]["type"] == "object" and tool["inputSchema"]["additionalProperties"] is False
         assert 40 < len(tool["description"]) < 400
@@ -358,3 +375,78 @@ def test_claim_is_within_the_budgets_and_a_spent_one_says_when_it_refills(store:
         assert queue.show("t2")["state"] == "pending"
     store.clock.advance(3600)
     assert _ok(tools, "claim")["task_id"] == "t2"
+
+
+# -- path leases (loki/leases/leases.py) as the lease tool ---------------------------------------------------
+
+def _leases_of(store: Any) -> list[dict[str, Any]]:
+    from loki.leases.leases import PathLeases
+
+    return PathLeases(store).live()
+
+
+def test_lease_acquire_is_the_servers_agents_lease_and_list_shows_it(store: Any) -> None:
+    Queue(store).add("auth", task_id="t1")
+    tools = _tools(store, "claude-1")
+    reply = _ok(tools, "lease", action="acquire", patterns=["src/auth/**", "docs/auth.md"], ttl="15m", task_id="t1",
+                reason="the login rewrite")
+    assert reply["status"] == "acquired" and reply["reused"] is False
+    lease = reply["lease"]
+    assert lease["agent"] == "claude-1" and lease["patterns"] == ["src/auth/**", "docs/auth.md"]
+    assert lease["exclusive"] is True and lease["task"] == "t1"
+    assert lease["expires_at"] == "2026-01-25T10:15:00Z"
+    [stored] = _leases_of(store)
+    assert stored["lease_id"] == lease["lease_id"] and stored["agent"] == "claude-1" and stored["ttl"] == 900
+    listed = _ok(tools, "lease", action="list")
+    assert listed["status"] == "ok" and listed["total"] == 1 and listed["leases"] == [lease]
+    again = _ok(tools, "lease", action="acquire", patterns=["src/**"], key="k1")
+    assert _ok(tools, "lease", action="acquire", patterns=["src/**"], key="k1") == {**again, "reused": True}
+    assert len(_leases_of(store)) == 2
+    assert store_problems(store) == []
+
+
+def test_an_overlapping_lease_is_a_conflict_naming_holder_task_and_expiry(store: Any) -> None:
+    Queue(store).add("auth", task_id="t1")
+    held = _ok(_tools(store, "a1"), "lease", action="acquire", patterns=["src/auth/**"], task_id="t1", ttl=600)
+    before = state_snapshot(store)
+    reply, is_error = _tools(store, "a2").call("lease", {"action": "acquire", "patterns": ["src/auth/login.py"]})
+    assert is_error and reply["status"] == "conflict" and reply["error"] == "leased"
+    assert reply["holder"] == "a1" and reply["task"] == "t1" and reply["lease_id"] == held["lease"]["lease_id"]
+    assert reply["expires_at"] == "2026-01-25T10:10:00Z" == held["lease"]["expires_at"]
+    assert reply["overlap"] == ["src/auth/login.py", "src/auth/**"] and "a1" in reply["message"]
+    assert state_snapshot(store) == before
+    shared, is_error = _tools(store, "a2").call("lease", {"action": "acquire", "patterns": ["src/**"], "shared": True})
+    assert is_error and shared["holder"] == "a1"  # a reader's lease still meets an exclusive one
+    assert _ok(_tools(store, "a2"), "lease", action="acquire", patterns=["docs/**"])["status"] == "acquired"
+
+
+def test_renew_and_release_by_the_holder(store: Any, clock: ManualClock) -> None:
+    tools = _tools(store, "a1")
+    lease_id = _ok(tools, "lease", action="acquire", patterns=["src/**"], ttl=600)["lease"]["lease_id"]
+    clock.advance(300)
+    renewed = _ok(tools, "lease", action="renew", lease_id=lease_id)
+    assert renewed["status"] == "ok" and renewed["lease"]["expires_at"] == "2026-01-25T10:15:00Z"
+    released = _ok(tools, "lease", action="release", lease_id=lease_id)
+    assert released["status"] == "released" and released["lease"]["lease_id"] == lease_id
+    assert _leases_of(store) == []
+    assert _ok(_tools(store, "a2"), "lease", action="acquire", patterns=["src/**"])["status"] == "acquired"
+    gone, is_error = tools.call("lease", {"action": "release", "lease_id": lease_id})
+    assert is_error and gone["status"] == "not_found"
+
+
+def test_another_agents_lease_cannot_be_released_or_renewed(store: Any) -> None:
+    lease_id = _ok(_tools(store, "a1"), "lease", action="acquire", patterns=["src/**"])["lease"]["lease_id"]
+    before = state_snapshot(store)
+    for action in ("release", "renew"):
+        reply, is_error = _tools(store, "a2").call("lease", {"action": action, "lease_id": lease_id})
+        assert is_error and reply["status"] == "conflict" and reply["error"] == "not_holder", reply
+        assert reply["holder"] == "a1" and reply["lease_id"] == lease_id
+    assert state_snapshot(store) == before
+    assert [lease["agent"] for lease in _leases_of(store)] == ["a1"]
+
+
+def test_a_lease_on_a_task_that_is_not_live_is_not_found_and_writes_nothing(store: Any) -> None:
+    before = state_snapshot(store)
+    reply, is_error = _tools(store).call("lease", {"action": "acquire", "patterns": ["src/**"], "task_id": "t9"})
+    assert is_error and reply["status"] == "not_found" and reply["task_id"] == "t9"
+    assert state_snapshot(store) == before

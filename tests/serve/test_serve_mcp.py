@@ -70,7 +70,7 @@ def test_the_entry_hooks_install_writes_reaches_the_tools(served: tuple[str, str
         async with client(entry["url"], token, "", headers=headers) as session:
             listed = await session.list_tools()
             assert [t.name for t in listed.tools] == ["ready", "claim", "heartbeat", "complete", "fail", "release",
-                                                      "signal", "escalate"]
+                                                      "signal", "escalate", "lease"]
             reply, _ = await call(session, "claim")
             return reply
 
