@@ -190,14 +190,7 @@ class PathLeases:
         with self.store.transaction(layout.lock_for(layout.LEASES)) as txn:
             doc = _read(txn)
             now = self.now()
-            changed = _sweep(doc, now)
-            lease = _find(doc, lease_id)
-            if lease is None:
-                if changed:
-                    txn.write(layout.LEASES, doc)
-                    txn.commit()
-                raise NotFound(f"no live lease {lease_id!r}: it expired or ended (loki lease list shows the live "
-                               "ones)", lease_id=lease_id)
+            lease = _live(txn, doc, lease_id, now)
             _check_holder(lease, agent, "renews")
             lease["ttl"] = seconds or lease["ttl"]
             lease["renewed_at"] = format_ts(now)
@@ -233,14 +226,7 @@ class PathLeases:
         with self.store.transaction(layout.lock_for(layout.LEASES)) as txn:
             doc = _read(txn)
             now = self.now()
-            changed = _sweep(doc, now)
-            lease = _find(doc, lease_id)
-            if lease is None:
-                if changed:
-                    txn.write(layout.LEASES, doc)
-                    txn.commit()
-                raise NotFound(f"no live lease {lease_id!r}: it expired or ended (loki lease list shows the live "
-                               "ones)", lease_id=lease_id)
+            lease = _live(txn, doc, lease_id, now)
             if holder_only:
                 _check_holder(lease, by, "releases")
             entry = _to_history(doc, lease, why, now, by=by, reason=reason)
@@ -288,6 +274,20 @@ def _sweep(doc: dict[str, Any], now: datetime) -> bool:
         _to_history(doc, lease, EXPIRED, parse_ts(lease["expires_at"]), by=None, reason=None)
     return bool(dead)
 
+
+
+def _live(txn: Any, doc: dict[str, Any], lease_id: str, now: datetime) -> dict[str, Any]:
+    """The live lease ``lease_id`` of ``doc``, once the expired ones are swept; else NotFound, with the sweep
+    committed (an expiry found on the way is kept even though the caller's change is refused)."""
+    changed = _sweep(doc, now)
+    lease = _find(doc, lease_id)
+    if lease is None:
+        if changed:
+            txn.write(layout.LEASES, doc)
+            txn.commit()
+        raise NotFound(f"no live lease {lease_id!r}: it expired or ended (loki lease list shows the live ones)",
+                       lease_id=lease_id)
+    return lease
 
 def _to_history(doc: dict[str, Any], lease: dict[str, Any], why: str, when: datetime, *, by: str | None,
                 reason: str | None) -> dict[str, Any]:
