@@ -273,13 +273,10 @@ class Queue:
             labels=list(spec.get("labels") or []), payload=payload, max_attempts=max_attempts,
             idempotency_key=spec.get("idempotency_key"),
         )
-        if spec.get("verify") is not None:  # absent: the type's default checks, decided when it runs
-            from loki.tasks.verify import check_commands
-
-            task["verify"] = check_commands(spec["verify"], f"{_at(where)}verify" if where else "--verify")
-        paths = spec.get("paths")
-        if paths is not None:
-            task["paths"] = self.task_paths(paths, where)
+        # Checked and normalised by _build_task, whatever the shape (absent verify: the type's default checks)
+        for key in ("verify", "paths"):
+            if spec.get(key) is not None:
+                task[key] = spec[key]
         return task
 
     def repo_root(self) -> str | None:
@@ -1426,10 +1423,10 @@ def _checked_usage(usage: dict[str, Any] | None) -> None:
 
 def _add_usage(task: dict[str, Any], usage: dict[str, Any] | None, now: str, agent: str, attempt: int,
                outcome: str) -> None:
-    """Keep what one claim spent in the task, once: the write it joins is recognised when repeated."""
+    """Keep what one claim spent in the task, once: the write it joins is recognised when repeated. ``usage``
+    was checked by the caller (:func:`_checked_usage`) before anything was locked."""
     if usage is None:
         return
-    _checked_usage(usage)
     entry = {**usage, "attempt": attempt, "agent": agent, "at": now, "outcome": outcome}
     task.setdefault("usage", []).append(entry)
 

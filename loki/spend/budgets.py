@@ -37,6 +37,7 @@ from datetime import datetime, timedelta, timezone
 from loki.clock import format_ts, parse_ts
 from loki.errors import ExitCode, InvalidArgument, LokiError, NotFound, NothingToDo, UsageError
 from loki.storage import layout
+from loki.tasks.usage import total_tokens
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -242,8 +243,7 @@ class Budgets:
             mine = [e for t, e in found if str(e.get("at") or "") >= start and _matches(kind, value, t, e.get("agent"))]
             result.append(Standing(
                 name, record, start, end, spent_usd=sum(float(e.get("usd") or 0.0) for e in mine),
-                spent_tokens=sum(int(e.get(k) or 0) for e in mine for k in
-                                 ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")),
+                spent_tokens=sum(total_tokens(e) for e in mine),
                 running=sum(1 for t in running if _matches(kind, value, t, t.get("claimed_by"))), reserve=reserve))
         return result
 
