@@ -152,11 +152,11 @@ def check(payload: dict[str, Any], root: str, now: str) -> dict[str, Any] | None
     from loki.strikes import view as strikeview
 
     hot = strikeview.hot_root(root)
+    found = holders(hot, now)  # first: most trees hold no lease, and then the config need not be read
+    if not found:
+        return None
     setting = mode(strikeview.read_config(hot))
     if setting == "off":
-        return None
-    found = holders(hot, now)
-    if not found:
         return None
     repo = os.path.dirname(os.path.abspath(root))
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else os.getcwd()
