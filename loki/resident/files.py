@@ -58,20 +58,12 @@ def path(root: str, rel: str) -> str:
     return os.path.join(root, *rel.split("/"))
 
 
-def _write(root: str, rel: str, text: str, mode: int = 0o644) -> None:
-    from loki.storage.store import fsync_dir, write_temp
+def _write(root: str, rel: str, text: str) -> None:
+    from loki.storage.store import atomic_write
 
     target = path(root, rel)
     os.makedirs(os.path.dirname(target), exist_ok=True)
-    tmp = write_temp(target, text.encode("utf-8"))
-    try:
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    fsync_dir(os.path.dirname(target))
+    atomic_write(target, text.encode("utf-8"))  # a temp file, fsynced, renamed over it (0644: not a secret)
 
 
 def _read_json(root: str, rel: str) -> dict[str, Any] | None:
