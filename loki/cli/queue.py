@@ -59,6 +59,8 @@ def add(
     max_attempts: int | None = typer.Option(None, "--max-attempts", help="Failures before dead-letter (default 5)."),
     verify: list[str] | None = typer.Option(None, "--verify", help="A check loki work runs after the agent exits 0, "
                                             "e.g. 'make test' (repeatable; default: the type's, docs/verify.md)."),
+    land: str | None = typer.Option(None, "--land", help="The branch its commit must reach before it is completed "
+                                    "(default: the type's, docs/verify.md)."),
     from_file: str | None = typer.Option(None, "--from-file",
                                          help="Add a JSON array, {tasks: [...]} or JSONL batch in one transaction."),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -88,7 +90,7 @@ def add(
     task = queue.add(
         title, description=description, type=type_, priority=priority.lower(), depends_on=depends_on or [],
         labels=label or [], payload=parse_json_option(payload, "--payload", want_object=True), task_id=task_id,
-        idempotency_key=idempotency_key, max_attempts=max_attempts, verify=verify, paths=paths or [],
+        idempotency_key=idempotency_key, max_attempts=max_attempts, verify=verify, paths=paths or [], land=land,
     )
     if json_output:
         print_json({"created": task.created, "task": task})
@@ -318,15 +320,23 @@ def complete(
     if force and evidence is not None:
         raise UsageError("give either --evidence or --force, not both")
     value = parse_json_option(result, "--result")
+    from loki.queue.landing import current_branch
+    from loki.tasks.verify import git_head
+
     checks, head = (None, None)
     if evidence is not None:
         from loki.queue.verified import read_evidence
 
         checks, head = read_evidence(evidence)
+    else:
+        head = git_head()  # what a task that must land waits for (docs/verify.md, "Landing")
     task = _queue(ctx).complete(task_id, agent, token=token, result=value, evidence=checks, head=head,
-                                forced_by=by if force else None)
+                                forced_by=by if force else None, work_branch=current_branch() if head else None)
     if json_output:
         print_json({"task": task})
+    elif task["status"] == "landing":
+        say(f"verified {_one_line(task)}: landing, waiting for {task['landing']['commit'][:12]} to reach "
+            f"{task['landing']['branch']}")
     else:
         say(f"completed {_one_line(task)}")
 
@@ -389,6 +399,24 @@ def requeue_stale(ctx: typer.Context, json_output: bool = typer.Option(False, "-
     say(f"requeued {len(outcome['requeued'])}: {', '.join(outcome['requeued']) or '-'}")
     if outcome["dead_lettered"]:
         say(f"moved to dead-letter (max attempts): {', '.join(outcome['dead_lettered'])}")
+
+
+@app.command("land-check")
+def land_check(
+    ctx: typer.Context,
+    repo: str | None = typer.Option(None, "--repo", help="The git repository to ask (default: the one holding "
+                                    ".loki/)."),
+    json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Resolve the tasks in landing now, as the watcher does: completed once their commit reached their branch."""
+    events = _queue(ctx).land_check(repo=repo)
+    if json_output:
+        print_json({"tasks": events})
+        return
+    if not events:
+        say("no task is landing")
+    for event in events:
+        say(event["detail"])
 
 
 @app.command("cancel")
@@ -529,6 +557,9 @@ def edit(
     paths: list[str] | None = typer.Option(None, "--paths", help="The file patterns the task will touch, replacing "
                                            "the ones it declares (repeatable; docs/leases.md)."),
     clear_paths: bool = typer.Option(False, "--clear-paths", help="The task declares no paths any more."),
+    land: str | None = typer.Option(None, "--land", help="The branch its commit must reach before it is completed "
+                                    "(docs/verify.md)."),
+    no_land: bool = typer.Option(False, "--no-land", help="It need not land, whatever its type's default."),
     force: bool = typer.Option(False, "--force", help="Edit even a task another agent holds (its claim stays)."),
     by: str | None = typer.Option(None, "--by", "--agent", "-a", help=BY_HELP),
     json_output: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -539,7 +570,8 @@ def edit(
         priority=None if priority is None else priority.lower(), add_labels=add_label or [],
         remove_labels=remove_label or [], add_dependencies=add_dependency or [],
         remove_dependencies=remove_dependency or [], max_attempts=max_attempts,
-        verify=_verify_edit(verify, no_verify), paths=[] if clear_paths else (paths or None))
+        verify=_verify_edit(verify, no_verify), paths=[] if clear_paths else (paths or None),
+        land=_land_edit(land, no_land))
     if json_output:
         print_json(result)
     elif not result["changed"]:
@@ -550,6 +582,14 @@ def edit(
         if "description" in result["changed"]:
             changes = "; ".join(p for p in (changes, "description changed") if p)
         say(f"edited {task_id} ({result['state']}): {changes}")
+
+
+def _land_edit(land: str | None, no_land: bool) -> str | bool | None:
+    from loki.errors import UsageError
+
+    if land is not None and no_land:
+        raise UsageError("give either --land or --no-land, not both")
+    return False if no_land else land
 
 
 def _verify_edit(verify: list[str] | None, no_verify: bool) -> list[str] | None:

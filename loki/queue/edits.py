@@ -67,21 +67,23 @@ EDITABLE = ("pending", "in-progress", "blocked", "failed")
 CLOSABLE = ("pending", "in-progress", "blocked", "failed")
 EDIT_OPTIONS = ("--title", "--description", "--type", "--priority", "--add-label", "--remove-label",
                 "--add-dependency", "--remove-dependency", "--max-attempts", "--verify", "--no-verify", "--paths",
-                "--clear-paths")
+                "--clear-paths", "--land", "--no-land")
 
 
 def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = False, title: str | None = None,
          description: str | None = None, type: str | None = None, priority: str | None = None,
          add_labels: Sequence[str] = (), remove_labels: Sequence[str] = (), add_dependencies: Sequence[str] = (),
          remove_dependencies: Sequence[str] = (), max_attempts: int | None = None,
-         verify: Sequence[str] | None = None, paths: Sequence[str] | None = None) -> dict[str, Any]:
+         verify: Sequence[str] | None = None, paths: Sequence[str] | None = None,
+         land: str | bool | None = None) -> dict[str, Any]:
     """Change the named fields of a pending, in-progress, blocked, failed or dead-letter task.
 
     Returns ``{"task", "state", "changed"}``: ``changed`` maps each field that changed to
     ``{"from", "to"}`` (empty: every value was already so, and nothing was written). Adding a label
     or dependency the task has, or removing one it lacks, changes nothing. Raises
     :class:`InvalidArgument` (exit 2) for a value its own rules refuse or an edit that asks for
-    nothing; :class:`InvalidInput` (exit 1) for a dependency that does not exist, will never
+    nothing (``land``: the branch to land on, False none whatever the type's default, docs/verify.md);
+    :class:`InvalidInput` (exit 1) for a dependency that does not exist, will never
     complete, or closes a cycle; :class:`Conflict` (exit 4) for a task another agent holds (unless
     ``force``) or one that is finished.
     """
@@ -91,7 +93,7 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
 
     check_id(task_id, "task id")
     asked = {"title": title, "description": description, "type": type, "priority": priority,
-             "max_attempts": max_attempts, "verify": None if verify is None else list(verify)}
+             "max_attempts": max_attempts, "verify": None if verify is None else list(verify), "land": land}
     if all(v is None for v in asked.values()) and not (add_labels or remove_labels or add_dependencies
                                                       or remove_dependencies) and paths is None:
         raise InvalidArgument(f"nothing to edit: give at least one of {', '.join(EDIT_OPTIONS)}", field="edit")
@@ -109,6 +111,10 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
         from loki.tasks.verify import check_commands
 
         asked["verify"] = check_commands(list(verify))
+    if land is not None and land is not False:  # False: no landing, whatever the type's default
+        from loki.tasks.landing import check_branch
+
+        asked["land"] = check_branch(land)
     for label in [*add_labels, *remove_labels]:
         check_name(label, "label", 100)
     for dep in [*add_dependencies, *remove_dependencies]:

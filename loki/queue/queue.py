@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 
 
 PENDING, IN_PROGRESS, BLOCKED = State.PENDING.value, State.IN_PROGRESS.value, State.BLOCKED.value
+LANDING = State.LANDING.value
 COMPLETED, FAILED, CANCELLED = State.COMPLETED.value, State.FAILED.value, State.CANCELLED.value
 DEAD_LETTER, ABANDONED = State.DEAD_LETTER.value, State.ABANDONED.value
 HOT_STATES = tuple(s.value for s in TASK_STATES)
@@ -131,6 +132,7 @@ class Queue:
         max_attempts: int | None = None,
         verify: Sequence[str] | None = None,
         paths: Sequence[str] = (),
+        land: str | None = None,
     ) -> TaskAnswer:
         """Add one task and return it, as ``claim`` returns the task it took.
 
@@ -142,6 +144,8 @@ class Queue:
                 "idempotency_key": idempotency_key, "max_attempts": max_attempts}
         if verify is not None:
             spec["verify"] = list(verify)
+        if land is not None:  # absent: the type's default (docs/verify.md, "Landing")
+            spec["land"] = land
         if paths:
             spec["paths"] = self.task_paths(list(paths))  # refused here: a bad spec with an id reads as Loki Mode's
         result = self.add_many([spec], where="")[0]
@@ -210,6 +214,10 @@ class Queue:
             from loki.tasks.verify import check_commands
 
             spec = {**spec, "verify": check_commands(spec["verify"], f"{_at(where)}verify" if where else "--verify")}
+        if spec.get("land") is not None:  # a branch name as git allows one, in every shape
+            from loki.tasks.landing import check_branch
+
+            spec = {**spec, "land": check_branch(spec["land"], f"{_at(where)}land" if where else "--land")}
         if spec.get("paths") is not None:  # and its paths are paths: normalised, or refused, in every shape
             spec = {**spec, "paths": self.task_paths(spec["paths"], where)}
         if is_loki_task(spec, task_keys()):
@@ -274,7 +282,7 @@ class Queue:
             idempotency_key=spec.get("idempotency_key"),
         )
         # Checked and normalised by _build_task, whatever the shape (absent verify: the type's default checks)
-        for key in ("verify", "paths"):
+        for key in ("verify", "paths", "land"):
             if spec.get(key) is not None:
                 task[key] = spec[key]
         return task
@@ -785,7 +793,8 @@ class Queue:
 
     def complete(self, task_id: str, agent: str, *, token: str | None = None, result: Any = None,
                  evidence: Sequence[dict[str, Any]] | None = None, head: str | None = None,
-                 forced_by: str | None = None, usage: dict[str, Any] | None = None) -> dict[str, Any]:
+                 forced_by: str | None = None, usage: dict[str, Any] | None = None,
+                 work_branch: str | None = None) -> dict[str, Any]:
         """Complete the task ``agent`` holds. With ``token``, a repeat of a completion that was committed
         (its acknowledgement lost with a dropped connection) returns the completed task and changes nothing.
         ``usage``: what this claim spent (loki/tasks/usage.py), kept in the task's ``usage`` with the outcome.
@@ -794,8 +803,16 @@ class Queue:
         ``evidence``, its checks' results, every one passed on ``head`` (the commit they ran on, which
         the caller read: loki/queue/verified.py), or ``forced_by``, a person's name, kept in its history;
         else :class:`loki.tasks.verify.Unverified` (exit 1, naming the checks). The evidence is kept
-        under the result's ``verification``."""
+        under the result's ``verification``.
+
+        A task that must land (``land``, or its type's default: loki/tasks/landing.py) moves to
+        ``landing`` instead, waiting for ``head`` (the commit its checks ran on; the caller reads it) to
+        be reachable from its branch; ``work_branch``, the branch ``head`` was on, tells the watcher when
+        the work was deleted unmerged (loki/queue/landing.py). Without ``head`` it is refused
+        (:class:`loki.tasks.verify.Unverified`, exit 1): there is no commit to wait for. A forced
+        completion (``forced_by``) completes: the person's word stands for the landing too."""
         from loki.queue import verified
+        from loki.tasks import landing, verify
 
         if forced_by is not None:
             from loki.text.textsafe import check_name
@@ -809,15 +826,30 @@ class Queue:
                 return done
             task = self._held(unit, task_id, agent, token)
             result, forced = verified.verified_result(task, self.store.config, result, evidence, head, forced_by)
+            target = None if forced_by is not None else landing.land_branch(task, self.store.config)
+            if target is not None and not head:
+                raise verify.Unverified(
+                    f"task {task_id} must land on {target} and no commit names its work (HEAD names none here): "
+                    "commit the work in a git work tree, or --force --by NAME", task_id=task_id, branch=target)
             held_token = task.get("claim_token")
             clear_claim(task)
             # The token of the claim that completed it stays: a retried complete with it is recognised.
             task["claim_token"] = held_token
             task["result"] = _redacted(result)  # an agent's result quotes what it ran and saw
             _add_usage(task, usage, now, agent, len(task.get("attempts") or []) + 1, "completed")
-            task["completed_at"] = now
             task["completed_by"] = agent  # the claim is cleared: who did it stays (loki agents counts it)
             task["updated_at"] = now
+            if target is not None:
+                assert head is not None
+                deadline = format_ts(add_seconds(parse_ts(now), landing.deadline_seconds(self.store.config)))
+                task["landing"] = {"branch": target, "commit": head, "work_branch": work_branch, "since": now,
+                                   "deadline": deadline}
+                waits = f"waiting to land {head[:12]} on {target}"
+                history.record(task, "completed", now, by=agent, to=LANDING, until=deadline,
+                               detail=f"{forced}; {waits}" if forced else waits)
+                unit.move(task, IN_PROGRESS, LANDING)
+                return task
+            task["completed_at"] = now
             history.record(task, "completed", now, by=agent, to=COMPLETED, detail=forced)
             unit.move(task, IN_PROGRESS, COMPLETED)
             self.rotate_hot(unit, COMPLETED)
@@ -907,8 +939,8 @@ class Queue:
         if token is None:
             return None
         check_id(task_id, "task id")
-        found = unit.find(task_id, (COMPLETED,)) or unit.find_outside(task_id)
-        if found is None or found[0] != COMPLETED:
+        found = unit.find(task_id, (COMPLETED, LANDING)) or unit.find_outside(task_id)
+        if found is None or found[0] not in (COMPLETED, LANDING):
             return None
         task = found[1]
         if task.get("completed_by") == agent and task.get("claim_token") == token:
@@ -1072,6 +1104,14 @@ class Queue:
         behind = (newest_dt - lease_dt).total_seconds()
         return newest_dt if SKEW_TOLERANCE_SECONDS < behind <= MAX_SKEW_FOLLOWED_SECONDS else lease_dt
 
+    def land_check(self, *, repo: str | None = None) -> list[dict[str, Any]]:
+        """Resolve the tasks in ``landing`` now, as the watcher's tick does (loki/queue/landing.py), in
+        ``repo`` (default: the repository that holds ``.loki/``). One event per task: ``{"action":
+        "landed"|"unlanded"|"landing_overdue"|"waiting", "task_id", "detail"}``."""
+        from loki.queue.landing import Landing
+
+        return Landing(self.store, repo).resolve(include_waiting=True)
+
     def cancel(self, task_id: str, *, cascade: bool = False, reason: str | None = None, force: bool = False,
                by: str | None = None) -> dict[str, Any]:
         """Cancel a task. Tasks that depend on it are reported, and cancelled too with ``cascade``.
@@ -1083,10 +1123,10 @@ class Queue:
         check_id(task_id, "task id")
         with self.tasks.transaction() as unit:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
-            found = unit.find(task_id, (PENDING, BLOCKED, IN_PROGRESS, FAILED))
+            found = unit.find(task_id, (PENDING, BLOCKED, IN_PROGRESS, FAILED, LANDING))
             if found is None and not (cascade and unit.find(task_id, (CANCELLED,))):
                 where = self.where(unit, task_id)
-                raise Conflict(f"{task_id} is {where}; only pending, blocked, in-progress or failed tasks "
+                raise Conflict(f"{task_id} is {where}; only pending, blocked, in-progress, landing or failed tasks "
                                "can be cancelled", task_id=task_id, state=where)
             dependents = self.dependents(unit, task_id)
             targets = ([found] if found else []) + (
@@ -1221,7 +1261,7 @@ class _PathsNeedTheLock(Exception):
 
 
 ADD_FIELDS = frozenset({"title", "description", "type", "priority", "dependencies", "depends_on", "labels", "payload",
-                        "id", "idempotency_key", "max_attempts", "verify", "paths"})
+                        "id", "idempotency_key", "max_attempts", "verify", "paths", "land"})
 """The fields of a task as ``add`` takes it (``--from-file`` items in loki's own shape)."""
 
 

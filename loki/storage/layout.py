@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-QUEUE_STATES = ("pending", "in-progress", "blocked", "completed", "failed", "cancelled")
+QUEUE_STATES = ("pending", "in-progress", "landing", "blocked", "completed", "failed", "cancelled")
 """Queue files that hold tasks (``queue/<state>.json``)."""
 
 QUEUE_DIR = "queue"

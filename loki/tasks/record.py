@@ -28,6 +28,7 @@ class State(str, Enum):
 
     PENDING = "pending"
     IN_PROGRESS = "in-progress"
+    LANDING = "landing"
     BLOCKED = "blocked"
     COMPLETED = "completed"
     FAILED = "failed"

@@ -6,7 +6,9 @@
 * OPEN breakers whose cooldown is over are moved to HALF_OPEN and saved (a check would
   write that transition lazily; the tick writes it down when nobody checks), so it is
   logged exactly once, by whoever sees it first;
-* the dead-letter review runs when it is due (``deadletter.review_interval_hours``).
+* the dead-letter review runs when it is due (``deadletter.review_interval_hours``);
+* tasks in ``landing`` are resolved (loki/queue/landing.py): completed when their commit reached
+  their branch, back to pending when their branch was deleted unmerged, escalated past their deadline.
 
 Each step first looks without a lock and takes the queue lock only when there is
 something to do, so a tick every few seconds costs agents nothing. Every action is
@@ -48,7 +50,7 @@ class Tick:
     def run(self) -> list[dict[str, Any]]:
         now = self.store.clock.now()
         events = [*self.requeue_expired(now), *self.review_timeouts(now), *self.breaker_cooldowns(),
-                  *self.deadletter_review(now)]
+                  *self.deadletter_review(now), *self.landings()]
         if events:
             stamp = format_ts(now)
             from loki.text.redact import redact_obj
@@ -113,6 +115,11 @@ class Tick:
                                             f"{breakers.settings(t.name).half_open_interval:g}s)", breaker=t.name,
                        at=t.at)
                 for t in breakers.settle()]
+
+    def landings(self) -> list[dict[str, Any]]:
+        from loki.queue.landing import Landing
+
+        return [_event(e["action"], e["detail"], task_id=e["task_id"]) for e in Landing(self.store).resolve()]
 
     def deadletter_review(self, now: datetime) -> list[dict[str, Any]]:
         doc = self.store.tasks().dead_letter_doc()

@@ -69,6 +69,16 @@ def bad_result(reason: str) -> Failure:
     return Failure("validation", "bad_result_file", headline, headline)
 
 
+def not_committed(branch: str, head: str | None) -> Failure:
+    """The command exited 0 (its checks passed) but the task must land and no commit holds the work
+    (not a git work tree, or ``HEAD`` names no commit): a ``validation`` failure, the task not given up
+    as done (docs/work.md, "Tasks that must land")."""
+    where = "HEAD names no commit here (not a git work tree?)" if head is None else f"{head[:12]} is not a commit here"
+    headline = redact(f"exit 0 (not_committed): the task must land on {branch} and {where}; commit the work "
+                      "(and push its branch) before exiting")
+    return Failure("validation", "not_committed", headline, headline)
+
+
 def last_meaningful(text: str) -> str:
     """The last line of ``text`` that says something: not blank, not only rules and punctuation."""
     for line in reversed(text.splitlines()):

@@ -48,16 +48,18 @@ from dataclasses import dataclass, field
 
 from loki.breakers.runner import RetryPolicy, Runner, resolve
 from loki.errors import Conflict, ExitCode, InvalidArgument, InvalidInput, LokiError, NotFound, NothingToDo, UsageError
+from loki.queue.landing import commit_exists, current_branch
 from loki.queue.queue import Queue
 from loki.spend.budgets import BudgetExceeded
 from loki.spend.budgets import claim as budget_claim
 from loki.spend.meter import Meter, model_in_command
 from loki.tasks import verify
+from loki.tasks.landing import land_branch
 from loki.text.redact import redact
 from loki.work import placeholders
 from loki.work.checks import CheckResult, Checks
 from loki.work.checks import failure as check_failure
-from loki.work.failure import Failure, bad_result, describe
+from loki.work.failure import Failure, bad_result, describe, not_committed
 from loki.work.heartbeat import Heartbeat, renew_interval
 from loki.work.launch import GuardedLauncher
 from loki.work.outlook import outlook
@@ -536,20 +538,31 @@ class Worker:
             result["data"] = data
         evidence = None if checked is None else [item.evidence() for item in checked]
         head = checked[0].commit if checked else None
+        work_branch = None
+        target = land_branch(task, self.store.config)
+        if target is not None:
+            # Before the claim is given up: the commit the task waits for must exist (docs/work.md,
+            # "Tasks that must land"); loki pushes nothing, the agent must have committed (and pushed).
+            head = head or verify.git_head()
+            if head is None or not commit_exists(None, head):
+                self._fail(task, run, not_committed(target, head), usage)
+                return
+            work_branch = current_branch()
         try:
             self._recording(run, "exit 0", lambda: self.queue.complete(
                 task["id"], self.options.agent, token=task["claim_token"], result=result, evidence=evidence,
-                head=head, usage=usage))
+                head=head, usage=usage, work_branch=work_branch))
         except (Conflict, NotFound) as exc:
             # A repeat of a complete that landed (its answer lost) is not refused: the queue recognises the
             # claim's token on the completed task (Queue.complete) and returns it.
             self._lost(run, exc)
             return
-        run.outcome, run.state = "completed", "completed"
+        run.outcome, run.state = "completed", "completed" if target is None else "landing"
         if self._metrics is not None:
             self._metrics.completed(self.options.agent, task, usage)
         passed = f", {plural_checks(len(checked))} passed" if checked else ""
-        self._notify(f"completed {task['id']} in {run.duration_seconds:g}s (exit 0{passed})")
+        lands = "" if target is None else f"; waiting to land {str(head)[:12]} on {target}"
+        self._notify(f"completed {task['id']} in {run.duration_seconds:g}s (exit 0{passed}){lands}")
 
     def _fail(self, task: dict[str, Any], run: TaskRun, failure: Failure,
               usage: dict[str, Any] | None = None) -> None:
