@@ -24,6 +24,7 @@ def status(store: StateStore) -> dict[str, Any]:
     watcher, and which backend the tree is on: read through the storage interfaces, the same on all."""
     from loki.breakers.breakers import Breakers
     from loki.spend.report import team
+    from loki.tasks.landing import landing_lines
     from loki.tasks.verify import checks_failing
 
     view = store.tasks().view([*QUEUE_STATES, "dead-letter", "abandoned"])
@@ -42,6 +43,7 @@ def status(store: StateStore) -> dict[str, Any]:
         "escalations": _escalation_counts(store),
         "watcher": _watcher(store),
         "checks_failing": checks_failing(view),  # loki.tasks.verify
+        "landing": landing_lines(view, limit=0),  # loki.tasks.landing: verified, waiting for their commit
         "spend": team(store),  # docs/spend.md: what the agents reported spending, today (UTC) and in all
 
         "path_leases": _path_leases(store),

@@ -115,6 +115,7 @@ def _init_database(root: str, location: str, url: str, json_output: bool) -> Non
 def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
     """Counts per queue, breakers by state, signals waiting, dead-letter size and last review."""
     from loki.admin.status import status as tree_status
+    from loki.tasks.landing import landing_text
 
     store = store_from(ctx)
     report = tree_status(store)
@@ -136,6 +137,10 @@ def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json",
         shown = ", ".join(f"{row['task_id']} {row['check']!r} ({row['state']})" for row in failing[:5])
         more = f" and {len(failing) - 5} more" if len(failing) > 5 else ""
         say(f"checks failing: {plural(len(failing), 'task')}: {shown}{more}")
+    landing = report["landing"]
+    if landing:
+        say(f"landing: {plural(len(landing), 'task')} verified, waiting for their commit to reach their branch: "
+            + landing_text(landing))
 
     leased = report["path_leases"]
     say(f"path leases: {leased['live']} live, {leased['task_claims']} task claims holding paths"

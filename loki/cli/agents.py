@@ -48,6 +48,8 @@ def agents(
             if failed:
                 footer(f"{row['agent']} holds {row['task']}, whose check {failed['check']!r} failed at attempt "
                        f"{failed['attempt']} (exit {failed['exit_code']}, {failed['error_class']})")
+            if row.get("landing"):
+                footer(f"{row['agent']} verified {', '.join(row['landing'])}, waiting to land (docs/verify.md)")
         footer(f"{plural(len(rows), 'agent')} seen, {len(silent)} silent; done, failed and spent count today "
                f"({result['today']}, UTC)")
 

@@ -318,6 +318,7 @@ def briefing(store: Store, payload: dict[str, Any]) -> dict[str, Any] | None:
         ("Queue", _queue_section),
         ("Signals", _signals_section),
         ("Checks", _checks_section),
+        ("Landing", _landing_section),
         ("Dead-letter review", _deadletter_section),
         ("Escalations", _escalations_section),
         ("Strikes", _strikes_section),
@@ -398,6 +399,18 @@ def _checks_section(store: Store, payload: dict[str, Any]) -> str | None:
     more = f" and {len(failing) - 5} more" if len(failing) > 5 else ""
     return (f"- Checks: {plural(len(failing), 'task')} failed a declared check at the last attempt: {shown}{more} "
             "(`loki queue show ID` has the check's output; the task completes only when its checks pass).")
+
+
+def _landing_section(store: Store, payload: dict[str, Any]) -> str | None:
+    """Tasks verified but not landed (docs/verify.md, "Landing"): done only once their commit reaches
+    their branch, so what depends on them waits."""
+    from loki.tasks.landing import landing_lines, landing_text
+
+    rows = landing_lines(store.tasks().view(["landing"]), limit=0)
+    if not rows:
+        return None
+    return (f"- Landing: {plural(len(rows), 'task')} verified and waiting to land: {landing_text(rows)} (each "
+            "completes when its commit reaches the branch: merge or push it; `loki queue land-check` checks now).")
 
 
 def _signals_section(store: Store, payload: dict[str, Any]) -> str | None:

@@ -54,11 +54,13 @@ def completer(task: dict[str, Any]) -> str | None:
 
 
 class _Agent:
-    __slots__ = ("done_today", "failed_today", "held", "last_seen", "name", "usage_today")
+    __slots__ = ("done_today", "failed_today", "held", "landing", "last_seen", "name", "usage_today")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.held: list[dict[str, Any]] = []
+        self.landing: list[str] = []
+        """Tasks it verified that wait to land (docs/verify.md, "Landing"): not done yet, not counted."""
         self.done_today = 0
         self.failed_today = 0
         self.last_seen: str | None = None
@@ -91,6 +93,8 @@ def _gather(view: dict[str, list[Any]], today: str) -> dict[str, _Agent]:
                 if isinstance(entry, dict) and str(entry.get("at", "")).startswith(today) \
                         and (who := agent(entry.get("agent"))) is not None:
                     who.usage_today.append(entry)
+            if state == "landing" and (who := agent(completer(task))) is not None:
+                who.landing.append(str(task.get("id")))
             if state == "completed" and (who := agent(completer(task))) is not None:
                 who.seen(task.get("completed_at"))
                 who.done_today += str(task.get("completed_at") or "").startswith(today)
@@ -145,7 +149,7 @@ def _row(agent: _Agent, now: str, branches: dict[str, dict[str, Any]]) -> dict[s
             "done_today": agent.done_today, "failed_today": agent.failed_today, "branch": branch,
             "spent_today": sum_entries(agent.usage_today) if agent.usage_today else None,
             "strikes": branches.get(branch) if branch is not None else None,
-            "failing_check": _failing_check(current)}
+            "failing_check": _failing_check(current), "landing": sorted(agent.landing)}
 
 
 def _failing_check(task: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -161,7 +165,8 @@ def roster(store: Store) -> dict[str, Any]:
     ``{"agent", "status" (working|silent|idle), "silent_because", "last_seen", "last_heartbeat", "task",
     "task_title", "tasks_held", "lease_until", "lease_left" (seconds), "done_today", "failed_today",
     "branch", "strikes" ({"calls", "highest"} or None), "spent_today" (the sums of loki/tasks/usage.py, or
-    None: no usage recorded today), "failing_check" (or None), "paths" (the patterns it holds now: its path
+    None: no usage recorded today), "failing_check" (or None), "landing" (the tasks it verified that wait to
+    land), "paths" (the patterns it holds now: its path
     leases and its claims of tasks with paths; an agent that only holds a lease is listed too)}``."""
     now = format_ts(store.clock.now())
     today = now[:10]

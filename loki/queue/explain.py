@@ -112,7 +112,8 @@ def ready_rows(tasks: TaskStore, store: StateStore, *, now: str, not_after: str,
     """The pending tasks that ``fits`` accepts, in claim order, each ``{"task", "ready", "reasons"}``;
     and the in-progress tasks whose lease has expired by ``lease_now`` (the lease clock's now, default
     ``now``): the next claim requeues them first."""
-    states = ["pending", "in-progress", "blocked", "completed", "failed", "cancelled", "dead-letter", "abandoned"]
+    states = ["pending", "in-progress", "landing", "blocked", "completed", "failed", "cancelled", "dead-letter",
+              "abandoned"]
     view = QueueView(tasks, tasks.view(states))
     deps = DependencyIndex(view)
     pending = view.tasks("pending")

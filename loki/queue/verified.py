@@ -68,6 +68,31 @@ def signal_evidence(task: dict[str, Any], config: dict[str, Any], signal_type: s
     return reported
 
 
+def signal_landing(task: dict[str, Any], config: dict[str, Any], body: dict[str, Any],
+                   now_dt: Any) -> dict[str, Any] | None:
+    """The ``landing`` record ``TESTS_PASSED_x`` gives a task that must land, when the signal names the
+    commit the tests ran on (``commit``, hex); None otherwise: without a commit to wait for, the testing
+    stream's word completes it as before (docs/verify.md, "Landing")."""
+    import re
+
+    from loki.clock import add_seconds, format_ts
+    from loki.tasks.landing import deadline_seconds, land_branch
+
+    branch = land_branch(task, config)
+    commit = body.get("commit")
+    if branch is None or not isinstance(commit, str) or not re.fullmatch(r"[0-9a-f]{7,64}", commit):
+        return None
+    from loki.errors import InvalidArgument
+    from loki.tasks.landing import check_branch
+
+    try:
+        work: str | None = check_branch(body.get("branch"), "branch")
+    except InvalidArgument:
+        work = None  # none, or not a branch name: the deleted-branch rule does not apply
+    return {"branch": branch, "commit": commit, "work_branch": work,
+            "since": format_ts(now_dt), "deadline": format_ts(add_seconds(now_dt, deadline_seconds(config)))}
+
+
 def read_evidence(path: str) -> tuple[list[dict[str, Any]], str | None]:
     """``--evidence FILE``: its check results and the commit ``HEAD`` names here now (what they must
     have run on). A file that is not strict JSON of the expected shape: :class:`InvalidInput`."""

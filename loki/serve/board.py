@@ -17,7 +17,7 @@ from typing import Any
 
 from loki.storage.state import StateStore as Store
 
-STATES = ("pending", "in-progress", "blocked", "completed", "failed", "cancelled", "dead-letter")
+STATES = ("pending", "in-progress", "landing", "blocked", "completed", "failed", "cancelled", "dead-letter")
 PRIORITIES = ("high", "medium", "low")
 SHOWN = 200
 

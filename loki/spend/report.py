@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from loki.storage.state import StateStore as Store
 
 GROUPS = ("agent", "type", "label", "day", "model")
-_STATES = ("pending", "in-progress", "blocked", "completed", "failed", "cancelled", "dead-letter", "abandoned")
+_STATES = ("pending", "in-progress", "landing", "blocked", "completed", "failed", "cancelled", "dead-letter",
+           "abandoned")
 NO_LABEL = "(no label)"
 NO_MODEL = "(unknown)"
 

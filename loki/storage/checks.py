@@ -173,6 +173,10 @@ def cross_file_problems(docs: dict[str, Any]) -> list[Problem]:
                 problems.append(Problem(rel, f"/tasks/{index}/status",
                                         f"task {task['id']!r} has status {task.get('status')!r} but is in {rel}",
                                         whole_file=False))
+            if state == "landing" and not isinstance(task.get("landing"), dict):
+                # what it waits for (docs/verify.md, "Landing"): without it nothing ever completes it
+                problems.append(Problem(rel, f"/tasks/{index}", f"task {task['id']!r} is landing but has no "
+                                        "`landing` (the commit and branch it waits for)", whole_file=False))
     for rel in (layout.DEADLETTER, layout.ABANDONED):
         doc = docs.get(rel)
         for index, entry in enumerate((doc or {}).get("tasks", [])):

@@ -65,6 +65,13 @@ def deadline_seconds(config: dict[str, Any]) -> float:
     return hours * 3600
 
 
+def landing_text(rows: list[dict[str, Any]], limit: int = 5) -> str:
+    """``t1 a50f351f4ec8 -> main (since 08:00:35Z), ...``: the first ``limit`` rows in one line."""
+    shown = ", ".join(f"{row['task_id']} {str(row['commit'])[:12]} -> {row['branch']} (since {row['since']}"
+                      + (", escalated" if row.get("escalation") else "") + ")" for row in rows[:limit])
+    return shown + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
+
+
 def landing_lines(view: dict[str, list[Any]], limit: int = 5) -> list[dict[str, Any]]:
     """The tasks waiting to land, oldest first: ``{"task_id", "title", "branch", "commit", "since",
     "deadline", "escalation"}`` (what status, agents, watch and the briefing show)."""

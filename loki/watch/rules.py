@@ -280,16 +280,26 @@ def complete_task(store: Store, sig: Signal) -> dict[str, Any]:
         clear_claim(task)
         task["result"] = {"signal": sig.id, "type": sig.type,
                           **{k: sig.body[k] for k in ("summary", "passed", "failed") if k in sig.body}}
-        from loki.queue.verified import signal_evidence
+        from loki.queue.verified import signal_evidence, signal_landing
 
         # A task with declared checks keeps the testing stream's word as its evidence (docs/verify.md).
         evidence = signal_evidence(task, store.config, sig.type, sig.id, sig.agent, sig.body)
         if evidence is not None:
             task["result"]["verification"] = evidence
-        task["completed_at"] = now
         task["completed_by"] = holder  # the agent whose work the tests passed (None: nobody held it)
         task["updated_at"] = now
         held = f" (held by {holder})" if holder else ""
+        landing = signal_landing(task, store.config, sig.body, now_dt)
+        if landing is not None:  # it must land, and the signal names the commit to wait for (docs/verify.md)
+            task["landing"] = landing
+            add_note(task, f"verified by {sig.type}{held} {sig.marker}", now, sig.agent)
+            history.record(task, "completed", now, by=sig.agent, to="landing", until=landing["deadline"],
+                           detail=f"by {sig.type}{held}; waiting to land {landing['commit'][:12]} on "
+                                  f"{landing['branch']}")
+            unit.move(task, state, "landing")
+            return outcome("applied", f"{task['id']}: {state} -> landing{held}",
+                           state_change={"from": state, "to": "landing"})
+        task["completed_at"] = now
         add_note(task, f"completed by {sig.type}{held} {sig.marker}", now, sig.agent)
         history.record(task, "completed", now, by=sig.agent, to="completed", detail=f"by {sig.type}{held}")
         unit.move(task, state, "completed")

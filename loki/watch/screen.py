@@ -361,6 +361,8 @@ def queue_lines(snap: dict[str, Any], width: int, *, rows: int) -> list[Line]:
     def items(short: bool) -> list[tuple[str, str, str]]:
         found = [(name if not short else abbr, str(counts.get(name, 0)),
                   QUEUE_TONE.get(name, "") if counts.get(name, 0) else "") for name, abbr in QUEUE_STATES]
+        if counts.get("landing", 0):  # verified, waiting for their commit to reach their branch (docs/verify.md)
+            found.insert(2, ("landing" if not short else "land", str(counts["landing"]), "warn"))
         if failing:  # tasks whose declared check failed at their last attempt (docs/verify.md)
             found.append(("checks failing" if not short else "chk!", str(failing), "bad"))
         return found
