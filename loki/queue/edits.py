@@ -17,7 +17,8 @@ What ``close`` does, by state (a person says "done" or "won't do"):
 from                    done                        won't do (``wont_do``)
 ======================  ==========================  ==============================================
 pending, blocked,       completed                   cancelled (tasks depending on it are reported,
-in-progress, failed                                 as ``cancel`` reports them)
+in-progress, failed,                                as ``cancel`` reports them)
+landing
 dead-letter             completed (a recovery)      abandoned
 completed, cancelled,   refused (exit 4: already closed)
 abandoned
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
 
 EDITABLE = ("pending", "in-progress", "blocked", "failed")
 """The queue states whose tasks ``edit`` changes; a dead-letter entry's task too."""
-CLOSABLE = ("pending", "in-progress", "blocked", "failed")
+CLOSABLE = ("pending", "in-progress", "blocked", "failed", "landing")
 EDIT_OPTIONS = ("--title", "--description", "--type", "--priority", "--add-label", "--remove-label",
                 "--add-dependency", "--remove-dependency", "--max-attempts", "--verify", "--no-verify", "--paths",
                 "--clear-paths", "--land", "--no-land")

@@ -71,6 +71,7 @@ NO_STORED_TEXT = {
     "mcp",  # JSON-RPC to an MCP client on stdout, never a terminal: tests/mcpserver checks its replies
     "migrate", "queue add", "queue cancel",
     "queue claim", "queue close", "queue complete", "queue defer", "queue edit", "queue fail", "queue heartbeat",
+    "queue land-check",  # ids, commits and branch names, each checked when it was stored
     "queue release", "queue requeue-stale", "queue retry", "run", "signal emit", "signal fields", "signal rules",
     "serve",  # pid, URL and path on the terminal; the board's stored text is HTML-escaped (tests/serve/)
     "validate", "watch", "work",

@@ -362,3 +362,20 @@ def test_loki_work_outside_a_git_work_tree_fails_the_attempt(backend_store: Any,
     attempt = shown["task"]["attempts"][-1]
     assert attempt["error_type"] == "validation"
     assert "not_committed" in attempt["error_message"] and "must land on main" in attempt["error_message"]
+
+
+def test_a_person_closes_a_squash_merged_task_and_its_escalation_is_answered(backend_store: Any, repo: Path,
+                                                                            clock: ManualClock) -> None:
+    from loki.queue.escalations import list_escalations
+
+    queue = Queue(backend_store)
+    verified(queue, "t1", repo, land="main")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--squash", "feat")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "Fix it (#12)")
+    clock.advance(24 * 3600)
+    assert [e["action"] for e in queue.land_check()] == ["landing_overdue"]  # a squash merge is a new commit
+    closed = queue.close("t1", reason="squash-merged in #12", by="Ada")
+    assert (closed["from"], closed["state"]) == ("landing", "completed")
+    assert closed["resolved"] == [list_escalations(backend_store)[0]["file"]]
+    assert queue.land_check() == []

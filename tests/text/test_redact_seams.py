@@ -289,6 +289,9 @@ NOT_FREE_TEXT: dict[tuple[str, str], str] = {
     ("queue add", "verify"): _CHECK,
     ("queue edit", "verify"): _CHECK,
     ("queue complete", "by"): _NAME,
+    ("queue add", "land"): "a branch name, checked as git allows one (loki/tasks/landing.py); refused otherwise",
+    ("queue edit", "land"): "a branch name, checked as git allows one (loki/tasks/landing.py); refused otherwise",
+    ("queue land-check", "repo"): "a path to a git repository, not stored",
     ("queue complete", "evidence"): "a file path; its results are judged and kept redacted (queue/verified.py)",
 }
 
