@@ -13,7 +13,12 @@ finishes whatever the killed watcher had in hand) and an invariant checker:
   >= failures confirmed; the same for successes);
 * no two live exclusive path leases of different workers overlap, and every lease was asked for;
 * every emitted signal is either still waiting or in the outcome log exactly once (one whose
-  emit did not return may be absent, never twice).
+  emit did not return may be absent, never twice);
+* landing (docs/verify.md): the tree's directory is a git repository whose ``main`` the harness moves along
+  a chain of commits between rounds, and whose ``doomed/N`` branches it deletes; workers complete tasks
+  that must land with those commits and resolve them (``land_check``) beside the watcher's tick. No task
+  moves to completed twice, every task that landed has its commit on ``main``, every task in landing has
+  its record, and a task sent back from landing names a commit of a deleted branch.
 
 ``loki work`` agents run beside the workers (``--work N`` per round, each with a short lease), their
 command tests/torture/agent.py, whose side effects count what really ran; they are killed as well, at
@@ -81,10 +86,14 @@ class Harness:
         self.agent_tmp.mkdir(exist_ok=True)
         self.stats = {"rounds": 0, "kills": 0, "operations": 0, "violations": 0, "work_kills": 0, "work_runs": 0,
                       "work_completed": 0, "work_done_unrecorded": 0, "work_verified": 0, "serve_requests": 0,
-                      "serve_refused": 0}
+                      "serve_refused": 0, "landed": 0, "unlanded": 0, "landing": 0}
         self.violations: list[str] = []
         self._checked_starts = 0
         self._checked_checks = 0
+        self.repo = str(Path(root).parent)
+        self.landings = make_landings(self.repo)
+        self.main_at = 0
+        self.deleted: set[str] = set()
 
     def spawn_agents(self, round_number: int) -> list[subprocess.Popen[bytes]]:
         """``loki work`` agents: a 6 s lease (renewed every 2 s); one run in four fails, one in three is slow."""
@@ -130,7 +139,19 @@ class Harness:
     def _agent_runs(self) -> int:
         return sum(1 for line in self._side_effects() if line[0] == "start")
 
+    def move_branches(self) -> None:
+        """Between rounds: main fast-forwards along the chain by a random step; sometimes a doomed branch goes."""
+        chain, doomed = self.landings["chain"], self.landings["doomed"]
+        self.main_at = min(len(chain) - 1, self.main_at + self.rng.randint(0, 3))
+        _git(self.repo, "update-ref", "refs/heads/main", chain[self.main_at][0])
+        alive = [branch for _, branch in doomed if branch not in self.deleted]
+        if alive and self.rng.random() < 0.3:
+            branch = self.rng.choice(alive)
+            _git(self.repo, "update-ref", "-d", f"refs/heads/{branch}")
+            self.deleted.add(branch)
+
     def round(self, round_number: int) -> None:
+        self.move_branches()
         before = self._ops_done()
         target = before + self.rng.randint(5, 60)
         runs_target = self._agent_runs() + (self.rng.randint(0, 3) if self.work else 0)
@@ -243,6 +264,7 @@ class Harness:
         self._check_usage(round_number, store, begun, ended)
         self._check_agents(round_number, store)
         self._check_leases(round_number, store, begun)
+        self._check_landing(round_number, store)
         entry = store.read(layout.BREAKERS).get(BREAKER)
         for kind, field in (("breaker-failure", "total_failures"), ("breaker-success", "total_successes")):
             recorded = int((entry or {}).get(field, 0))
@@ -262,6 +284,35 @@ class Harness:
         for lease in leases.live() + leases.history():
             if begun[("lease", lease["agent"])] == 0:
                 self.violation(round_number, f"lease {lease['lease_id']} of {lease['agent']} nobody asked for")
+
+    def _check_landing(self, round_number: int, store: Store) -> None:
+        """No task completed twice; a landed task's commit is on main; a landing task has its record; a task
+        sent back to pending names a commit of a deleted branch."""
+        on_main = set(_git(self.repo, "rev-list", "main").split())
+        doomed = {commit: branch for commit, branch in self.landings["doomed"]}
+        records = [t for rel in TASK_FILES for t in store.read(rel)["tasks"]]
+        records += [e["task_data"] for rel in (layout.DEADLETTER, layout.ABANDONED) for e in store.read(rel)["tasks"]]
+        self.stats["landed"] = self.stats["unlanded"] = 0
+        for task in records:
+            events = task.get("history") or []
+            done = [e for e in events if e.get("to") == "completed"]
+            if len(done) > 1:
+                self.violation(round_number, f"task {task['id']} moved to completed {len(done)} times")
+            landed = [e for e in events if e.get("event") == "landed"]
+            self.stats["landed"] += len(landed)
+            landing = task.get("landing")
+            if landed and (not isinstance(landing, dict) or landing.get("commit") not in on_main):
+                self.violation(round_number, f"task {task['id']} landed with a commit not on main: {landing}")
+            if task.get("status") == "landing" and not isinstance(landing, dict):
+                self.violation(round_number, f"task {task['id']} is landing without its record")
+            for event in events:
+                if event.get("event") == "unlanded":
+                    self.stats["unlanded"] += 1
+                    named = [c for c, b in doomed.items() if c in str(event.get("detail")) and b in self.deleted]
+                    if not named:
+                        self.violation(round_number, f"task {task['id']} was sent back from landing naming no "
+                                                     f"deleted branch's commit: {event.get('detail')}")
+        self.stats["landing"] = len(store.read(layout.queue_file("landing"))["tasks"])
 
     def _side_effects(self) -> list[list[str]]:
         """The agents' side-effect lines; a line a SIGKILL cut short is not one."""
@@ -317,8 +368,8 @@ class Harness:
         self.stats["work_done_unrecorded"] = sum(1 for key, _ in unrecorded)
 
     def _check_verified(self, round_number: int, store: Store) -> None:
-        """Every completed task with checks kept evidence that they all passed, or a person's override."""
-        for task in store.read(layout.queue_file("completed"))["tasks"]:
+        """Every completed (or landing) task with checks kept evidence that they all passed, or a person's override."""
+        for task in self._done_tasks(store):
             if not task.get("verify"):
                 continue
             result = task.get("result")
@@ -337,13 +388,18 @@ class Harness:
             and (task["result"].get("verification") or {}).get("checks"))
 
     def _completions(self, store: Store) -> dict[str, str]:
-        """task id -> the claim token of the run loki work completed it with (its agent's result)."""
+        """task id -> the claim token of the run loki work completed it with (its agent's result); a task
+        waiting to land was completed by its run as far as loki work is concerned."""
         found = {}
-        for task in store.read(layout.queue_file("completed"))["tasks"]:
+        for task in self._done_tasks(store):
             data = (task.get("result") or {}).get("data") if isinstance(task.get("result"), dict) else None
             if isinstance(data, dict) and "run" in data:
                 found[task["id"]] = data["run"]
         return found
+
+    def _done_tasks(self, store: Store) -> list[dict[str, Any]]:
+        return [*store.read(layout.queue_file("completed"))["tasks"],
+                *store.read(layout.queue_file("landing"))["tasks"]]
 
     def _check_usage(self, round_number: int, store: Store, begun: Counter[tuple[str, str]],
                      ended: Counter[tuple[str, str]]) -> None:
@@ -391,6 +447,38 @@ class Harness:
 
 
 
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+def _git(repo: str, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=True, env=env).stdout
+
+
+def make_landings(repo: str, chain: int = 10, doomed: int = 6) -> dict[str, list[list[str]]]:
+    """A git repository at ``repo`` (the tree's directory): main at a first commit, a chain of commits on
+    ``feature`` that main is moved along, and ``doomed/N`` branches of one commit each, some deleted
+    unmerged; written to ``landings.json`` for the workers."""
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "start")
+    first = _git(repo, "rev-parse", "HEAD").strip()
+    found: dict[str, list[list[str]]] = {"chain": [[first, "main"]], "doomed": []}
+    parent = first
+    for n in range(chain):
+        parent = _git(repo, "commit-tree", "-p", parent, "-m", f"chain {n}", EMPTY_TREE).strip()
+        found["chain"].append([parent, "feature"])
+    _git(repo, "update-ref", "refs/heads/feature", parent)
+    for n in range(doomed):
+        commit = _git(repo, "commit-tree", "-p", first, "-m", f"doomed {n}",
+                      EMPTY_TREE).strip()
+        _git(repo, "update-ref", f"refs/heads/doomed/{n}", commit)
+        found["doomed"].append([commit, f"doomed/{n}"])
+    with open(os.path.join(repo, "landings.json"), "w") as f:
+        json.dump(found, f)
+    return found
+
+
 def run(rounds: int, workers: int, seed: int, root: str | None = None, work: int = 2,
         serve: bool = False) -> dict[str, Any]:
     base = root or tempfile.mkdtemp(prefix="loki-torture-")
@@ -418,7 +506,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(result, indent=2))
     print(f"rounds {result['rounds']}  kills {result['kills']}  operations {result['operations']}  "
           f"loki work: kills {result['work_kills']} runs {result['work_runs']} completed {result['work_completed']} "
-          f"(verified by checks {result['work_verified']})  "
+          f"(verified by checks {result['work_verified']})  landed {result['landed']} unlanded {result['unlanded']} "
+          f"landing {result['landing']}  "
           f"violations {result['violations']}  ({result['seconds']} s, seed {args.seed})")
     return 1 if result["violations"] else 0
 

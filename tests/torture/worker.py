@@ -28,6 +28,9 @@ from loki.strikes.strikes import Strikes
 BREAKER = "api/torture"
 CHECK = shlex.join([sys.executable, "-I", "-S", os.path.join(os.path.dirname(os.path.abspath(__file__)), "check.py")])
 """The declared check (tests/torture/check.py) half the tasks carry: ``loki work`` runs it after the agent."""
+LANDINGS = "landings.json"
+"""Beside the tree (the harness writes it): the commits a task may land with, ``{"chain": [[commit, branch]],
+"doomed": [[commit, branch]]}`` (docs/verify.md, "Landing")."""
 LEASE_PATTERNS = ["src/**", "src/a.py", "src/*.py", "**/a.py", "docs/x.md"]
 """All but the last overlap each other: two live exclusive leases of two of them is a violation."""
 
@@ -42,13 +45,18 @@ class Worker:
         self.serial = 0
         self.held: list[tuple[str, str]] = []
         self.leases: list[str] = []
+        with open(os.path.join(os.path.dirname(os.path.abspath(root)), LANDINGS)) as f:
+            import json
+
+            found = json.load(f)
+        self.commits: list[tuple[str, str]] = [tuple(pair) for pair in found["chain"] + found["doomed"]]
 
     def log(self, *words: str) -> None:
         os.write(self.log_fd, (" ".join(words) + "\n").encode())
 
     def run(self) -> None:
         ops = [(self.add, 5), (self.claim, 5), (self.finish, 6), (self.breaker, 4), (self.maintenance, 2),
-               (self.strike, 3), (self.signal, 4), (self.budget, 1), (self.lease, 3)]
+               (self.strike, 3), (self.signal, 4), (self.budget, 1), (self.lease, 3), (self.land_check, 2)]
         choices = [op for op, weight in ops for _ in range(weight)]
         while True:
             # Conflicts and nothing-to-do are part of the game; the checker looks at the files.
@@ -61,8 +69,13 @@ class Worker:
         self.log("begin", "add", task_id)
         self.queue.add(f"torture task {task_id}", task_id=task_id, max_attempts=self.rng.choice([1, 2, 3]),
                        priority=self.rng.choice(["high", "medium", "low"]),
-                       verify=[CHECK] if self.rng.random() < 0.5 else None)
+                       verify=[CHECK] if self.rng.random() < 0.5 else None,
+                       land="main" if self.rng.random() < 0.4 else None)
         self.log("end", "add", task_id)
+
+    def land_check(self) -> None:
+        """Resolve the landing tasks (what the watcher's tick does too): killed in it as anywhere else."""
+        self.queue.land_check()
 
     def claim(self) -> None:
         # Within the budgets (docs/spend.md): a spent one refuses, writing BUDGET_EXCEEDED and the budgets file.
@@ -81,8 +94,9 @@ class Worker:
         usage = {"input_tokens": 1, "output_tokens": 1, "cache_read_tokens": 0, "cache_creation_tokens": 0,
                  "source": "result_file", "model": nonce, "usd": 0.01, "usd_source": "agent"}
         self.log("begin", "usage", nonce)
-        if roll < 0.25:  # refused (and nothing written) when the task has checks
-            self.queue.complete(task_id, self.name, token=token, usage=usage)
+        commit, branch = self.rng.choice(self.commits)  # its work: on the chain main moves along, or doomed
+        if roll < 0.25:  # refused (and nothing written) when the task has checks; landing when it must land
+            self.queue.complete(task_id, self.name, token=token, usage=usage, head=commit, work_branch=branch)
         elif roll < 0.5:
             self.queue.complete(task_id, self.name, token=token, forced_by=self.name, usage=usage)
         elif roll < 0.9:
