@@ -22,9 +22,11 @@ task as it is then (a task completed, cancelled or re-verified meanwhile is left
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 from loki.clock import format_ts, parse_ts
+from loki.config import setting
 from loki.tasks import history
 from loki.tasks.record import add_note
 
@@ -112,10 +114,8 @@ class Landing:
 
     def __init__(self, store: Store, repo: str | None = None) -> None:
         self.store = store
-        if repo is None:
-            from loki.queue.queue import Queue
-
-            repo = Queue(store).repo_root()
+        if repo is None and store.local_root:  # the repository that holds .loki/ (Queue.repo_root's rule)
+            repo = os.path.dirname(os.path.abspath(store.local_root))
         self.repo = repo
 
     def waiting(self) -> list[dict[str, Any]]:
@@ -140,9 +140,6 @@ class Landing:
             return waiting  # the common tick: nothing moved, no lock taken
         events: list[dict[str, Any]] = []
         signals: list[tuple[str, str, str]] = []
-        from loki.queue.queue import Queue
-
-        queue = Queue(self.store)
         with self.store.tasks().transaction() as unit:
             now_dt = self.store.clock.now()  # again, inside the lock
             now = format_ts(now_dt)
@@ -185,7 +182,8 @@ class Landing:
                     events.append({"action": TRIGGER, "task_id": task_id,
                                    "detail": f"{task_id}: not landed on {landing['branch']} by {landing['deadline']}"
                                              f" ({why}): escalations/{file_name}"})
-            queue.rotate_hot(unit, COMPLETED)
+            # what Queue.rotate_hot does (the queue module imports this one, not the other way round)
+            unit.rotate(COMPLETED, int(setting(self.store.config, "queue", "completed_hot_limit")))
         for task_id, why, file_name in signals:
             self._signal(task_id, why, file_name)
         return events + waiting

@@ -398,7 +398,7 @@ def test_init_says_what_to_do_next_and_offers_gitignore(tmp_path: Path) -> None:
     (project / ".gitignore").write_text("node_modules/")  # no final newline: ours starts on a line of its own
     first = cli(["init", "--path", str(project)])
     lines = first.stdout.splitlines()
-    assert lines[0].endswith("(23 new files and directories)") and len(lines[0]) < 200  # not 23 paths on a line
+    assert lines[0].endswith("(24 new files and directories)") and len(lines[0]) < 200  # not 24 paths on a line
     assert "`loki init --gitignore` adds it" in first.stdout and "next:" in lines
     assert any(line.strip().startswith("loki queue add") for line in lines)
     assert (project / ".gitignore").read_text() == "node_modules/"  # only offered

@@ -101,7 +101,7 @@ def test_loki_agents_for_people_and_scripts(root: Path) -> None:
     assert set(document["agents"][0]) == {"agent", "status", "silent_because", "last_seen", "last_heartbeat", "task",
                                           "task_title", "tasks_held", "lease_until", "lease_left", "done_today",
                                           "failed_today", "branch", "strikes", "failing_check", "spent_today",
-                                          "paths"}
+                                          "paths", "landing"}
     assert cli(["agents", "-q"], root=root, env=later).stdout == "eng-2\neng-1\n"
     people = cli(["agents"], root=root, env={**later, "LOKI_FORCE_TTY": "80"})
     assert people.stdout.splitlines()[0].split()[:4] == ["agent", "status", "task", "lease"]

@@ -58,7 +58,8 @@ def test_the_view_shows_counts_holders_leases_breakers_signals_and_escalations(b
                 {"event": "tick", "timestamp": "2026-01-25T10:00:02Z", "action": "lease_expired",
                  "detail": "w0000: lease expired"})
     assert "loki watch · consuming" in text and "1 waiting  0 processing  0 quarantined" in text
-    assert snapshot["queue"] == {"pending": 8999, "in-progress": 999, "blocked": 1, "completed": 1, "failed": 0,
+    assert snapshot["queue"] == {"pending": 8999, "in-progress": 999, "landing": 0, "blocked": 1, "completed": 1,
+                                 "failed": 0,
                                  "cancelled": 0, "dead-letter": 0, "abandoned": 0}
     assert "8999" in text and "999" in text
     assert "in progress (999, the 12 soonest leases)" in text

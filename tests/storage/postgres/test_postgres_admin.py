@@ -235,3 +235,39 @@ def test_status_validate_and_doctor_say_which_backend(tmp_path: Path, empty_url:
             assert result.json()["backend"] == backend, command
         assert f"({backend}): valid" in cli(["validate"], root=tree).stdout
         assert f"({backend}): healthy" in cli(["doctor"], root=tree).stdout
+
+
+def test_migration_004_adds_the_landing_state_to_a_schema_with_tasks(tmp_path: Path, empty_url: str) -> None:
+    """A database an older loki (schema 3) filled: `db upgrade` lets its tasks move to landing (docs/verify.md),
+    keeps them, and the state column still refuses a state loki does not know."""
+    from loki.storage.postgres import migrations
+
+    with psycopg.connect(empty_url, autocommit=True) as conn:
+        for number, name, sql in migrations.migrations()[:3]:
+            conn.execute(sql.encode())
+            conn.execute("INSERT INTO loki_migrations (version, name) VALUES (%s, %s)", (number, name))
+        with pytest.raises(psycopg.errors.CheckViolation):  # before 004, no row may be landing
+            conn.execute("INSERT INTO loki_tasks (id, state, seq, version, priority_rank, doc) "
+                         "VALUES ('x', 'landing', 1, 1, 1, '{}')")
+    upgraded = cli(["db", "upgrade", "--database", empty_url, "--json"])
+    assert upgraded.code == 0, upgraded.stderr
+    assert upgraded.json()["migrations"] == ["004_landing"]
+    assert init(tmp_path, empty_url).code == 0
+    root = tmp_path / ".loki"
+    assert cli(["queue", "add", "Fix it", "--id", "t1", "--land", "main"], root=root).code == 0
+    assert cli(["queue", "claim", "--agent", "eng-1"], root=root).code == 0
+    head = "94a0393f9d14" + "0" * 28
+    from loki.queue.queue import Queue
+    from loki.storage.opening import open_store
+
+    store = open_store(str(root))
+    try:
+        task = Queue(store).complete("t1", "eng-1", head=head, work_branch="feat")
+        assert task["status"] == "landing"
+        assert [t["id"] for t in store.tasks().tasks_in("landing")] == ["t1"]
+    finally:
+        store.close()
+    with psycopg.connect(empty_url, autocommit=True) as conn:
+        assert conn.execute("SELECT state FROM loki_tasks WHERE id = 't1'").fetchone() == ("landing",)
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute("UPDATE loki_tasks SET state = 'landed' WHERE id = 't1'")
