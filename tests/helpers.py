@@ -93,7 +93,7 @@ def tree_problems(root: Path | str) -> list[str]:
     return [str(p) for p in validate_tree(Store(root))]
 
 
-QUEUE_STATES = ("pending", "in-progress", "blocked", "completed", "failed", "cancelled")
+QUEUE_STATES = layout.QUEUE_STATES  # landing too (docs/verify.md)
 
 
 def store_problems(store: Any) -> list[str]:

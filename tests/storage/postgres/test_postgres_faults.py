@@ -61,7 +61,8 @@ def where_every_task_is(url: str) -> dict[str, str]:
     from loki.storage.postgres.store import PgStore
 
     view = Queue(PgStore.open(url, validate_all=False)).tasks.view(
-        ["pending", "in-progress", "blocked", "completed", "failed", "cancelled", "dead-letter", "abandoned"])
+        ["pending", "in-progress", "landing", "blocked", "completed", "failed", "cancelled", "dead-letter",
+         "abandoned"])
     found: dict[str, str] = {}
     for state, records in view.items():
         for record in records:
