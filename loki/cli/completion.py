@@ -87,11 +87,12 @@ def completion(
 _TASK_STATES = {
     "queue heartbeat": "in-progress", "queue complete": "in-progress", "queue fail": "in-progress",
     "queue release": "in-progress", "queue retry": "failed,dead-letter,cancelled",
-    "queue cancel": "pending,in-progress,blocked,failed", "escalate": "pending,in-progress,blocked,failed,dead-letter",
+    "queue cancel": "pending,in-progress,blocked,failed,landing",
+    "escalate": "pending,in-progress,blocked,failed,dead-letter",
     "deadletter show": "dead-letter", "deadletter retry": "dead-letter", "deadletter propose": "dead-letter",
     "deadletter abandon": "dead-letter", "deadletter split": "dead-letter",
     "queue edit": "pending,in-progress,blocked,failed,dead-letter",
-    "queue close": "pending,in-progress,blocked,failed,dead-letter", "queue defer": "pending,in-progress",
+    "queue close": "pending,in-progress,blocked,failed,dead-letter,landing", "queue defer": "pending,in-progress",
     "queue claim": "pending",
 }
 _CHOICES = {

@@ -152,10 +152,11 @@ def show(
     say(f"{task['id']}: {task['title']}")
     fields = ["state", "priority", "type", "labels", "dependencies", "created_at", "available_at", "deferred",
               "blocked", "claimed_by", "lease_until", "max_attempts", "last_error", "completed_at", "completed_by",
-              "verify", "payload", "result"]
+              "verify", "land", "landing", "payload", "result"]
     values = {**task, "state": result["state"] + (" (archived)" if result.get("archived") else ""),
               "completed_by": result.get("completed_by"), "blocked": _blocked_text(task.get("blocked")),
-              "deferred": _deferred_text(task.get("deferred")),
+              "deferred": _deferred_text(task.get("deferred")), "landing": _landing_text(task.get("landing")),
+              "land": "no (--no-land)" if task.get("land") is False else task.get("land"),
               "payload": _json_text(task.get("payload")) if task.get("payload") else None,
               "result": _json_text(task["result"]) if task.get("result") is not None else None}
     table(None, ["field", "value"], [[f, _text(values.get(f))] for f in fields if values.get(f) not in (None, [], "")])
@@ -179,6 +180,21 @@ def show(
         say(f"note {note['timestamp']}{' ' + note['author'] if note.get('author') else ''}: {note['text']}")
     if task.get("history"):
         say(f"history: {plural(len(task['history']), 'event')} (`loki queue history {task['id']}`)")
+
+
+def _landing_text(landing: dict[str, Any] | None) -> str | None:
+    """Where a task must land and how it stands (docs/verify.md, "Landing")."""
+    if not isinstance(landing, dict):
+        return None
+    parts = [f"{str(landing.get('commit'))[:12]} -> {landing.get('branch')}",
+             f"from {landing.get('work_branch') or 'a detached HEAD'}", f"since {landing.get('since')}"]
+    if landing.get("landed_at"):
+        parts.append(f"landed {landing['landed_at']} on {landing.get('ref')}")
+    else:
+        parts.append(f"a human is asked after {landing.get('deadline')}")
+    if landing.get("escalation"):
+        parts.append(f"escalations/{landing['escalation']}")
+    return "; ".join(parts)
 
 
 def _show_checks(task: dict[str, Any]) -> None:

@@ -1289,7 +1289,13 @@ def _at(where: str) -> str:
 
 
 def _why(task: dict[str, Any], state: str) -> str | None:
-    """What a listing says about a task that waits outside pending: a blocked task's reason and deadline."""
+    """What a listing says about a task that waits outside pending: a blocked task's reason and deadline,
+    a landing task's commit, branch and deadline."""
+    landing = task.get("landing") if state == LANDING else None
+    if isinstance(landing, dict):
+        escalated = ", escalated" if landing.get("escalation") else ""
+        return (f"waiting for {str(landing.get('commit'))[:12]} to reach {landing.get('branch')} "
+                f"(until {landing.get('deadline')}{escalated})")
     blocked = task.get("blocked") if state == BLOCKED else None
     if not blocked:
         return None

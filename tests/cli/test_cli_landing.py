@@ -46,6 +46,10 @@ def test_add_complete_land_check_and_the_views(root: Path, repo: Path) -> None:
     assert done.stdout == f"verified t1 [medium] Fix it: landing, waiting for {commit[:12]} to reach main\n"
     listed = cli(["queue", "list", "--state", "landing", "--json"], root=root).json()
     assert [t["id"] for t in listed["tasks"]] == ["t1"]
+    assert f"waiting for {commit[:12]} to reach main (until " in cli(["queue", "list", "--state", "landing"],
+                                                                     root=root).stdout
+    shown = cli(["queue", "show", "t1"], root=root).stdout
+    assert "land\tmain\n" in shown and f"landing\t{commit[:12]} -> main; from feat; since " in shown
     status = cli(["status"], root=root).stdout
     assert "landing\t1" in status
     assert f"landing: 1 task verified, waiting for their commit to reach their branch: t1 {commit[:12]} -> main" \
