@@ -59,10 +59,17 @@ class Git:
     def refs(self) -> list[str]:
         """Every local and remote-tracking branch ref (read once per resolution)."""
         if self._refs is None:
-            done = self._run("for-each-ref", "--format=%(refname)", "refs/heads", "refs/remotes")
-            self._refs = (done.stdout.decode("utf-8", "replace").splitlines()
-                          if done is not None and done.returncode == 0 else [])
+            self.fingerprint()
+        assert self._refs is not None
         return self._refs
+
+    def fingerprint(self) -> str:
+        """Every branch ref and the commit it names, as one text: unchanged, nothing git would answer about
+        landing changed (one ``git for-each-ref``; the watcher's tick compares it)."""
+        done = self._run("for-each-ref", "--format=%(refname) %(objectname)", "refs/heads", "refs/remotes")
+        text = done.stdout.decode("utf-8", "replace") if done is not None and done.returncode == 0 else ""
+        self._refs = [line.split(" ", 1)[0] for line in text.splitlines() if line]
+        return text
 
     def branch_refs(self, branch: str) -> list[str]:
         """The refs that are ``branch``: local, ``origin/main`` given as such, or fetched from any remote."""
@@ -120,6 +127,22 @@ class Landing:
 
     def waiting(self) -> list[dict[str, Any]]:
         return list(self.store.tasks().tasks_in(LANDING))
+
+    def key(self) -> tuple[Any, ...] | None:
+        """What a resolution's answer depends on, apart from the clock: the landing tasks (and their
+        commits) and every branch ref; None when no task is landing. The watcher's tick resolves again
+        only when it changed or a deadline passed (:meth:`due`): one git process a quiet tick, not one
+        per task."""
+        tasks = self.waiting()
+        if not tasks:
+            return None
+        landing = sorted((str(t.get("id")), str((t.get("landing") or {}).get("commit"))) for t in tasks)
+        return (tuple(landing), Git(self.repo).fingerprint())
+
+    def due(self, now: Any) -> bool:
+        """A landing task is past its deadline and not escalated yet."""
+        return any(_overdue(task, now) and not (task.get("landing") or {}).get("escalation")
+                   for task in self.waiting())
 
     def resolve(self, *, include_waiting: bool = False) -> list[dict[str, Any]]:
         """Complete the landed, requeue the lost, escalate the overdue; returns one event per change:

@@ -46,6 +46,8 @@ class Tick:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._landing_key: Any = None
+        """What the last resolution of landing saw (loki/queue/landing.py: Landing.key)."""
 
     def run(self) -> list[dict[str, Any]]:
         now = self.store.clock.now()
@@ -117,9 +119,17 @@ class Tick:
                 for t in breakers.settle()]
 
     def landings(self) -> list[dict[str, Any]]:
+        """Resolve the landing tasks when their refs, or the tasks, changed since the last tick, or a deadline
+        passed: a quiet tick costs one ``git for-each-ref``, whatever the number of tasks."""
         from loki.queue.landing import Landing
 
-        return [_event(e["action"], e["detail"], task_id=e["task_id"]) for e in Landing(self.store).resolve()]
+        landing = Landing(self.store)
+        key = landing.key()
+        if key is None or (key == self._landing_key and not landing.due(self.store.clock.now())):
+            self._landing_key = key
+            return []
+        self._landing_key = key  # a change this resolution makes changes the key: the next tick looks again
+        return [_event(e["action"], e["detail"], task_id=e["task_id"]) for e in landing.resolve()]
 
     def deadletter_review(self, now: datetime) -> list[dict[str, Any]]:
         doc = self.store.tasks().dead_letter_doc()

@@ -379,3 +379,27 @@ def test_a_person_closes_a_squash_merged_task_and_its_escalation_is_answered(bac
     assert (closed["from"], closed["state"]) == ("landing", "completed")
     assert closed["resolved"] == [list_escalations(backend_store)[0]["file"]]
     assert queue.land_check() == []
+
+
+def test_a_quiet_tick_asks_git_once_and_resolves_only_on_a_change_or_a_deadline(
+        backend_store: Any, repo: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    resolve = Landing.resolve
+
+    def counted(self: Landing, **kwargs: Any) -> list[dict[str, Any]]:
+        calls.append(1)
+        return resolve(self, **kwargs)
+
+    monkeypatch.setattr(Landing, "resolve", counted)
+    queue = Queue(backend_store)
+    tick = Tick(backend_store)
+    assert tick.landings() == [] and calls == []  # nothing landing: not even git is asked
+    verified(queue, "t1", repo, land="main")
+    assert tick.landings() == [] and len(calls) == 1
+    assert tick.landings() == [] and len(calls) == 1  # the same refs, the same tasks: no resolution
+    clock.advance(24 * 3600)
+    assert [e["action"] for e in tick.landings()] == ["landing_overdue"] and len(calls) == 2  # a deadline
+    assert tick.landings() == [] and len(calls) == 2  # escalated once: no longer due
+    merge(repo, "feat")  # main moved: the refs changed
+    assert [e["action"] for e in tick.landings()] == ["landed"] and len(calls) == 3
+    assert tick.landings() == [] and len(calls) == 3
