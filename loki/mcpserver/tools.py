@@ -86,6 +86,7 @@ TOOLS: list[dict[str, Any]] = [
         "name": "complete",
         "description": "Mark your task done, with a result object and evidence notes. A task with checks needs "
                        "checks: each one's result, run on the current HEAD, else status unverified names them. "
+                       "A task that must land answers status landing: commit and push first. "
                        "lease_lost: it was requeued; do not complete it.",
         "inputSchema": {"type": "object", "properties": {
             "task_id": _ID, "token": _TOKEN,
@@ -261,8 +262,15 @@ class ToolSet:
         if evidence:
             stored["evidence"] = evidence
         results = evidence_checks(checks, "checks") if checks is not None else None
+        from loki.queue.landing import current_branch
+
+        # HEAD here: what the checks ran on, and what a task that must land waits for (docs/verify.md)
+        head = self.head()
         task = self.queue.complete(task_id, self.agent, token=token, result=stored or None, evidence=results,
-                                   head=self.head() if results is not None else None)
+                                   head=head, work_branch=current_branch() if head else None)
+        if task["status"] == "landing":
+            return {"status": "landing", "task_id": task["id"], "commit": task["landing"]["commit"],
+                    "branch": task["landing"]["branch"], "deadline": task["landing"]["deadline"]}
         return {"status": "completed", "task_id": task["id"], "completed_at": task.get("completed_at")}
 
     def _fail(self, task_id: str, token: str, error: str, approach: str = "", final: bool = False) -> dict[str, Any]:

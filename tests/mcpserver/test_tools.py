@@ -345,6 +345,23 @@ def test_complete_of_a_task_with_checks_needs_their_passing_results_on_head(stor
     assert store_problems(store) == []
 
 
+def test_complete_of_a_task_that_must_land_answers_landing(store: Any) -> None:
+    """docs/verify.md, "Landing": the server's HEAD is the commit the task waits for; no commit, unverified."""
+    Queue(store).add("fix the parser", task_id="t1", land="main")
+    Queue(store).add("fix the lexer", task_id="t2", land="main")
+    tools = ToolSet(store, "claude-1", head=lambda: HEAD)
+    token = _ok(tools, "claim", task_id="t1")["token"]
+    done = _ok(tools, "complete", task_id="t1", token=token)
+    assert (done["status"], done["commit"], done["branch"]) == ("landing", HEAD, "main")
+    assert [t["id"] for t in tasks_in(store, "landing")] == ["t1"]
+    nowhere = ToolSet(store, "claude-2", head=lambda: None)
+    token = _ok(nowhere, "claim", task_id="t2")["token"]
+    before = state_snapshot(store)
+    reply, is_error = nowhere.call("complete", {"task_id": "t2", "token": token})
+    assert is_error and reply["status"] == "unverified" and "must land on main" in reply["message"]
+    assert state_snapshot(store) == before
+
+
 def test_a_check_result_without_its_fields_is_bad_input(store: Any) -> None:
     Queue(store).add("fix the parser", task_id="t1", verify=["make test"])
     tools = ToolSet(store, "claude-1", head=lambda: HEAD)
