@@ -92,6 +92,15 @@ def commit_exists(cwd: str | None, commit: str) -> bool:
     return Git(cwd).has_commit(commit)
 
 
+def uncommitted(cwd: str | None = None) -> list[str]:
+    """Tracked files changed and not committed in ``cwd`` (``git status --porcelain``, untracked files not
+    counted: a build's output is not the work). Work there is not in the commit a task would wait for."""
+    done = Git(cwd)._run("status", "--porcelain", "--untracked-files=no")
+    if done is None or done.returncode != 0:
+        return []
+    return [line[3:] for line in done.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
+
+
 def current_branch(cwd: str | None = None) -> str | None:
     """The branch ``HEAD`` is on in ``cwd`` (None: detached, or not a git work tree)."""
     done = Git(cwd)._run("symbolic-ref", "--quiet", "--short", "HEAD")

@@ -69,11 +69,17 @@ def bad_result(reason: str) -> Failure:
     return Failure("validation", "bad_result_file", headline, headline)
 
 
-def not_committed(branch: str, head: str | None) -> Failure:
+def not_committed(branch: str, head: str | None, changed: list[str] | None = None) -> Failure:
     """The command exited 0 (its checks passed) but the task must land and no commit holds the work
-    (not a git work tree, or ``HEAD`` names no commit): a ``validation`` failure, the task not given up
-    as done (docs/work.md, "Tasks that must land")."""
-    where = "HEAD names no commit here (not a git work tree?)" if head is None else f"{head[:12]} is not a commit here"
+    (not a git work tree, ``HEAD`` names no commit, or tracked files were changed and not committed): a
+    ``validation`` failure, the task not given up as done (docs/work.md, "Tasks that must land")."""
+    if changed:
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        where = f"{len(changed)} changed file(s) are not committed ({shown})"
+    elif head is None:
+        where = "HEAD names no commit here (not a git work tree?)"
+    else:
+        where = f"{head[:12]} is not a commit here"
     headline = redact(f"exit 0 (not_committed): the task must land on {branch} and {where}; commit the work "
                       "(and push its branch) before exiting")
     return Failure("validation", "not_committed", headline, headline)

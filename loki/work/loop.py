@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 from loki.breakers.runner import RetryPolicy, Runner, resolve
 from loki.errors import Conflict, ExitCode, InvalidArgument, InvalidInput, LokiError, NotFound, NothingToDo, UsageError
-from loki.queue.landing import commit_exists, current_branch
+from loki.queue.landing import commit_exists, current_branch, uncommitted
 from loki.queue.queue import Queue
 from loki.spend.budgets import BudgetExceeded
 from loki.spend.budgets import claim as budget_claim
@@ -544,8 +544,9 @@ class Worker:
             # Before the claim is given up: the commit the task waits for must exist (docs/work.md,
             # "Tasks that must land"); loki pushes nothing, the agent must have committed (and pushed).
             head = head or verify.git_head()
-            if head is None or not commit_exists(None, head):
-                self._fail(task, run, not_committed(target, head), usage)
+            changed = uncommitted() if head is not None else []
+            if head is None or not commit_exists(None, head) or changed:
+                self._fail(task, run, not_committed(target, head, changed), usage)
                 return
             work_branch = current_branch()
         try:

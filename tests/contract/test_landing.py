@@ -403,3 +403,17 @@ def test_a_quiet_tick_asks_git_once_and_resolves_only_on_a_change_or_a_deadline(
     merge(repo, "feat")  # main moved: the refs changed
     assert [e["action"] for e in tick.landings()] == ["landed"] and len(calls) == 3
     assert tick.landings() == [] and len(calls) == 3
+
+
+def test_loki_work_refuses_work_left_uncommitted(backend_store: Any, repo: Path) -> None:
+    (repo / "limiter.py").write_text("LIMIT = 1\n")
+    git(repo, "add", "limiter.py")
+    git(repo, "commit", "-q", "-m", "limiter")
+    queue = Queue(backend_store)
+    queue.add("Fix it", task_id="t1", land="main")
+    notes: list[str] = []
+    work(backend_store, ["sh", "-c", "echo 'LIMIT = 5' > limiter.py"], notes)  # changed, never committed
+    shown = queue.show("t1")
+    assert shown["state"] == "pending"
+    message = shown["task"]["attempts"][-1]["error_message"]
+    assert "1 changed file(s) are not committed (limiter.py)" in message and "must land on main" in message

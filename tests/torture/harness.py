@@ -97,12 +97,14 @@ class Harness:
 
     def spawn_agents(self, round_number: int) -> list[subprocess.Popen[bytes]]:
         """``loki work`` agents: a 6 s lease (renewed every 2 s); one run in four fails, one in three is slow."""
+        env_path = {"PYTHONPATH": str(REPO)}  # they run in the tree's repository, not in loki's
         return [subprocess.Popen(
             [sys.executable, "-m", "loki", "--root", self.root, "work", "--agent", f"r{round_number}k{n}",
              "--lease", "6", "--until-empty", "--json", "--", *AGENT, str(self.side_log), str(self.agent_locks),
              "4", "3"],
-            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LOKI_LOCK_TIMEOUT": "30",
+            # in the tree's repository (main's HEAD, a clean work tree): a task that must land waits for main there
+            cwd=self.repo, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env={**os.environ, **env_path, "PYTHONDONTWRITEBYTECODE": "1", "LOKI_LOCK_TIMEOUT": "30",
                  "TMPDIR": str(self.agent_tmp), "LOKI_TORTURE_SIDE_LOG": str(self.side_log)})
             for n in range(self.work)]
 
