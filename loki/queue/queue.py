@@ -831,6 +831,9 @@ class Queue:
                 raise verify.Unverified(
                     f"task {task_id} must land on {target} and no commit names its work (HEAD names none here): "
                     "commit the work in a git work tree, or --force --by NAME", task_id=task_id, branch=target)
+            if target is not None and not _COMMIT.fullmatch(str(head)):
+                raise InvalidArgument(f"head must be a commit id (7 to 64 hex digits), got {str(head)[:70]!r}",
+                                      field="head")
             held_token = task.get("claim_token")
             clear_claim(task)
             # The token of the claim that completed it stays: a retried complete with it is recognised.
@@ -1259,6 +1262,9 @@ def check_fix_commit(fix_commit: str | None) -> None:
 class _PathsNeedTheLock(Exception):
     """A lock-free claim unit picked a task with paths: it gives way (nothing written) to a locked one."""
 
+
+_COMMIT = re.compile(r"[0-9a-f]{7,64}")
+"""A commit id as git prints one (a landing task's ``landing.commit``, schemas/task.json)."""
 
 ADD_FIELDS = frozenset({"title", "description", "type", "priority", "dependencies", "depends_on", "labels", "payload",
                         "id", "idempotency_key", "max_attempts", "verify", "paths", "land"})

@@ -417,3 +417,13 @@ def test_loki_work_refuses_work_left_uncommitted(backend_store: Any, repo: Path)
     assert shown["state"] == "pending"
     message = shown["task"]["attempts"][-1]["error_message"]
     assert "1 changed file(s) are not committed (limiter.py)" in message and "must land on main" in message
+
+
+def test_a_head_that_is_not_a_commit_id_is_refused(backend_store: Any, repo: Path) -> None:
+    queue = Queue(backend_store)
+    queue.add("x", task_id="t1", land="main")
+    claimed = queue.claim("eng-1")
+    before = state_snapshot(backend_store)
+    with pytest.raises(InvalidArgument, match="head must be a commit id"):
+        queue.complete("t1", "eng-1", token=claimed["claim_token"], head="main; rm -rf /")
+    assert state_snapshot(backend_store) == before
