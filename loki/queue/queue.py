@@ -1144,6 +1144,9 @@ class Queue:
                 why = reason or "no reason given"
                 text = (f"cancelled: {why}" if task["id"] == task_id else
                         f"cancelled with {task_id} (--cascade): {why}")
+                if state == LANDING:  # verified, not landed: where its work was stays in the notes
+                    waited = task.pop("landing", None) or {}
+                    text += f" (it was landing: its work was commit {waited.get('commit')} for {waited.get('branch')})"
                 ended = f" (the claim of {holder} ended: --force)" if holder and holder != by else ""
                 add_note(task, text + ended, now, by)
                 history.record(task, "cancelled", now, by=by, to=CANCELLED, detail=text + ended)

@@ -277,11 +277,13 @@ def test_a_landing_task_can_be_cancelled_and_is_not_edited(backend_store: Any, r
     from loki.errors import Conflict
 
     queue = Queue(backend_store)
-    verified(queue, "t1", repo, land="main")
+    commit = verified(queue, "t1", repo, land="main")
     with pytest.raises(Conflict, match="landing"):
         queue.edit("t1", title="new")
     assert queue.cancel("t1", reason="dropped")["cancelled"] == ["t1"]
-    assert queue.show("t1")["state"] == "cancelled"
+    shown = queue.show("t1")
+    assert shown["state"] == "cancelled" and "landing" not in shown["task"]
+    assert f"its work was commit {commit} for main" in shown["task"]["notes"][-1]["text"]
     assert queue.land_check() == []
 
 
