@@ -147,7 +147,7 @@ class Harness:
         self.main_at = min(len(chain) - 1, self.main_at + self.rng.randint(0, 3))
         _git(self.repo, "update-ref", "refs/heads/main", chain[self.main_at][0])
         alive = [branch for _, branch in doomed if branch not in self.deleted]
-        if alive and self.rng.random() < 0.3:
+        if alive and self.rng.random() < 0.5:
             branch = self.rng.choice(alive)
             _git(self.repo, "update-ref", "-d", f"refs/heads/{branch}")
             self.deleted.add(branch)

@@ -49,7 +49,8 @@ class Worker:
             import json
 
             found = json.load(f)
-        self.commits: list[tuple[str, str]] = [tuple(pair) for pair in found["chain"] + found["doomed"]]
+        self.chain: list[tuple[str, str]] = [tuple(pair) for pair in found["chain"]]
+        self.doomed: list[tuple[str, str]] = [tuple(pair) for pair in found["doomed"]]
 
     def log(self, *words: str) -> None:
         os.write(self.log_fd, (" ".join(words) + "\n").encode())
@@ -70,7 +71,7 @@ class Worker:
         self.queue.add(f"torture task {task_id}", task_id=task_id, max_attempts=self.rng.choice([1, 2, 3]),
                        priority=self.rng.choice(["high", "medium", "low"]),
                        verify=[CHECK] if self.rng.random() < 0.5 else None,
-                       land="main" if self.rng.random() < 0.4 else None)
+                       land="main" if self.rng.random() < 0.6 else None)
         self.log("end", "add", task_id)
 
     def land_check(self) -> None:
@@ -94,7 +95,8 @@ class Worker:
         usage = {"input_tokens": 1, "output_tokens": 1, "cache_read_tokens": 0, "cache_creation_tokens": 0,
                  "source": "result_file", "model": nonce, "usd": 0.01, "usd_source": "agent"}
         self.log("begin", "usage", nonce)
-        commit, branch = self.rng.choice(self.commits)  # its work: on the chain main moves along, or doomed
+        # its work: on the chain main moves along, or on a branch that may be deleted unmerged
+        commit, branch = self.rng.choice(self.chain if self.rng.random() < 0.5 else self.doomed)
         if roll < 0.25:  # refused (and nothing written) when the task has checks; landing when it must land
             self.queue.complete(task_id, self.name, token=token, usage=usage, head=commit, work_branch=branch)
         elif roll < 0.5:

@@ -22,8 +22,9 @@ def test_crash_harness_finds_no_violation(tmp_path: Path) -> None:
     assert result["work_kills"] >= rounds and result["work_runs"] > 0 and result["work_completed"] > 0
     # Half the tasks carry a declared check (tests/torture/check.py): some completed with their evidence.
     assert result["work_verified"] > 0
-    # Some tasks must land (docs/verify.md): some landed as main moved, some went back when their branch went.
-    assert result["landed"] > 0 and result["unlanded"] > 0
+    # Some tasks must land (docs/verify.md): some landed as main moved (how many went back when their branch was
+    # deleted depends on where the kills fell: tests/contract/test_landing.py covers that case for sure).
+    assert result["landed"] > 0
 
 
 def test_crash_harness_with_loki_serve_killed_too_finds_no_violation(tmp_path: Path) -> None:
