@@ -384,8 +384,8 @@ class Harness:
             ran = {item.get("command"): item.get("exit_code") for item in verification.get("checks") or []}
             if any(ran.get(check) != 0 for check in task["verify"]):
                 self.violation(round_number, f"task {task['id']} was completed with checks that did not pass: {ran}")
-        self.stats["work_verified"] = sum(
-            1 for task in store.read(layout.queue_file("completed"))["tasks"]
+        self.stats["work_verified"] = sum(  # completed, or waiting to land: verified either way
+            1 for task in self._done_tasks(store)
             if task.get("verify") and isinstance(task.get("result"), dict)
             and (task["result"].get("verification") or {}).get("checks"))
 
