@@ -110,7 +110,7 @@ def _reason(task: dict[str, Any], payload: dict[str, Any], failed: str) -> str:
 
     mine = esc(str(payload.get("task_subject") or payload.get("task_id") or "this task"))
     text = (f"loki: not completed: {mine} is loki task {esc(str(task.get('id')))} ({esc(str(task.get('title')))}), "
-            f"whose declared checks must pass first, and one failed. {failed}")
+            f"whose declared checks must pass first, and one failed. {esc(failed)}")
     if len(text) > REASON_CHARS:
         text = text[:REASON_CHARS - 20] + "\n[... cut short]"
     return text + "\nFix the cause, then mark the task completed again (the checks run again then)."

@@ -83,10 +83,12 @@ def test_a_check_type_default_counts_and_a_timeout_fails(project: Path, queue: Q
     assert "check 'sleep 30' failed: exit 124 (timeout)" in said["reason"]
 
 
-def test_hostile_names_are_escaped_in_the_reason(project: Path, queue: Queue) -> None:
-    queue.add("Fix \x1b[31madd\x1b[0m()", task_id="t1", verify=["sh check.sh"])
+def test_hostile_names_and_output_are_escaped_in_the_reason(project: Path, queue: Queue) -> None:
+    (project / "hostile.sh").write_text("#!/bin/sh\nprintf 'FAILED \\033]0;owned\\007 here\\n'\nexit 1\n")
+    queue.add("Fix \x1b[31madd\x1b[0m()", task_id="t1", verify=["sh hostile.sh"])
     reason = answer(task_completed(project, "loki:t1 \x1b]0;owned\x07"))["reason"]
     assert "\x1b" not in reason and "\x07" not in reason
+    assert "Fix \\x1b[31madd" in reason and "FAILED \\x1b]0;owned\\x07 here" in reason
 
 
 def stop(project: Path, env: dict[str, str]) -> Result:
