@@ -1,8 +1,9 @@
 """Path-lease benchmarks (issue 25): the PreToolUse hook cold, before an Edit (and, at 1,000 leases, before a
 Codex CLI ``apply_patch``), with 0 / 1,000 / 10,000 live leases in ``state/path-leases.json``, against
-``python -c pass`` measured in the same run (target: at most 3x with 1,000). The edited file is free (every lease is read and its pattern's literal prefix compared: the
-common case), and once held by another agent (the deny). The leases are written as one document
-(``area<N>/**`` by ``agent-<N>``), as ``loki lease acquire`` would leave them, an hour from LOKI_NOW.
+``python -c pass`` measured in the same run (target: at most 3x with 1,000). The edited file is free (every
+lease is read and its pattern's literal prefix compared: the common case), and once held by another agent
+(the deny). The leases are written as one document (``area<N>/**`` by ``agent-<N>``), as ``loki lease
+acquire`` would leave them, an hour from LOKI_NOW.
 """
 
 from __future__ import annotations
