@@ -5,7 +5,8 @@ shared list) and runs the ``TaskCompleted`` hook when a task is being marked com
 ``status: "completed"``, and for a teammate's in-progress tasks when the teammate stops. The hook can refuse
 the completion: exit 2, or (what loki answers, so that it never exits 2) ``{"decision": "block", "reason":
 ...}`` on exit 0. Claude Code then leaves the task as it was and hands the reason to the model as the
-tool's result. Both checked with the real CLI (tests/agents/test_agent_teamtasks.py).
+tool's result. Both were tried with the real CLI; tests/agents/test_agent_teamtasks.py keeps loki's answer
+checked.
 
 * ``TaskCompleted``: the Claude task is mapped to a loki task (:func:`loki_tasks`); when that task has
   declared checks (``--verify``), they run here, in the payload's ``cwd``, exactly as ``loki work`` runs them
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 MARKER = re.compile(r"\bloki:([A-Za-z0-9][A-Za-z0-9._-]{0,127})")
 """``loki:ID`` in a Claude task's subject or description names the loki task it is (the id's own pattern,
 schemas/common.json)."""
+WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+"""The words of a text that could be task ids (a sentence's full stop is dropped from the end)."""
 HELD_STATES = ("in-progress",)
 NAMED_STATES = ("pending", "in-progress", "blocked")
 """A task named by its marker may be in any of these (a completed or dead-lettered one has nothing to gate)."""
@@ -39,21 +42,24 @@ REASON_CHARS = 1500
 
 
 def loki_tasks(store: Store, payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """The loki tasks a Claude task's completion stands for, in this order of evidence:
+    """The loki tasks a Claude task's completion stands for, named in the Claude task's subject or description:
 
-    1. ``loki:ID`` in the Claude task's subject or description (how a lead ties an agent team's task to the
-       queue: it works for every teammate, whatever its environment), the named tasks that are not done;
-    2. else ``LOKI_TASK_ID`` (``loki work`` sets it for the agent it runs), that task while in progress;
-    3. else the tasks in progress claimed by ``LOKI_AGENT`` (an agent that claims with ``loki queue claim``).
+    1. ``loki:ID`` names a task that is not done, whoever holds it (how a lead ties an agent team's task to the
+       queue: it works for every teammate, whatever its environment);
+    2. else a task this agent holds (``LOKI_TASK_ID``, which ``loki work`` sets, else ``LOKI_AGENT``'s live
+       claims) whose id is a word of the text (``Finish task t1``).
 
-    None of these: no loki task, nothing to check."""
+    Nothing named: not a loki task. An agent's own to-do items (``Read the failing test``, ``Fix add()``) are
+    completed freely: gating each on the whole task's checks would block every step until the last and run
+    the checks for each."""
     text = " ".join(str(payload.get(field) or "") for field in ("task_subject", "task_description"))
     named = list(dict.fromkeys(MARKER.findall(text)))
     if named:
         view = store.tasks().view(NAMED_STATES)
         return [task for state in NAMED_STATES for task in view[state]
                 if isinstance(task, dict) and task.get("id") in named]
-    return held_tasks(store)
+    words = {word.rstrip(".") for word in WORD.findall(text)}
+    return [task for task in held_tasks(store) if task.get("id") in words]
 
 
 def held_tasks(store: Store) -> list[dict[str, Any]]:

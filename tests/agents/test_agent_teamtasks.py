@@ -64,6 +64,28 @@ def test_a_teammate_cannot_complete_a_task_whose_loki_checks_fail(claude_code: P
     assert tree_problems(project / ".loki") == []
 
 
+def test_an_agents_own_steps_complete_freely_and_its_held_task_by_id_is_gated(claude_code: Path,
+                                                                              tmp_path: Path) -> None:
+    """As under ``loki work``: the session knows its task by ``LOKI_TASK_ID``; its to-do steps are not gated,
+    the Claude task that names the held task's id is."""
+    project = calc_project(tmp_path)
+    queue = Queue(Store(project / ".loki"))
+    queue.add("Fix add()", task_id="t1", verify=["sh check.sh"])
+    queue.claim("claude-1", task_id="t1")
+    turns = [tool("TaskCreate", {"subject": "Read the failing test", "description": "test_add"}),
+             tool("TaskCreate", {"subject": "Finish task t1", "description": "all of it"}),
+             tool("TaskUpdate", {"taskId": "1", "status": "completed"}),  # a step: not the loki task
+             tool("TaskUpdate", {"taskId": "2", "status": "completed"}),  # the loki task: its check fails
+             text("Done.")]
+    run, model = claude_session(claude_code, project, turns, home=tmp_path / "home",
+                                env={**TASK_TOOLS, "LOKI_TASK_ID": "t1", "LOKI_AGENT": "claude-1"})
+    assert "Updated task #1 status" in model.tool_results(3)[0]["content"]
+    refused = model.tool_results(4)[0]["content"]
+    assert refused.startswith("TaskCompleted hook feedback:\nloki: not completed: Finish task t1 is loki task t1 "
+                              "(Fix add())"), refused
+    assert [json.loads(hook["stdout"] or "null") is None for hook in run.hook_runs("TaskCompleted")] == [True, False]
+
+
 def test_the_stop_hook_reminds_of_a_held_tasks_failing_check_without_blocking(claude_code: Path,
                                                                               tmp_path: Path) -> None:
     project = calc_project(tmp_path)

@@ -55,19 +55,24 @@ def test_a_failing_check_of_the_task_named_in_the_subject_refuses_the_completion
     assert tree_problems(project / ".loki") == []
 
 
-def test_the_claude_task_maps_to_the_loki_task_by_marker_then_task_id_then_agent(project: Path, queue: Queue) -> None:
+def test_the_claude_task_maps_to_the_loki_task_it_names(project: Path, queue: Queue) -> None:
     queue.add("Fix add()", task_id="t1", verify=["sh check.sh"])
     queue.add("Docs", task_id="t2")  # no checks
-    assert answer(task_completed(project, "anything")) is None  # no marker, no agent: no loki task
+    assert answer(task_completed(project, "anything")) is None  # names no loki task
     assert answer(task_completed(project, "see loki:t2")) is None  # a task without checks: nothing to run
     assert answer(task_completed(project, "see loki:nope")) is None  # an unknown task: nothing to gate
-    assert answer(task_completed(project, "anything", {"LOKI_TASK_ID": "t1"})) is None  # t1 is not in progress
+    # by its id alone only a task this agent holds: t1 is not held yet
+    assert answer(task_completed(project, "Finish task t1", {"LOKI_TASK_ID": "t1"})) is None
     queue.claim("alice", task_id="t1")
-    assert answer(task_completed(project, "anything", {"LOKI_TASK_ID": "t1"}))["decision"] == "block"
-    assert answer(task_completed(project, "anything", {"LOKI_AGENT": "alice"}))["decision"] == "block"
-    assert answer(task_completed(project, "anything", {"LOKI_AGENT": "bob"})) is None
+    assert answer(task_completed(project, "Finish task t1.", {"LOKI_TASK_ID": "t1"}))["decision"] == "block"
+    assert answer(task_completed(project, "Finish t1", {"LOKI_AGENT": "alice"}))["decision"] == "block"
+    assert answer(task_completed(project, "Finish t1", {"LOKI_AGENT": "bob"})) is None  # not bob's
+    assert answer(task_completed(project, "Finish t1")) is None  # an agent without a name holds nothing
+    # the agent's own to-do steps are not the loki task: they complete freely
+    assert answer(task_completed(project, "Read the failing test", {"LOKI_TASK_ID": "t1"})) is None
+    assert answer(task_completed(project, "Fix t10", {"LOKI_AGENT": "alice"})) is None  # t10 is not t1
     # the marker wins over the environment: this Claude task is t2's, which has no checks
-    assert answer(task_completed(project, "loki:t2", {"LOKI_AGENT": "alice"})) is None
+    assert answer(task_completed(project, "loki:t2 after t1", {"LOKI_AGENT": "alice"})) is None
     # in the description as well as the subject
     assert answer(task_completed(project, "x", task_description="part of loki:t1"))["decision"] == "block"
 
