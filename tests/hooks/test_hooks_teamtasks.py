@@ -123,3 +123,31 @@ def test_the_stop_hook_reminds_the_holder_of_its_failing_checks_and_never_blocks
     assert answer(stop(project, later)) is None  # an agent without a name holds nothing
     # once the claim's lease ran out, alice no longer holds the task
     assert answer(stop(project, {"LOKI_AGENT": "alice", "LOKI_NOW": "2026-01-25T11:10:00Z"})) is None
+
+
+@pytest.mark.slow
+def test_on_a_postgresql_tree_the_gate_and_the_reminder_read_the_database(project: Path, root: Path) -> None:
+    """The hooks open the tree's store: on a database tree they read the team's tasks from PostgreSQL."""
+    from loki.storage import layout
+    from tests.conftest import postgres_store
+
+    clock = ManualClock(NOW)
+    store = postgres_store(root, clock)
+    try:
+        (root / layout.CONFIG).write_text(json.dumps({"version": 1, "storage": {"backend": "postgresql",
+                                                                                "database": str(store.db.url)}}))
+        (project / "check.sh").write_text(CHECK)
+        (project / "calc.txt").write_text("broken\n")
+        queue = Queue(store)
+        queue.add("Fix add()", task_id="t1", verify=["sh check.sh"])
+        claim = queue.claim("alice", task_id="t1")
+        said = answer(task_completed(project, "loki:t1"))
+        assert said is not None and "check 'sh check.sh' failed: exit 1 (test_failure)" in said["reason"]
+        queue.fail("t1", "alice", token=claim["claim_token"], error_type="test_failure",
+                   error="check 'sh check.sh' failed: exit 1 (test_failure): FAILED test_calc.py::test_add")
+        clock.advance(3600)
+        queue.claim("alice", task_id="t1", lease_seconds=600)
+        reminder = answer(stop(project, {"LOKI_AGENT": "alice", "LOKI_NOW": "2026-01-25T11:05:00Z"}))
+        assert reminder is not None and "t1 (Fix add()): check 'sh check.sh' failed" in reminder["systemMessage"]
+    finally:
+        store.close()
