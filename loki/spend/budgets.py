@@ -205,12 +205,15 @@ class Budgets:
                                    or not 1 <= tokens <= MAX_TOKENS):
             raise InvalidArgument(f"invalid --tokens {tokens!r}: a whole number from 1 to 10^12", field="tokens")
         record = {"scope": scope, "usd": float(usd) if usd is not None else None, "tokens": tokens, "per": per,
-                  "created_at": format_ts(self.store.clock.now()), "signalled": None}
+                  "created_at": format_ts(self.store.clock.now()), "signalled": None, "escalation": None}
         with self.store.transaction(layout.BUDGETS) as txn:
             doc = dict(txn.read(layout.BUDGETS) or {})
             doc[name] = record
             txn.write(layout.BUDGETS, doc, changed=[record])
-        return {"name": name, **record}
+        limit = f"${float(usd):g}" if usd is not None else f"{tokens:,} tokens"
+        resolved = resolve_escalations(self.store, name, f"budget set to {limit} per {per} ({scope}) at "
+                                                         f"{record['created_at']}")
+        return {"name": name, **record, "resolved": resolved}
 
     def remove(self, name: str) -> dict[str, Any]:
         check_budget_name(name)
@@ -220,7 +223,8 @@ class Budgets:
                 raise NotFound(f"no budget {name!r} (`loki budget list`)", budget=name)
             record = doc.pop(name)
             txn.write(layout.BUDGETS, doc, changed=[])
-        return {"name": name, **record}
+        resolved = resolve_escalations(self.store, name, f"budget removed at {self.store.now_ts()}")
+        return {"name": name, **record, "resolved": resolved}
 
     def standings(self, *, reserve: float = 0.0) -> list[Standing]:
         """Every budget now, by name; one pass over the tasks for all of them."""
@@ -269,26 +273,82 @@ class Budgets:
         return gate
 
     def refuse(self, standing: Standing, agent: str, extra: str = "") -> BudgetExceeded:
-        """The refusal of a claim; the first of the budget's window writes BUDGET_EXCEEDED (once, whoever
-        refuses first: decided under the budgets' lock)."""
+        """The refusal of a claim; the first of the budget's window writes BUDGET_EXCEEDED and the window's
+        escalation (once, whoever refuses first: decided under the budgets' lock)."""
+        escalation = None
         with self.store.transaction(layout.BUDGETS) as txn:
             doc = dict(txn.read(layout.BUDGETS) or {})
             record = doc.get(standing.name)
             first = isinstance(record, dict) and record.get("signalled") != standing.start
             if first and isinstance(record, dict):
-                doc[standing.name] = {**record, "signalled": standing.start}
+                escalation = escalate(self.store, standing, agent)
+                doc[standing.name] = {**record, "signalled": standing.start, "escalation": escalation}
                 txn.write(layout.BUDGETS, doc, changed=[doc[standing.name]])
         if first:
             from loki.signals.emit import emit
 
+            # the escalation of an earlier window of this budget is answered by this one
+            resolve_escalations(self.store, standing.name, f"superseded by {escalation}", keep=escalation)
             emit(self.store, "BUDGET_EXCEEDED", {
                 "budget": standing.name, "scope": standing.record["scope"], "per": standing.record["per"],
                 "limit_usd": standing.record.get("usd"), "limit_tokens": standing.record.get("tokens"),
                 "spent_usd": round(standing.spent_usd, 6), "spent_tokens": standing.spent_tokens,
-                "refill_at": standing.refill_at}, agent=agent)
+                "refill_at": standing.refill_at, "escalation": escalation}, agent=agent)
         seconds = max(0.0, (parse_ts(standing.refill_at) - self.store.clock.now()).total_seconds())
         return BudgetExceeded(f"{standing.describe()}{extra}; it refills at {standing.refill_at}",
                               budget=standing.name, refill_at=standing.refill_at, retry_after=seconds)
+
+
+ESCALATION_PREFIX = "budget-"
+"""What a budget escalation's header names in place of a task: ``budget-<name>`` (it parks no task)."""
+
+
+def escalate(store: Store, standing: Standing, agent: str) -> str:
+    """The escalation file of ``standing``'s window (its name): written by the first refusal of the window, found
+    by any other. Called under the budgets' lock; the file is named by the window, not the moment, so a writer
+    that died between the file and the budget's record leaves a file the next one finds, not a second file."""
+    from loki.queue.escalations import file_stem, list_escalations, write_file
+
+    task_id = ESCALATION_PREFIX + standing.name
+    stem = file_stem(task_id, standing.start)
+    for row in list_escalations(store, open_only=True):  # a resolved one (the budget was raised) is not reused
+        if row.get("budget") == standing.name and row.get("window_start") == standing.start:
+            return str(row["file"])
+    name, record = standing.name, standing.record
+    values = {
+        "task_title": f"budget {name} ({record['scope']}) spent this {record['per']}",
+        "task_id": task_id,
+        "failure_count": "0",
+        "trigger": "budget_exceeded",
+        "error_summary": f"{standing.describe()}; it refills at {standing.refill_at}",
+        "attempts_log": "(a budget, not a task: no task is parked, and no attempt failed)",
+        "agent_analysis": (
+            f"{standing.describe()}. Every claim in its scope is refused (exit 75) until the window refills at "
+            f"{standing.refill_at}; `loki work` stops between tasks. The attempts already running finish and are "
+            f"counted (docs/spend.md, the overshoot). First refused: {agent}."),
+        "recommended_options": "\n".join([
+            f"1. Wait: the budget refills at {standing.refill_at}, and claims go on by themselves.",
+            f"2. Raise it: `loki budget set {name} --usd ... --per {record['per']} --scope {record['scope']}` "
+            "(this escalation is then resolved).",
+            f"3. Acknowledge it: `loki approve {stem}` or `loki escalations close {stem} --note ...`; the budget "
+            "stays spent."]),
+        "timestamp": store.now_ts(),
+        "agent": agent,
+    }
+    rel = write_file(store, task_id=task_id, values=values, now=store.now_ts(), stamped=standing.start,
+                     fields={"budget": name, "window_start": standing.start, "refill_at": standing.refill_at})
+    return rel.rsplit("/", 1)[-1]
+
+
+def resolve_escalations(store: Store, name: str, text: str, *, keep: str | None = None) -> list[str]:
+    """Resolve the open escalations of budget ``name`` (but ``keep``), with ``text``; their file names."""
+    from loki.queue.escalations import list_escalations, mark_resolved
+
+    files = [row["file"] for row in list_escalations(store, open_only=True)
+             if row.get("budget") == name and row["file"] != keep]
+    for file_name in files:
+        mark_resolved(store, file_name, text)
+    return files
 
 
 READY_ROUNDS = 3

@@ -224,3 +224,105 @@ def test_a_task_that_becomes_ready_in_a_spent_scope_is_not_claimed_by_the_fallba
         claim(queue, "a")
     shown = queue.show("t9")
     assert shown["state"] == "pending" and not shown["task"].get("claimed_by")
+
+
+def spent_and_refused(store: Any, times: int = 1, *, agent: str = "b") -> None:
+    Queue(store).add("next", task_id="next")
+    for _ in range(times):
+        with pytest.raises(BudgetExceeded):
+            claim(Queue(store), agent)
+
+
+def budget_rows(store: Any, *, open_only: bool = False) -> list[dict[str, Any]]:
+    from loki.queue.escalations import list_escalations
+
+    return [row for row in list_escalations(store, open_only=open_only) if row.get("budget")]
+
+
+def test_a_spent_budget_writes_one_escalation_per_window_that_parks_no_task(store: Any) -> None:
+    from loki.queue.escalations import show
+
+    Budgets(store).set("team", usd=1, per="day")
+    spend(store, "t1", 1.0)
+    spent_and_refused(store, 3)
+    [row] = budget_rows(store, open_only=True)
+    start = Budgets(store).show("team").start
+    assert (row["budget"], row["window_start"], row["trigger"], row["task_id"]) == (
+        "team", start, "budget_exceeded", "budget-team")
+    assert row["id"] == start.replace("-", "").replace(":", "") + "-budget-team"
+    assert row["title"] == "budget team (team) spent this day"
+    shown = show(store, "budget-team")  # found by what it escalates, as a task's is
+    assert shown["tasks"] == [] and "it refills at" in shown["text"] and "loki budget set team" in shown["text"]
+    assert Queue(store).show("next")["state"] == "pending"  # nothing parked
+    assert Budgets(store).show("team").record["escalation"] == row["file"]
+    signal = next(n for n in store.list(layout.SIGNALS_DIR) if n.startswith("BUDGET_EXCEEDED"))
+    import json
+
+    assert json.loads(store.read_text(f"{layout.SIGNALS_DIR}/{signal}"))["escalation"] == row["file"]
+
+
+def test_a_writer_that_died_after_the_file_leaves_no_second_escalation(store: Any) -> None:
+    """The file is named by its window: a refusal that wrote it and died before recording it in the budget
+    (simulated: the file written, the record not) is found by the next refusal, not written again."""
+    from loki.spend.budgets import escalate
+
+    Budgets(store).set("team", usd=1, per="day")
+    spend(store, "t1", 1.0)
+    escalate(store, Budgets(store).show("team"), "crashed")
+    spent_and_refused(store, 2)
+    [row] = budget_rows(store)
+    assert Budgets(store).show("team").record["escalation"] == row["file"]
+
+
+def test_approving_a_budget_escalation_acknowledges_it_and_the_budget_stays_spent(store: Any) -> None:
+    from loki.errors import Conflict, InvalidInput
+    from loki.watch.approvals import approve_any
+
+    Budgets(store).set("team", usd=1, per="day")
+    spend(store, "t1", 1.0)
+    spent_and_refused(store)
+    [row] = budget_rows(store)
+    with pytest.raises(InvalidInput, match="is a spent budget \\(team\\), not a task"):
+        approve_any(store, row["id"], "cancel")
+    assert budget_rows(store, open_only=True)
+    answer = approve_any(store, row["id"], "approve", note="seen", approver="ana")
+    assert answer == {"escalation": row["id"], "approvals": []}
+    [done] = budget_rows(store)
+    assert not done["open"] and done["resolution"].startswith("acknowledged by ana at ")
+    assert done["resolution"].endswith(": seen")
+    with pytest.raises(Conflict, match="already resolved"):
+        approve_any(store, row["id"], "approve")
+    with pytest.raises(BudgetExceeded):  # acknowledged, still spent: no second escalation this window
+        claim(Queue(store), "b")
+    assert len(budget_rows(store)) == 1
+
+
+def test_raising_the_budget_resolves_its_escalation_and_a_new_spend_writes_another(store: Any) -> None:
+    Budgets(store).set("team", usd=1, per="day")
+    spend(store, "t1", 1.0)
+    spent_and_refused(store)
+    answer = Budgets(store).set("team", usd=2, per="day")
+    [row] = budget_rows(store)
+    assert answer["resolved"] == [row["file"]] and not row["open"]
+    assert row["resolution"].startswith("budget set to $2 per day (team) at ")
+    assert claim(Queue(store), "b")["id"] == "next"  # raised: claims go on
+    spend(store, "t2", 1.5)
+    Queue(store).add("later", task_id="later")
+    with pytest.raises(BudgetExceeded):
+        claim(Queue(store), "c")
+    first, second = budget_rows(store)
+    assert second["open"] and second["file"] == first["file"].removesuffix(".md") + "-2.md"
+    removed = Budgets(store).remove("team")
+    assert removed["resolved"] == [second["file"]] and not budget_rows(store, open_only=True)
+
+
+def test_the_next_window_s_escalation_supersedes_the_last(store: Any) -> None:
+    Budgets(store).set("team", usd=1, per="hour")
+    spend(store, "t1", 1.0)
+    spent_and_refused(store)
+    store.clock.advance(3600)
+    spend(store, "t2", 1.0)
+    with pytest.raises(BudgetExceeded):
+        claim(Queue(store), "b")
+    old, new = budget_rows(store)
+    assert new["open"] and not old["open"] and old["resolution"] == f"superseded by {new['file']}"

@@ -60,6 +60,8 @@ def check(root: Path, env: dict[str, str], summaries: list[dict[str, object]], m
     assert refused.code == 75 and json.loads(refused.stdout or refused.stderr)["refill_at"] == "2030-01-02T00:00:00Z"
     signals = json.loads(loki_proc(["signal", "list", "--json"], root=root, env=at).stdout)["signals"]
     assert [s["type"] for s in signals].count("BUDGET_EXCEEDED") == 1
+    rows = json.loads(loki_proc(["escalations", "list", "--json"], root=root, env=at).stdout)["escalations"]
+    assert [(r["budget"], r["window_start"], r["open"]) for r in rows] == [("team", "2030-01-01T00:00:00Z", True)]
     # The window ends: the budget refills and work goes on.
     later = loki_proc(["work", "--agent", "eng-0", "--max-tasks", "1", "--", PY, "-c", AGENT], root=root,
                       env={**env, "LOKI_NOW": NEXT_DAY})
