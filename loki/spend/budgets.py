@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from loki.clock import format_ts, parse_ts
-from loki.errors import ExitCode, InvalidArgument, LokiError, NotFound, NothingToDo, UsageError
+from loki.errors import ExitCode, InvalidArgument, LokiError, NotFound, UsageError
 from loki.storage import layout
-from loki.tasks.usage import total_tokens
+from loki.tasks import totals as running_totals
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -210,6 +210,7 @@ class Budgets:
             doc = dict(txn.read(layout.BUDGETS) or {})
             doc[name] = record
             txn.write(layout.BUDGETS, doc, changed=[record])
+        ensure_totals(self.store)  # the first budget builds the running totals its checks read
         limit = f"${float(usd):g}" if usd is not None else f"{tokens:,} tokens"
         resolved = resolve_escalations(self.store, name, f"budget set to {limit} per {per} ({scope}) at "
                                                          f"{record['created_at']}")
@@ -226,28 +227,27 @@ class Budgets:
         resolved = resolve_escalations(self.store, name, f"budget removed at {self.store.now_ts()}")
         return {"name": name, **record, "resolved": resolved}
 
-    def standings(self, *, reserve: float = 0.0) -> list[Standing]:
-        """Every budget now, by name; one pass over the tasks for all of them."""
-        doc = self._doc()
+    def standings(self, *, reserve: float = 0.0, totals: dict[str, Any] | None = None,
+                  running: list[dict[str, Any]] | None = None, doc: dict[str, Any] | None = None) -> list[Standing]:
+        """Every budget now, by name, from the running totals (loki/tasks/totals.py: read, or built once when
+        the tree has none) and the attempts running. A claim passes its unit's ``totals`` and ``running``
+        (read under the queue's lock) and the budgets ``doc`` it read."""
+        doc = self._doc() if doc is None else doc
         if not doc:
             return []
-        from loki.spend.report import entries
-
+        if totals is None:
+            totals = self.store.tasks().spend_totals() or ensure_totals(self.store)
+        if running is None:
+            running = self.store.tasks().view(["in-progress"])["in-progress"]
         now = self.store.clock.now()
-        spans = {name: window(record["per"], now) for name, record in doc.items()}
-        earliest = format_ts(min(start for start, _ in spans.values()))
-        found: list[tuple[dict[str, Any], dict[str, Any]]] = [
-            (task, entry) for task, entry in entries(self.store) if str(entry.get("at") or "") >= earliest]
-        running = self.store.tasks().view(["in-progress"])["in-progress"]
         result = []
         for name in sorted(doc):
             record = doc[name]
             kind, value = parse_scope(record["scope"])
-            start, end = (format_ts(t) for t in spans[name])
-            mine = [e for t, e in found if str(e.get("at") or "") >= start and _matches(kind, value, t, e.get("agent"))]
+            start_dt, end_dt = window(record["per"], now)
+            usd, tokens = running_totals.spent(totals, record["scope"], record["per"], start_dt)
             result.append(Standing(
-                name, record, start, end, spent_usd=sum(float(e.get("usd") or 0.0) for e in mine),
-                spent_tokens=sum(total_tokens(e) for e in mine),
+                name, record, format_ts(start_dt), format_ts(end_dt), spent_usd=usd, spent_tokens=tokens,
                 running=sum(1 for t in running if _matches(kind, value, t, t.get("claimed_by"))), reserve=reserve))
         return result
 
@@ -258,9 +258,10 @@ class Budgets:
                 return standing
         raise NotFound(f"no budget {name!r} (`loki budget list`)", budget=name)
 
-    def gate(self, agent: str, *, reserve: float = 0.0) -> Gate:
+    def gate(self, agent: str, *, reserve: float = 0.0, **read: Any) -> Gate:
+        """What the budgets allow ``agent``'s claim now (``read``: what :meth:`standings` takes)."""
         gate = Gate()
-        for standing in self.standings(reserve=reserve):
+        for standing in self.standings(reserve=reserve, **read):
             if not standing.exhausted:
                 continue
             kind, value = parse_scope(standing.record["scope"])
@@ -351,59 +352,53 @@ def resolve_escalations(store: Store, name: str, text: str, *, keep: str | None 
     return files
 
 
-READY_ROUNDS = 3
-"""How many times a budgeted claim reads the ready tasks again when other agents took every one first."""
+def ensure_totals(store: Store) -> dict[str, Any]:
+    """The running totals of usage, built from every task once when the tree has none (its first budget, a tree
+    just migrated: the document is an index, not moved), under the queue's lock: no usage entry can land between
+    the scan and the write."""
+    from loki.spend.report import entries
+
+    with store.tasks().transaction() as unit:
+        doc = unit.spend_totals()
+        if doc is None:
+            doc = running_totals.build(entries(store))
+            unit.set_spend_totals(doc)
+    return doc
+
+
+class ClaimGate:
+    """The budgets' part of one claim, asked by the queue inside the claim's unit of work (:meth:`inside`: the
+    totals and the running attempts as that unit reads them, under the queue's lock), and after it for the
+    refusal (:meth:`refusal`: the signal and the escalation are written outside the queue's lock)."""
+
+    def __init__(self, budgets: Budgets, agent: str, reserve: float, doc: dict[str, Any]) -> None:
+        self.budgets, self.agent, self.reserve, self.doc = budgets, agent, reserve, doc
+
+    def inside(self, unit: Any) -> Gate:
+        totals = unit.spend_totals()
+        if totals is None:  # not built yet (a race with the first budget): count from the tasks, this once
+            from loki.spend.report import entries
+
+            totals = running_totals.build(entries(self.budgets.store))
+        return self.budgets.gate(self.agent, reserve=self.reserve, totals=totals, running=unit.tasks("in-progress"),
+                                 doc=self.doc)
+
+    def refusal(self, standing: Standing, extra: str) -> BudgetExceeded:
+        return self.budgets.refuse(standing, self.agent, extra)
 
 
 def claim(queue: Queue, agent: str, *, types: Sequence[str] = (), labels: Sequence[str] = (),
           priorities: Sequence[str] = (), lease_seconds: float | None = None, reserve: float = 0.0,
           task_id: str | None = None, reuse: bool = False) -> Any:
     """``queue.claim`` within the budgets: refused (:class:`BudgetExceeded`) by a spent budget of the team or
-    of ``agent``, kept off the tasks of a spent type or label budget."""
+    of ``agent``, kept off the tasks of a spent type or label budget. The check and the claim are one step:
+    the queue asks :class:`ClaimGate` inside the claim's unit of work (docs/spend.md, the overshoot)."""
     if isinstance(reserve, bool) or not math.isfinite(reserve) or not 0 <= reserve <= MAX_USD:
         raise InvalidArgument(f"invalid --reserve {reserve!r}: dollars from 0 to 1,000,000", field="reserve")
     budgets = Budgets(queue.store)
-    plain: dict[str, Any] = {"types": types, "labels": labels, "priorities": priorities,
-             "lease_seconds": lease_seconds,
-             "task_id": task_id, "reuse": reuse}
-    if not budgets._doc():
-        return queue.claim(agent, **plain)
-    gate = budgets.gate(agent, reserve=reserve)
-    if reuse and queue.live_claim(agent, task_id=task_id, types=types, labels=labels,
-                                  priorities=priorities) is not None:
-        return queue.claim(agent, **plain)  # the claim it holds, given back: no new work, nothing to refuse
-    if gate.blocking:
-        raise budgets.refuse(gate.blocking[0], agent)
-    if not gate.types and not gate.labels:
-        return queue.claim(agent, **plain)
-    if task_id is not None:
-        hit = gate.excludes(queue.show(task_id)["task"])
-        if hit is not None:
-            raise budgets.refuse(hit, agent, f" ({task_id} is in its scope)")
-        return queue.claim(agent, **plain)
-    for _ in range(READY_ROUNDS):  # the ready tasks, again while other agents take them first
-        ready = queue.ready(types=types, labels=labels, priorities=priorities)["ready"]
-        if not ready:
-            break
-        kept_off = None
-        for row in ready:
-            hit = gate.excludes(row)
-            if hit is not None:
-                kept_off = kept_off or hit
-                continue
-            try:
-                return queue.claim(agent, task_id=row["id"], lease_seconds=lease_seconds)
-            except (NothingToDo, LokiError) as exc:
-                if exc.exit_code not in (ExitCode.NOTHING_TO_DO, ExitCode.CONFLICT):
-                    raise
-                continue  # another agent took it first
-        if kept_off is not None:
-            raise budgets.refuse(kept_off, agent, " (every ready task is in its scope)")
-    # Nothing ready: the queue says why (exit 3). A task that became ready meanwhile may be in a spent
-    # scope: then it is given back at once, untouched, and the claim refused.
-    task = queue.claim(agent, **plain)
-    hit = gate.excludes(task)
-    if hit is not None:
-        queue.release(task["id"], agent, token=task["claim_token"])
-        raise budgets.refuse(hit, agent, f" ({task['id']} is in its scope)")
-    return task
+    doc = budgets._doc()
+    gate = ClaimGate(budgets, agent, reserve, doc) if doc else None
+    if gate is not None and queue.store.tasks().spend_totals() is None:
+        ensure_totals(queue.store)  # before the claim's unit: the scan takes the queue's lock itself
+    return queue.claim(agent, types=types, labels=labels, priorities=priorities, lease_seconds=lease_seconds,
+                       task_id=task_id, reuse=reuse, gate=gate)

@@ -208,22 +208,44 @@ def test_reuse_of_a_lapsed_lease_meets_the_gate(store: Any) -> None:
         claim(queue, "a", reuse=True)
 
 
-def test_a_task_that_becomes_ready_in_a_spent_scope_is_not_claimed_by_the_fallback(store: Any) -> None:
+def test_the_check_is_inside_the_claims_unit_of_work(store: Any) -> None:
+    """The budgets are asked by the queue inside the claim's unit of work (the queue's lock held): the totals and
+    the running attempts they count are that unit's, and a refused claim takes nothing."""
     queue = Queue(store)
-    Budgets(store).set("docs", usd=1, per="day", scope="type:docs")
-    spend(store, "t1", 1.0, type_="docs")
-    ready = queue.ready
+    Budgets(store).set("team", usd=10, per="day")
+    spend(store, "t1", 7.0)
+    queue.add("a", task_id="t2")
+    queue.add("b", task_id="t3")
+    seen: list[tuple[int, float]] = []
+    from loki.spend import budgets as module
 
-    def empty_then_added(**kwargs: Any) -> Any:
-        seen = ready(**kwargs)
-        queue.add("docs, added meanwhile", task_id="t9", type="docs")  # after the read, before the claim
-        return seen
+    inside = module.ClaimGate.inside
 
-    queue.ready = empty_then_added  # type: ignore[method-assign]
-    with pytest.raises(BudgetExceeded, match=r"\(t9 is in its scope\)"):
+    def watched(self: Any, unit: Any) -> Any:
+        gate = inside(self, unit)
+        seen.append((len(unit.tasks("in-progress")), unit.spend_totals()["days"][store.clock.now().strftime("%Y-%m-%d")]["team"][0]))
+        return gate
+
+    module.ClaimGate.inside = watched  # type: ignore[method-assign]
+    try:
+        assert claim(queue, "a", reserve=2.0)["id"] == "t2"  # 7 + 2 x 1 <= 10
+        with pytest.raises(BudgetExceeded, match=r"\+ \$2 reserved for each of 2 attempts"):
+            claim(queue, "b", reserve=2.0)  # 7 + 2 x 2 > 10: the running t2 is counted
+    finally:
+        module.ClaimGate.inside = inside  # type: ignore[method-assign]
+    assert seen == [(0, 7.0), (1, 7.0)]
+    assert queue.show("t3")["state"] == "pending"
+
+
+def test_a_spent_label_with_a_ready_task_outside_it_claims_that_one(store: Any) -> None:
+    Budgets(store).set("auth", usd=1, per="day", scope="label:auth")
+    spend(store, "t1", 1.0, labels=["auth"])
+    queue = Queue(store)
+    queue.add("auth first", task_id="t2", labels=["auth"], priority="high")
+    queue.add("plain", task_id="t3")
+    assert claim(queue, "a")["id"] == "t3"
+    with pytest.raises(BudgetExceeded, match=r"budget auth .*every ready task is in its scope"):
         claim(queue, "a")
-    shown = queue.show("t9")
-    assert shown["state"] == "pending" and not shown["task"].get("claimed_by")
 
 
 def spent_and_refused(store: Any, times: int = 1, *, agent: str = "b") -> None:
