@@ -89,4 +89,4 @@ def spent(doc: dict[str, Any], key: str, per: str, start: datetime) -> tuple[flo
     else:
         buckets = [doc["days"].get((start + timedelta(days=n)).strftime("%Y-%m-%d"), {}) for n in range(7)]
     rows = [bucket[key] for bucket in buckets if key in bucket]
-    return round(sum(row[0] for row in rows), 6), sum(row[1] for row in rows)
+    return round(float(sum(row[0] for row in rows)), 6), int(sum(row[1] for row in rows))

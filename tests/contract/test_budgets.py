@@ -348,3 +348,79 @@ def test_the_next_window_s_escalation_supersedes_the_last(store: Any) -> None:
         claim(Queue(store), "b")
     old, new = budget_rows(store)
     assert new["open"] and not old["open"] and old["resolution"] == f"superseded by {new['file']}"
+
+
+def team_today(store: Any) -> list[float]:
+    doc = store.tasks().spend_totals()
+    return doc["days"][store.clock.now().strftime("%Y-%m-%d")]["team"]
+
+
+def test_the_running_totals_are_kept_with_each_entry_and_only_once_a_budget_exists(store: Any) -> None:
+    spend(store, "t0", 0.5)
+    assert store.tasks().spend_totals() is None  # no budget: nothing kept, nothing paid per write
+    Budgets(store).set("team", usd=100, per="day")  # the first budget builds them from the tasks
+    assert team_today(store) == [0.5, 100, 1]
+    queue = Queue(store)
+    spend(store, "t1", 0.25, type_="docs", labels=["auth"])
+    queue.add("failing", task_id="t2")
+    claimed = queue.claim("b", task_id="t2")
+    usage = {"input_tokens": 5, "output_tokens": 0, "cache_read_tokens": 0, "cache_creation_tokens": 0,
+             "source": "result_file", "usd": 0.125, "usd_source": "agent"}
+    queue.fail("t2", "b", token=claimed["claim_token"], error="boom", usage=usage)
+    store.clock.advance(60)  # past its backoff, within the day
+    again = queue.claim("b", task_id="t2")
+    queue.complete("t2", "b", token=again["claim_token"], usage=usage)
+    queue.complete("t2", "b", token=again["claim_token"], usage=usage)  # a repeat, its answer lost: nothing
+    day = store.clock.now().strftime("%Y-%m-%d")
+    kept = store.tasks().spend_totals()["days"][day]
+    assert kept["team"] == [1.0, 210, 4]
+    assert kept["type:docs"] == [0.25, 100, 1] and kept["label:auth"] == [0.25, 100, 1]
+    assert kept["agent:b"] == [0.25, 10, 2]
+    from loki.spend.report import entries
+    from loki.tasks import totals
+
+    assert totals.build(entries(store))["days"][day] == kept
+
+
+def test_a_claim_with_budgets_reads_no_usage_history(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the totals exist, neither a claim nor ``budget show`` reads a task's usage: the archive may grow."""
+    from loki.spend import report
+
+    Budgets(store).set("team", usd=1, per="day")
+    spend(store, "t1", 0.5)
+
+    def refused(*_args: Any) -> Any:
+        raise AssertionError("read every task's usage")
+
+    monkeypatch.setattr(report, "entries", refused)
+    monkeypatch.setattr(type(store.tasks()), "archived", refused)
+    queue = Queue(store)
+    queue.add("next", task_id="t2")
+    assert claim(queue, "a")["id"] == "t2"
+    assert Budgets(store).show("team").spent_usd == 0.5
+
+
+def test_totals_that_are_missing_are_built_once_from_the_tasks(store: Any) -> None:
+    """A tree whose totals are gone (moved by `loki migrate`, which moves the tasks, not this index) builds them
+    from the tasks at its next check, under the queue's lock."""
+    Budgets(store).set("team", usd=1, per="day")
+    spend(store, "t1", 0.75)
+    drop_totals(store)  # as a migrated tree has them: not at all
+    assert store.tasks().spend_totals() is None
+    assert Budgets(store).show("team").spent_usd == 0.75
+    assert team_today(store) == [0.75, 100, 1]
+    spend(store, "t2", 0.25)
+    Queue(store).add("next", task_id="t3")
+    with pytest.raises(BudgetExceeded):
+        claim(Queue(store), "a")
+
+
+def drop_totals(store: Any) -> None:
+    import os
+
+    if store.backend == "files":
+        os.remove(store.path(layout.SPEND))
+    elif store.backend == "postgresql":
+        store.remove(layout.SPEND)
+    else:
+        store.tasks()._spend = None
