@@ -223,7 +223,8 @@ def test_the_check_is_inside_the_claims_unit_of_work(store: Any) -> None:
 
     def watched(self: Any, unit: Any) -> Any:
         gate = inside(self, unit)
-        seen.append((len(unit.tasks("in-progress")), unit.spend_totals()["days"][store.clock.now().strftime("%Y-%m-%d")]["team"][0]))
+        day = store.clock.now().strftime("%Y-%m-%d")
+        seen.append((len(unit.tasks("in-progress")), unit.spend_totals()["days"][day]["team"][0]))
         return gate
 
     module.ClaimGate.inside = watched  # type: ignore[method-assign]
