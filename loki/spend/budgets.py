@@ -2,29 +2,25 @@
 
 A budget is a record of ``state/budgets.json`` (one document under the storage interface, like the breakers':
 a file on a file tree, a row of the database's documents on PostgreSQL, so every machine of the team reads
-the same budgets). What a budget has spent is not kept beside it: it is summed, at each check, from the usage
-entries the tasks keep (loki/tasks/usage.py), which are recorded once per claim with the claim's outcome; so
-a budget can never count an attempt twice, and nothing is left to reconcile after a crash.
+the same budgets). What a budget has spent is read from the running totals the task store keeps with every
+usage entry, in the same unit of work (loki/tasks/totals.py, ``queue/spend.json``): never summed from the whole
+history, never counted twice, nothing to reconcile after a crash.
 
 Windows are fixed and UTC: an hour from its start, a day from midnight, a week from Monday midnight. The
 budget refills when its window ends.
 
-Before each claim (``loki work``, ``loki queue claim``), :func:`claim` asks :meth:`Budgets.gate`: a budget is
-spent when what its scope spent in the window, plus ``reserve`` for each attempt of its scope already running
-and for this one, reaches its limit. A spent budget of the team, or of the claiming agent, refuses the claim
+Each claim (``loki work``, ``loki queue claim``: :func:`claim`) hands the queue a :class:`ClaimGate`, which the
+queue asks inside the claim's unit of work (the queue's lock held, on every store): a budget is spent when what
+its scope spent in the window, plus ``reserve`` for each attempt of its scope already running and for this one,
+reaches its limit. A spent budget of the team, or of the claiming agent, refuses the claim
 (:class:`BudgetExceeded`, exit 75, with the refill time, as an OPEN breaker does); one of a type or a label
 keeps the claim off that type's or label's tasks (and refuses it when nothing else is ready). The first refusal
 of a window writes a ``BUDGET_EXCEEDED`` signal, which the watcher leaves in place for others
-(``signals.leave_for_others``: what Loki Mode's ``run.sh`` waits on).
+(``signals.leave_for_others``: what Loki Mode's ``run.sh`` waits on), and an escalation that parks no task.
 
-The overshoot: a budget counts what was spent, and an attempt's spend is known when it ends; so a budget of
-``N`` dollars ends at most at ``N`` plus what the attempts already running when it was reached go on to
-spend: with ``A`` agents on the budget's scope and attempts costing at most ``C`` each (``--max-task-usd``
-caps ``C`` for agents that take a cap), under ``N + A x C``. ``--reserve R`` counts ``R`` for every running
-attempt before a claim, so a claim is refused once ``spent + R x (running + 1) > N``: with ``R >= C``, agents
-that claim one after another never overshoot. The check is read before the claim, not under the claim's lock:
-agents claiming at the same instant each see the others' attempts not yet running, so the bound that always
-holds stays ``N + A x C``; the reserve makes reaching it need ``A`` claims at one instant at the limit.
+The overshoot: the check and the claim being one step, a budget of ``N`` dollars ends under ``N + A x C`` with
+``A`` agents on its scope and attempts costing at most ``C``; with ``reserve >= C`` it never passes ``N``
+(docs/spend.md, "The overshoot").
 """
 
 from __future__ import annotations
