@@ -208,6 +208,11 @@ def _cold_claims_by_history() -> list[dict[str, Any]]:
             timings[key].extend(time_command(command, repeat=1, warmup=0, env={**BASE_ENV, "LOKI_ROOT": root},
                                              check=True))
     rows = []
+    warm = {key: _warm_claims(root) for key, root in trees.items()}
+    for size in sizes:
+        rows.append(row(f"spend: in-process claim, 10 budgets, {size:,} attempts of history", warm[(size, 10)],
+                        floor_name="no budgets", floor_ms=warm[(size, 0)],
+                        note=f"{warm[(size, 10)] - warm[(size, 0)]:+.2f} ms per claim (budgets.claim, then released)"))
     for size in sizes:
         store = Store(trees[(size, 10)], validate_all=False)
         scanned = median(time_call(lambda store=store: sum(1 for _ in entries(store)), repeat=runs(5)))
@@ -217,3 +222,23 @@ def _cold_claims_by_history() -> list[dict[str, Any]]:
                         note=f"{budgeted - plain:+.1f} ms per claim; reading every task's usage (the check before "
                              f"the running totals) takes {scanned:.1f} ms on this tree"))
     return rows
+
+
+def _warm_claims(root: str) -> float:
+    """Median ms of ``budgets.claim`` in one process (each claim released again, untimed): the check's own cost,
+    without a process start's noise."""
+    import time
+
+    from loki.queue.queue import Queue
+    from loki.spend.budgets import claim
+
+    queue = Queue(Store(root, validate_all=False))
+    samples = []
+    for index in range(runs(60) + 3):
+        started = time.perf_counter()
+        task = claim(queue, "bench-warm")
+        elapsed = (time.perf_counter() - started) * 1000
+        queue.release(task["id"], "bench-warm", token=task["claim_token"])
+        if index >= 3:
+            samples.append(elapsed)
+    return median(samples)
