@@ -554,6 +554,7 @@ class Queue:
         self.report_dead_letters(unit.dead_lettered)
         if best is None:
             raise NothingToDo(reason, reason=reason, **({"task_id": task_id} if task_id is not None else {}))
+        self._paths_moved(best)
         return TaskAnswer.of(best, reused=held is not None)
 
     def _claim_unit(self, agent: str, wanted: Wanted, lease: float, task_id: str | None, reuse: bool,
@@ -781,6 +782,7 @@ class Queue:
             task["lease_until"] = lease_until
             task["updated_at"] = format_ts(now_dt)
             unit.update(IN_PROGRESS, task)
+        self._paths_moved(task)
         return task
 
     def complete(self, task_id: str, agent: str, *, token: str | None = None, result: Any = None,
@@ -821,6 +823,7 @@ class Queue:
             history.record(task, "completed", now, by=agent, to=COMPLETED, detail=forced)
             unit.move(task, IN_PROGRESS, COMPLETED)
             self.rotate_hot(unit, COMPLETED)
+        self._paths_moved(task)
         return task
 
     def fail(self, task_id: str, agent: str, *, error: str, error_type: str = "other", approach: str = "",
@@ -853,6 +856,7 @@ class Queue:
                                    error_type=error_type, error_message=error)
             _add_usage(task, usage, format_ts(now_dt), agent, attempt["attempt_number"], "failed")
             outcome = self.record_failure(unit, task, attempt, now_dt, final=final)
+        self._paths_moved(task)
         self.report_dead_letters(unit.dead_lettered)
         from loki.queue import tasklog
 
@@ -899,7 +903,17 @@ class Queue:
             add_note(task, "released by its holder", now, agent)
             history.record(task, "released", now, by=agent, to=PENDING)
             unit.move(task, IN_PROGRESS, PENDING)
+        self._paths_moved(task)
         return task
+
+    def _paths_moved(self, task: dict[str, Any]) -> None:
+        """A claim of a task with paths began, was renewed or ended here: on a database tree this machine's
+        copy of the path holders, which the PreToolUse hook reads, is refreshed (docs/leases.md). A file
+        tree's hook reads ``queue/in-progress.json`` itself."""
+        if task.get("paths") and self.store.keeps_local_copies:
+            from loki.leases.leases import PathLeases
+
+            PathLeases(self.store).refresh_index()
 
     def _completed_by_this_claim(self, unit: TaskTxn, task_id: str, agent: str,
                                  token: str | None) -> dict[str, Any] | None:
