@@ -165,4 +165,5 @@ def test_through_the_cli_watch_json_and_status(store: Store, clock: ManualClock,
     # `loki watch --json` writes each event as it is (loki/cli/watch.py): the facts, not only the words
     broke = json.loads(json.dumps([e for e in seen if e["event"] == "lease"][-1]))
     assert {k: broke[k] for k in ("change", "lease_id", "agent", "patterns", "timestamp")} == {
-        "change": "broken", "lease_id": "L1", "agent": "alice", "patterns": ["src/**"], "timestamp": "2026-01-25T10:05:00Z"}
+        "change": "broken", "lease_id": "L1", "agent": "alice", "patterns": ["src/**"],
+        "timestamp": "2026-01-25T10:05:00Z"}
