@@ -267,12 +267,17 @@ class PathLeases:
             return None
         if store.keeps_local_copies:
             path = os.path.join(local, layout.LOCAL_CACHE_DIR, *hotcopy.INDEX.split("/"))
-            # Both locks, in acquire's order: copies are written in the order of the changes they show.
-            with store.tasks().transaction() as unit, store.transaction(layout.lock_for(layout.LEASES)) as txn:
-                doc = _read(txn)
+            # Under the leases' lock: every change to the holders made here (a lease, a claim of a task with
+            # paths) rewrites the copy after its commit by taking this lock, so copies are written in the
+            # order of the changes they show. Read unvalidated: a cache for the hook, which never validates.
+            with store.transaction(layout.lock_for(layout.LEASES)):
+                import json
+
+                text = store.read_text(layout.LEASES)
+                doc = json.loads(text) if text else empty()
                 stamp = format_ts(self.now())
-                holders = [lease for lease in doc["leases"] if lease["expires_at"] > stamp]
-                holders += task_holders(unit.tasks("in-progress"), stamp)
+                holders = [lease for lease in doc.get("leases", []) if lease["expires_at"] > stamp]
+                holders += task_holders(store.tasks().view(["in-progress"])["in-progress"], stamp)
                 hotcopy.write(path, hotcopy.build(holders, source=None, claims=True,
                                                   refreshed_at=format_ts(store.clock.now())))
             return path

@@ -234,6 +234,14 @@ class Queue:
 
         check_id(str(spec["id"]), "task id")
         task = import_task(dict(spec), now, task_keys())
+        if spec.get("paths"):
+            # Normalised by _build_task already: they are the task's paths, not a foreign field to keep aside.
+            task["paths"] = list(spec["paths"])
+            kept = task["payload"].get("loki_mode")
+            if isinstance(kept, dict):
+                kept.pop("paths", None)
+                if not kept:
+                    del task["payload"]["loki_mode"]
         clear_claim(task)
         return task
 
