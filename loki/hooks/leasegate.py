@@ -271,8 +271,8 @@ def check(payload: dict[str, Any], root: str, now: str) -> dict[str, Any] | None
 
 def stale_line(age: int) -> str:
     minutes = f"{age // 60} min" if age >= 120 else f"{age} s"
-    return (f"loki: this machine's copy of the path leases is {minutes} old (no `loki watch` or `loki serve` "
-            "refreshing it here?): a lease taken on another machine since then is not known here; "
+    return (f"loki: this machine's copy of the path leases is {minutes} old (no `loki watch` refreshing it "
+            "here?): a lease taken on another machine since then is not known here; "
             "the git pre-commit guard checks the database.")
 
 
