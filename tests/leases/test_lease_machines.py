@@ -104,6 +104,46 @@ def _check_copies(here: Any, there: Any, here_root: Path, there_root: Path, cloc
     assert mine is not None and mine.count == 0
 
 
+def test_the_watcher_refreshes_the_copy_when_the_holders_change_elsewhere_and_every_tick(tmp_path: Path) -> None:
+    from loki.storage.postgres.store import PgStore
+    from loki.watch.watcher import Watcher
+
+    clock = ManualClock(NOW)
+    here_root, there_root = tmp_path / "here" / ".loki", tmp_path / "there" / ".loki"
+    here_root.mkdir(parents=True), there_root.mkdir(parents=True)
+    here = postgres_store(here_root, clock)
+    there = PgStore.open(here.db.url, root=str(there_root), clock=clock, lease_clock=clock)
+    try:
+        seconds = [0.0]
+        watcher = Watcher(there, observer="polling", timer=lambda: seconds[0])
+        assert watcher.refresh_lease_copy() is True  # the first cycle writes it
+        copy = copy_of(there_root)
+        assert copy is not None and copy.count == 0
+        assert watcher.refresh_lease_copy() is False  # nothing changed, the tick not due: not rewritten
+
+        PathLeases(here).acquire(["src/auth/**"], agent="alice")  # on the other machine
+        assert watcher.refresh_lease_copy() is True
+        copy = copy_of(there_root)
+        assert copy is not None and [h["agent"] for h in copy.candidates("src/auth/x.py")] == ["alice"]
+
+        clock.advance(30)
+        seconds[0] += watcher.tick_seconds  # nothing changed, but the tick is due: the stamp moves on
+        assert watcher.refresh_lease_copy() is True
+        copy = copy_of(there_root)
+        assert copy is not None and copy.refreshed_at == "2026-01-25T10:00:30Z"
+    finally:
+        there.close()
+        here.close()
+
+
+def test_a_file_tree_keeps_no_copy(tmp_path: Path, root: Path) -> None:
+    from loki.storage.store import Store
+    from loki.watch.watcher import Watcher
+
+    assert Watcher(Store(root, clock=ManualClock(NOW)), observer="polling").refresh_lease_copy() is False
+    assert not (root / layout.LOCAL_CACHE_DIR).exists()  # the hot path's root stays the tree
+
+
 # -- two machines, the real hook ---------------------------------------------------------------------------
 
 
