@@ -1,10 +1,11 @@
-"""Path-lease benchmarks (issue 25): the PreToolUse hook cold, before an Edit, with 0 / 1,000 / 10,000 live
-leases in ``state/path-leases.json``, against ``python -c pass`` measured in the same run (target: at most 3x).
-The edited file is free (the common case), and once held by another agent (the deny). The leases are written
-as one document (``area<N>/**`` by ``agent-<N>``) with the hook's index beside it, as ``loki lease acquire``
-would leave them, an hour from LOKI_NOW. At 10,000 the same free Edit is measured again with the index removed
-(the hook then reads the whole document: what the index saves), and on a database tree, whose hook reads this
-machine's copy of the 10,000 (the database itself unreachable: the hook never connects).
+"""Path-lease benchmarks (issue 25): the PreToolUse hook cold, before an Edit (and, at 1,000 leases, before a
+Codex CLI ``apply_patch``), with 0 / 1,000 / 10,000 live leases in ``state/path-leases.json``, against
+``python -c pass`` measured in the same rounds (target: at most 3x). The edited file is free (the common case),
+and once held by another agent (the deny). The leases are written as one document (``area<N>/**`` by
+``agent-<N>``) with the hook's index beside it, as ``loki lease acquire`` would leave them, an hour from
+LOKI_NOW. At 10,000 the same free Edit is measured again with the index removed (the hook then reads the whole
+document: what the index saves), and on a database tree, whose hook reads this machine's copy of the 10,000
+(the database itself unreachable: the hook never connects).
 """
 
 from __future__ import annotations
@@ -60,6 +61,20 @@ def _timed_round_robin(cases: list[tuple[str, list[str], bytes | None, str | Non
     return samples
 
 
+def _codex_cases(top: str) -> list[tuple[str, str, bytes]]:
+    """Codex CLI's ``apply_patch`` (the payload Codex 0.169.0 sends): a patch of two files, free, then one of them
+    held by another agent (the deny); the patch's file lines are read before any lease is compared."""
+    cases = []
+    for label, name in (("free files", "src/auth/login.py"), ("a leased file: deny", "area500/x.py")):
+        patch = ("*** Begin Patch\n*** Update File: README.md\n@@\n-a\n+b\n"
+                 f"*** Update File: {name}\n@@\n-a\n+b\n*** End Patch\n")
+        stdin = payload("PreToolUse", top, tool_name="apply_patch", tool_use_id="call_1", turn_id="t1",
+                        model="gpt-5.5", tool_input={"command": patch})
+        cases.append((f"codex {label}", f"cold: loki hook --agent codex pre-tool-use, apply_patch of {label} "
+                                        "(1,000 leases)", stdin))
+    return cases
+
+
 def run() -> list[dict[str, Any]]:
     loki = loki_executable()
     cold = runs(30)
@@ -84,6 +99,10 @@ def run() -> list[dict[str, Any]]:
                 cases.append((f"deny{count}", hook, held, top))
                 labels[f"deny{count}"] = (f"cold: loki hook pre-tool-use, Edit of a leased file: deny "
                                           f"({count:,} leases)")
+            if count == 1000:
+                for name, label, stdin in _codex_cases(top):
+                    cases.append((name, [*loki, "hook", "--agent", "codex", "pre-tool-use"], stdin, top))
+                    labels[name] = label
         count = 10000
         bare = project(tmp, "bare")  # the same 10,000 without the index: the hook reads the whole document
         _leases(bare, count)
@@ -103,4 +122,5 @@ def run() -> list[dict[str, Any]]:
         samples = _timed_round_robin(cases, cold, env)
     floor = median(samples.pop("floor"))
     return [row(labels[name], median(values), floor_name="python -c pass", floor_ms=floor,
-                target_ratio=None if name == "bare" else 3) for name, values in samples.items()]
+                target_ratio=None if name in ("bare", "codex a leased file: deny") else 3)
+            for name, values in samples.items()]

@@ -7,6 +7,14 @@ answer (``deny`` by default, ``ask``, ``warn``: context only, ``off``), naming t
 and the expiry. A shared lease of someone else only warns. A Bash command that names a leased path warns:
 a shell write cannot be attributed reliably (the git pre-commit guard is the net for those).
 
+Codex CLI 0.169.0 edits files with its ``apply_patch`` tool, and its PreToolUse hook reports that call as
+``tool_name: "apply_patch"`` with the whole patch in ``tool_input.command``, and honours a deny (checked with
+the real CLI: tests/agents/test_codex_leases.py). The files are the patch's ``*** Add File:``, ``*** Update
+File:``, ``*** Delete File:`` and ``*** Move to:`` lines (:func:`patch_paths`), each decided as an Edit's
+target is. A patch sent through the shell (``apply_patch <<'EOF'`` in an ``exec_command``, which Codex runs
+as its patch tool too) arrives as ``Bash``; its patch names its files just as well, so it is decided the same
+way, not only warned about.
+
 The agent is who ``LOKI_AGENT`` names (``loki work`` sets it for its command, and so for the agent CLI it
 runs); without it the agent is "someone else" to every holder. Under ``loki serve`` the hook runs in the
 server, whose environment is no session's: there the agent is what the request names (:data:`REQUEST_AGENT`,
@@ -34,6 +42,10 @@ WRITE_TOOLS = {
     "write_file": "file_path", "replace": "file_path",  # Gemini CLI
 }
 """Tool name -> the ``tool_input`` field naming the file it writes."""
+PATCH_TOOLS = {"apply_patch": "command"}
+"""Tool name -> the ``tool_input`` field holding a patch whose files it writes (Codex CLI)."""
+PATCH_BEGIN = "*** Begin Patch"
+PATCH_FILE_PREFIXES = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
 SHELL_TOOLS = ("Bash",)
 MODES = ("deny", "ask", "warn", "off")
 DEFAULT_MODE = "deny"
@@ -228,7 +240,10 @@ def check(payload: dict[str, Any], root: str, now: str) -> dict[str, Any] | None
     if not isinstance(tool_input, dict) or not isinstance(tool, str):
         return None
     field = WRITE_TOOLS.get(tool)
-    if field is None and tool not in SHELL_TOOLS:
+    patch = tool_input.get(PATCH_TOOLS[tool]) if tool in PATCH_TOOLS else None
+    if tool in SHELL_TOOLS and _shell_patch(tool_input.get("command")):
+        patch = tool_input["command"]
+    if field is None and patch is None and tool not in SHELL_TOOLS:
         return None
     from loki.strikes import view as strikeview
 
@@ -241,15 +256,13 @@ def check(payload: dict[str, Any], root: str, now: str) -> dict[str, Any] | None
     repo = os.path.dirname(os.path.abspath(root))
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else os.getcwd()
     agent = agent_identity()
-    if field is None:
+    if isinstance(patch, str):
+        holder = _first_holder(patch_paths(patch), found, repo, str(cwd), agent)
+    elif field is None:
         return _shell(tool_input.get("command"), found, repo, str(cwd), agent)
-    target = tool_input.get(field)
-    if not isinstance(target, str) or not target:
-        return None
-    rel = relative(target, repo, str(cwd))
-    if rel is None:
-        return None
-    holder = blocking(found, rel, agent)
+    else:
+        target = tool_input.get(field)
+        holder = _first_holder([target] if isinstance(target, str) and target else [], found, repo, str(cwd), agent)
     if holder is None:
         if found.stale is not None:
             return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": stale_line(found.stale)}}
@@ -260,7 +273,8 @@ def check(payload: dict[str, Any], root: str, now: str) -> dict[str, Any] | None
         text += " " + stale_line(found.stale)[len("loki: "):]
     if decision != "warn":
         record(found.hot, {"event": "lease", "change": "denied" if decision == "deny" else "asked",
-                           "timestamp": now, "path": rel, "agent": agent, "holder": holder.get("agent"),
+                           "timestamp": now, "path": holder["overlap"][0], "agent": agent,
+                           "holder": holder.get("agent"),
                            "lease_id": holder.get("lease_id"), "task": holder.get("task"),
                            "pattern": holder["overlap"][1], "tool": tool})
     if decision == "warn":
@@ -303,6 +317,39 @@ def record(hot: str, event: dict[str, Any]) -> None:
         os.write(fd, line)
     finally:
         os.close(fd)
+
+
+def _shell_patch(command: Any) -> bool:
+    """A shell command that runs Codex's patch tool on a patch it carries (``apply_patch <<'EOF' ...``)."""
+    return (isinstance(command, str) and PATCH_BEGIN in command
+            and any(word in command for word in ("apply_patch", "applypatch")))
+
+
+def patch_paths(patch: str) -> list[str]:
+    """The files an ``apply_patch`` patch writes: its add, update, delete and move-to lines, in order."""
+    found = []
+    for line in patch.splitlines():
+        for prefix in PATCH_FILE_PREFIXES:
+            if line.startswith(prefix):
+                path = line[len(prefix):].strip()
+                if path and path not in found:
+                    found.append(path)
+    return found
+
+
+def _first_holder(targets: list[str], found: Known, repo: str, cwd: str,
+                  agent: str | None) -> dict[str, Any] | None:
+    """Another agent's holder of the first target that has one (an exclusive one before any shared one)."""
+    shared = None
+    for target in targets:
+        rel = relative(target, repo, cwd)
+        if rel is None:
+            continue
+        holder = blocking(found, rel, agent)
+        if holder is not None and holder.get("exclusive", True):
+            return holder
+        shared = shared or holder
+    return shared
 
 
 def message(holder: dict[str, Any], agent: str | None) -> str:
