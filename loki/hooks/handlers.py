@@ -353,6 +353,9 @@ def _refresh_local_copies(store: Store) -> None:
 
     try:
         store.keep_local([layout.CONFIG], [layout.STRIKES_DIR, layout.MEMORY_HINTS_DIR])
+        from loki.leases.leases import PathLeases
+
+        PathLeases(store).refresh_index()  # and the path holders the PreToolUse hook checks edits against
     except LokiError as exc:
         import sys
 

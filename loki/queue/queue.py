@@ -250,6 +250,14 @@ class Queue:
 
         check_id(str(spec["id"]), "task id")
         task = import_task(dict(spec), now, task_keys())
+        if spec.get("paths"):
+            # Normalised by _build_task already: they are the task's paths, not a foreign field to keep aside.
+            task["paths"] = list(spec["paths"])
+            kept = task["payload"].get("loki_mode")
+            if isinstance(kept, dict):
+                kept.pop("paths", None)
+                if not kept:
+                    del task["payload"]["loki_mode"]
         clear_claim(task)
         return task
 
@@ -578,6 +586,7 @@ class Queue:
             raise gate.refusal(*refused)  # after the unit: the signal and escalation take their own locks
         if best is None:
             raise NothingToDo(reason, reason=reason, **({"task_id": task_id} if task_id is not None else {}))
+        self._paths_moved(best)
         return TaskAnswer.of(best, reused=held is not None)
 
     def _claim_unit(self, agent: str, wanted: Wanted, lease: float, task_id: str | None, reuse: bool,
@@ -826,6 +835,7 @@ class Queue:
             task["lease_until"] = lease_until
             task["updated_at"] = format_ts(now_dt)
             unit.update(IN_PROGRESS, task)
+        self._paths_moved(task)
         return task
 
     def complete(self, task_id: str, agent: str, *, token: str | None = None, result: Any = None,
@@ -866,6 +876,7 @@ class Queue:
             history.record(task, "completed", now, by=agent, to=COMPLETED, detail=forced)
             unit.move(task, IN_PROGRESS, COMPLETED)
             self.rotate_hot(unit, COMPLETED)
+        self._paths_moved(task)
         return task
 
     def fail(self, task_id: str, agent: str, *, error: str, error_type: str = "other", approach: str = "",
@@ -898,6 +909,7 @@ class Queue:
                                    error_type=error_type, error_message=error)
             _add_usage(unit, task, usage, format_ts(now_dt), agent, attempt["attempt_number"], "failed")
             outcome = self.record_failure(unit, task, attempt, now_dt, final=final)
+        self._paths_moved(task)
         self.report_dead_letters(unit.dead_lettered)
         from loki.queue import tasklog
 
@@ -944,7 +956,17 @@ class Queue:
             add_note(task, "released by its holder", now, agent)
             history.record(task, "released", now, by=agent, to=PENDING)
             unit.move(task, IN_PROGRESS, PENDING)
+        self._paths_moved(task)
         return task
+
+    def _paths_moved(self, task: dict[str, Any]) -> None:
+        """A claim of a task with paths began, was renewed or ended here: on a database tree this machine's
+        copy of the path holders, which the PreToolUse hook reads, is refreshed (docs/leases.md). A file
+        tree's hook reads ``queue/in-progress.json`` itself."""
+        if task.get("paths") and self.store.keeps_local_copies:
+            from loki.leases.leases import PathLeases
+
+            PathLeases(self.store).refresh_index()
 
     def _completed_by_this_claim(self, unit: TaskTxn, task_id: str, agent: str,
                                  token: str | None) -> dict[str, Any] | None:
