@@ -11,6 +11,11 @@
   also counts the OpenTelemetry modules a run without an endpoint imports (0).
 * Cold ``loki queue claim --json`` on a files tree of 300 pending and 200 completed tasks that spent something,
   with 10 budgets (none spent: the claim is a plain one after the check) against the same tree without budgets.
+* The same at a small (200 attempts) and a large (10,000 attempts, in the archive) usage history, the four
+  trees timed interleaved in one loop: with the running totals (queue/spend.json) a budgeted claim reads no
+  usage history, so its cost over a claim without budgets stays flat as the archive grows. The note gives what
+  the check read per claim before the totals (every task's usage: ``loki.spend.report.entries``), timed
+  in-process on the same trees.
 """
 
 from __future__ import annotations
@@ -90,6 +95,7 @@ def run() -> list[dict[str, Any]]:
                     note=f"metering + storing the entry: {metered - plain:+.2f} ms per task (100 pending, "
                          "python -c printing one line)"))
     rows.append(_cold_claims())
+    rows.extend(_cold_claims_by_history())
     rows.append(_cold_metrics())
     return rows
 
@@ -155,3 +161,84 @@ def _cold_claims() -> dict[str, Any]:
     return row("spend: cold `loki queue claim --json` with 10 budgets", timings[10], floor_name="no budgets",
                floor_ms=timings[0], note=f"files, 300 pending + 200 completed with usage: "
                                          f"{timings[10] - timings[0]:+.1f} ms per claim")
+
+
+def _history_tree(attempts: int, budgets: int) -> str:
+    """300 pending tasks and ``attempts`` finished ones with usage, all but 200 of them in the archive (written
+    as the archive's lines directly: one real completion, copied); ``budgets`` budgets (none spent)."""
+    import os
+
+    from loki.queue.queue import Queue
+    from loki.spend.budgets import Budgets
+    from loki.storage import jsonio, layout
+
+    root = _tree(300)
+    store = Store(root, validate_all=False)
+    queue = Queue(store)
+    usage = {"input_tokens": 10, "output_tokens": 5, "cache_read_tokens": 1000, "cache_creation_tokens": 0,
+             "source": "claude", "usd": 0.01, "usd_source": "agent"}
+    for n in range(min(attempts, 200)):
+        queue.add(f"done {n}", task_id=f"d{n:05d}", type=("docs", "feature")[n % 2], labels=["api"])
+        claimed = queue.claim("bench", task_id=f"d{n:05d}")
+        queue.complete(f"d{n:05d}", "bench", token=claimed["claim_token"], usage=usage)
+    template = store.read(layout.queue_file("completed"))["tasks"][-1]
+    archived = [jsonio.dumps_compact({**template, "id": f"h{n:06d}"}) for n in range(attempts - min(attempts, 200))]
+    if archived:
+        path = store.path(layout.archive_file("completed", str(template["completed_at"])[:7]))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("\n".join(archived) + "\n")
+    scopes = ["team", "type:docs", "type:feature", "label:api", "agent:bench"]
+    for n in range(budgets):
+        Budgets(store).set(f"b{n}", usd=10**6, per=("hour", "day", "week")[n % 3], scope=scopes[n % 5])
+    return root
+
+
+def _cold_claims_by_history() -> list[dict[str, Any]]:
+    from loki.spend.report import entries
+
+    sizes = (200, 10_000)
+    trees = {(size, budgets): _history_tree(size, budgets) for size in sizes for budgets in (0, 10)}
+    command = [*loki_executable(), "queue", "claim", "--agent", "bench-cold", "--json"]
+    timings: dict[tuple[int, int], list[float]] = {key: [] for key in trees}
+    for root in trees.values():  # warm-up: the page cache holds every tree
+        time_command(command, repeat=1, warmup=0, env={**BASE_ENV, "LOKI_ROOT": root}, check=True)
+    for _ in range(runs(20)):
+        for key, root in trees.items():  # interleaved: the machine's drift falls on all four
+            timings[key].extend(time_command(command, repeat=1, warmup=0, env={**BASE_ENV, "LOKI_ROOT": root},
+                                             check=True))
+    rows = []
+    warm = {key: _warm_claims(root) for key, root in trees.items()}
+    for size in sizes:
+        rows.append(row(f"spend: in-process claim, 10 budgets, {size:,} attempts of history", warm[(size, 10)],
+                        floor_name="no budgets", floor_ms=warm[(size, 0)],
+                        note=f"{warm[(size, 10)] - warm[(size, 0)]:+.2f} ms per claim (budgets.claim, then released)"))
+    for size in sizes:
+        store = Store(trees[(size, 10)], validate_all=False)
+        scanned = median(time_call(lambda store=store: sum(1 for _ in entries(store)), repeat=runs(5)))
+        plain, budgeted = median(timings[(size, 0)]), median(timings[(size, 10)])
+        rows.append(row(f"spend: cold claim, 10 budgets, {size:,} attempts of history", budgeted,
+                        floor_name="no budgets", floor_ms=plain,
+                        note=f"{budgeted - plain:+.1f} ms per claim; reading every task's usage (the check before "
+                             f"the running totals) takes {scanned:.1f} ms on this tree"))
+    return rows
+
+
+def _warm_claims(root: str) -> float:
+    """Median ms of ``budgets.claim`` in one process (each claim released again, untimed): the check's own cost,
+    without a process start's noise."""
+    import time
+
+    from loki.queue.queue import Queue
+    from loki.spend.budgets import claim
+
+    queue = Queue(Store(root, validate_all=False))
+    samples = []
+    for index in range(runs(60) + 3):
+        started = time.perf_counter()
+        task = claim(queue, "bench-warm")
+        elapsed = (time.perf_counter() - started) * 1000
+        queue.release(task["id"], "bench-warm", token=task["claim_token"])
+        if index >= 3:
+            samples.append(elapsed)
+    return median(samples)

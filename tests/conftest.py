@@ -8,6 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests are judged by their examples, not by how fast a shared 2-core machine runs them: under load
+# (xdist workers, CI) hypothesis's 200 ms deadline and its too-slow health check fail tests that found nothing.
+settings.register_profile("loki", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("loki")
 
 # Every write in the test suite is validated in full (LOKI_VALIDATE_ALL), so a domain module
 # that forgets to declare a changed record cannot sneak an invalid one past the tests.

@@ -52,12 +52,18 @@ def status(store: StateStore) -> dict[str, Any]:
 
 def _path_leases(store: StateStore) -> dict[str, int]:
     """Live path leases, tasks whose claim holds paths, and overlapping pairs of different agents (docs/leases.md)."""
+    from datetime import timedelta
+
+    from loki.clock import format_ts
     from loki.leases.leases import PathLeases
+    from loki.watch.leasefeed import counts
 
     leases = PathLeases(store)
     now = leases.now()
+    # What the watch feed shows, counted over the last day: edits the hook denied (or asked about), leases
+    # broken by a person, leases that expired unrenewed.
     return {"live": len(leases.live(now)), "task_claims": len(leases.claims(now)),
-            "conflicts": len(leases.conflicts(now))}
+            "conflicts": len(leases.conflicts(now)), **counts(store, format_ts(now - timedelta(days=1)))}
 
 
 def _watcher(store: StateStore) -> dict[str, Any]:

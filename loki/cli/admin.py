@@ -144,7 +144,9 @@ def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json",
 
     leased = report["path_leases"]
     say(f"path leases: {leased['live']} live, {leased['task_claims']} task claims holding paths"
-        + (f", {leased['conflicts']} overlapping (loki lease list --conflicts)" if leased["conflicts"] else ""))
+        + (f", {leased['conflicts']} overlapping (loki lease list --conflicts)" if leased["conflicts"] else "")
+        + (f"; in the last 24 h: {plural(leased['denied'], 'edit')} denied, {leased['broken']} broken, "
+           f"{leased['expired']} expired" if leased["denied"] or leased["broken"] or leased["expired"] else ""))
     watcher = report["watcher"]
     if watcher["consuming"]:
         holder = watcher["holder"] or {}

@@ -44,6 +44,7 @@ def set_(
         print_json(record)
     else:
         say(f"budget {name}: {_limit(record)} per {per} for {scope}")
+        _resolved(record)
 
 
 @app.command("list")
@@ -84,6 +85,8 @@ def show(
     state = "SPENT: claims in its scope exit 75" if row["exhausted"] else "ok"
     say(f"{name} ({row['scope']}): {_spent(row)} of {_limit(row)} this {row['per']} (since "
         f"{row['window_start']}); {state}; refills at {row['refill_at']}")
+    if row.get("escalation") and row.get("signalled") == row["window_start"]:
+        say(f"escalation: {row['escalation'].removesuffix('.md')} (`loki escalations show`)")
 
 
 @app.command("remove")
@@ -94,5 +97,11 @@ def remove(
     """Remove a budget (what was spent stays in the tasks)."""
     from loki.spend.budgets import Budgets
 
-    Budgets(store_from(ctx)).remove(name)
+    record = Budgets(store_from(ctx)).remove(name)
     say(f"budget {name} removed")
+    _resolved(record)
+
+
+def _resolved(record: dict[str, Any]) -> None:
+    for file_name in record["resolved"]:
+        say(f"resolved its escalation {file_name.removesuffix('.md')}")

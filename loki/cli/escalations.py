@@ -81,7 +81,10 @@ def approve(
         print_json(approvals[0].to_json() if result["escalation"] is None else
                    {"escalation": result["escalation"], "approvals": [a.to_json() for a in approvals]})
         return
-    if result["escalation"] is not None:
+    if result["escalation"] is not None and not approvals:  # a spent budget's: it parks no task
+        say(f"escalation {result['escalation']}: acknowledged and resolved (a budget: no task was parked; "
+            "`loki budget set` raises it)")
+    elif result["escalation"] is not None:
         say(f"escalation {result['escalation']}: {decision.lower()} for {plural(len(approvals), 'task')}")
     for one in approvals:
         if one.outcome is not None:

@@ -150,7 +150,7 @@ def install(
     from loki.hooks import agentsettings
 
     agent = _agent(agent_name)
-    _one_target(ctx, mcp=mcp, git=git)
+    _one_target(ctx, mcp=mcp, git=git, mcp_agent=mcp_agent)
     if mcp:
         mcpinstall.install(ctx, agent, settings, command, mcp_agent, dry_run, json_output, via=via.lower())
         return
@@ -194,10 +194,16 @@ def install(
                          f"everyone has loki there, {agent.personal}\n")
 
 
-def _one_target(ctx: typer.Context, *, mcp: bool, git: bool) -> None:
+def _one_target(ctx: typer.Context, *, mcp: bool, git: bool, mcp_agent: str | None = None) -> None:
     """``--git`` installs something else than the agent's hooks (``--via``) or its MCP entry (``--mcp``, whose
-    ``--via http`` chooses the HTTP form): ``--git`` with either is a usage error, not silently one of them."""
+    ``--via http`` chooses the HTTP form): ``--git`` with either is a usage error, not silently one of them.
+    ``--mcp-agent`` names who the MCP server claims as: without ``--mcp`` nothing would read it, so it is refused
+    rather than ignored (a user who typed it expects an MCP entry)."""
     from loki.errors import UsageError
+
+    if mcp_agent is not None and not mcp:
+        raise UsageError("--mcp-agent is for --mcp: without it nothing is installed that names an agent "
+                         "(add --mcp, or set LOKI_AGENT for hooks)", option="--mcp-agent")
 
     via = ctx.get_parameter_source("via")  # given on the command line, not its default
     given = [name for name, on in (("--git", git), ("--mcp", mcp),

@@ -80,7 +80,8 @@ class Agent:
 CLAUDE = Agent(
     name="claude", title="Claude Code", settings=os.path.join(".claude", "settings.json"),
     events={arg: name for arg, name in boundary.EVENTS.items()},
-    unmatched=frozenset({"SessionStart", "Stop"}),  # SessionStart fires for startup, resume, clear, compact
+    # SessionStart fires for startup, resume, clear, compact; TaskCompleted takes no matcher
+    unmatched=frozenset({"SessionStart", "Stop", "TaskCompleted"}),
     project_dir='"$CLAUDE_PROJECT_DIR"/',  # Claude Code sets it in the hook's environment
     personal="or use --settings .claude/settings.local.json (or --command)",
 )

@@ -41,6 +41,7 @@ EVENTS = {
     "post-tool-use-failure": "PostToolUseFailure",
     "session-start": "SessionStart",
     "stop": "Stop",
+    "task-completed": "TaskCompleted",
 }
 """``loki hook`` argument -> Claude Code's ``hook_event_name``."""
 TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})

@@ -14,7 +14,9 @@ with ``tool_input.command`` for a shell command, ``hookSpecificOutput`` with
   ask denies instead.
 
 Everything else (the memory hint before a command, the briefing, Stop's ``systemMessage``) is
-Claude Code's answer as it is. Runs on every tool call: standard library and the handlers only.
+Claude Code's answer as it is. Codex's file edits come to PreToolUse as ``tool_name: "apply_patch"`` with
+the patch in ``tool_input.command``; the path-lease gate reads their files from it (loki/hooks/leasegate.py).
+Runs on every tool call: standard library and the handlers only.
 """
 
 from __future__ import annotations

@@ -17,8 +17,11 @@ print, or None to say nothing:
   call is counted (:mod:`loki.strikes.callcount`): a resolution's confidence falls with the calls between.
 * ``SessionStart``: a short briefing: the dead-letter review, open escalations, this branch's
   strikes, the head of CONTINUITY.md.
-* ``Stop``: advisory only. It mentions calls stopped on this branch to the user
-  (``systemMessage``) and never answers ``decision: "block"``: a hook must not trap a session.
+* ``Stop``: advisory only. It mentions calls stopped on this branch, and the failing checks of the tasks
+  this agent holds, to the user (``systemMessage``) and never answers ``decision: "block"``: a hook must
+  not trap a session.
+* ``TaskCompleted`` (Claude Code's task list): the mapped loki task's declared checks run, and a failing
+  one answers ``decision: "block"``: the one event where loki refuses, since refusing is its purpose.
 
 The hot handlers import only what they need; the store and everything behind it are imported
 inside the functions that write. They read strike state, hints and settings from ``view``
@@ -351,6 +354,9 @@ def _refresh_local_copies(store: Store) -> None:
 
     try:
         store.keep_local([layout.CONFIG], [layout.STRIKES_DIR, layout.MEMORY_HINTS_DIR])
+        from loki.leases.leases import PathLeases
+
+        PathLeases(store).refresh_index()  # and the path holders the PreToolUse hook checks edits against
     except LokiError as exc:
         import sys
 
@@ -505,12 +511,36 @@ def stop(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
     from loki.hooks.serving import stop_note
 
     answer = _stopped_calls(payload, root)
+    checks = _failing_checks(root)
+    if checks is not None:
+        answer = {"systemMessage": checks if answer is None else f"{answer['systemMessage']} {checks}"}
     note = stop_note(root)
     if note is None:
         return answer
     if answer is None:
         return {"systemMessage": f"loki: {note}"}
     return {"systemMessage": f"{answer['systemMessage']} {note}"}
+
+
+def _failing_checks(root: str) -> str | None:
+    """The reminder of the held tasks' failing checks (:func:`loki.hooks.teamtasks.stop_reminder`); only an
+    agent with a name (``LOKI_AGENT``, ``LOKI_TASK_ID``: what ``loki work`` sets) holds tasks."""
+    if not (os.environ.get("LOKI_TASK_ID") or os.environ.get("LOKI_AGENT")):
+        return None
+    from loki.hooks.teamtasks import stop_reminder
+
+    return stop_reminder(_store(root))
+
+
+# -- TaskCompleted --------------------------------------------------------------------------------
+
+
+def task_completed(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
+    """A Claude task being marked completed: the mapped loki task's checks run first, and a failing one
+    refuses the completion (:mod:`loki.hooks.teamtasks`)."""
+    from loki.hooks.teamtasks import task_completed as gate
+
+    return gate(payload, root, _store(root))
 
 
 def _stopped_calls(payload: dict[str, Any], root: str) -> dict[str, Any] | None:
@@ -540,4 +570,5 @@ HANDLERS: dict[str, Callable[[dict[str, Any], str], dict[str, Any] | None]] = {
     "PostToolUseFailure": post_tool_use_failure,
     "SessionStart": session_start,
     "Stop": stop,
+    "TaskCompleted": task_completed,
 }

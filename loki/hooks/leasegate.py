@@ -7,6 +7,14 @@ answer (``deny`` by default, ``ask``, ``warn``: context only, ``off``), naming t
 and the expiry. A shared lease of someone else only warns. A Bash command that names a leased path warns:
 a shell write cannot be attributed reliably (the git pre-commit guard is the net for those).
 
+Codex CLI 0.169.0 edits files with its ``apply_patch`` tool, and its PreToolUse hook reports that call as
+``tool_name: "apply_patch"`` with the whole patch in ``tool_input.command``, and honours a deny (checked with
+the real CLI: tests/agents/test_codex_leases.py). The files are the patch's ``*** Add File:``, ``*** Update
+File:``, ``*** Delete File:`` and ``*** Move to:`` lines (:func:`patch_paths`), each decided as an Edit's
+target is. A patch sent through the shell (``apply_patch <<'EOF'`` in an ``exec_command``, which Codex runs
+as its patch tool too) arrives as ``Bash``; its patch names its files just as well, so it is decided the same
+way, not only warned about.
+
 The agent is who ``LOKI_AGENT`` names (``loki work`` sets it for its command, and so for the agent CLI it
 runs); without it the agent is "someone else" to every holder. Under ``loki serve`` the hook runs in the
 server, whose environment is no session's: there the agent is what the request names (:data:`REQUEST_AGENT`,
@@ -22,6 +30,7 @@ from __future__ import annotations
 import os
 from contextvars import ContextVar
 
+from loki.leases.hotcopy import DENIALS
 from loki.storage import layout
 
 TYPE_CHECKING = False
@@ -33,6 +42,10 @@ WRITE_TOOLS = {
     "write_file": "file_path", "replace": "file_path",  # Gemini CLI
 }
 """Tool name -> the ``tool_input`` field naming the file it writes."""
+PATCH_TOOLS = {"apply_patch": "command"}
+"""Tool name -> the ``tool_input`` field holding a patch whose files it writes (Codex CLI)."""
+PATCH_BEGIN = "*** Begin Patch"
+PATCH_FILE_PREFIXES = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
 SHELL_TOOLS = ("Bash",)
 MODES = ("deny", "ask", "warn", "off")
 DEFAULT_MODE = "deny"
@@ -69,14 +82,24 @@ def mode(config: dict[str, Any]) -> str:
 
 
 def holders(root: str, now: str) -> list[dict[str, Any]]:
-    """The live leases and task claims with paths, as lease-shaped records (unvalidated; odd ones skipped)."""
+    """The live leases and task claims with paths, as lease-shaped records (unvalidated; odd ones skipped),
+    read from the document itself: the linear way, when there is no usable index."""
     found: list[dict[str, Any]] = []
     doc = _read(root, layout.LEASES)
     if isinstance(doc, dict) and isinstance(doc.get("leases"), list):
-        found.extend(lease for lease in doc["leases"] if isinstance(lease, dict)
-                     and isinstance(lease.get("expires_at"), str) and lease["expires_at"] > now
-                     and isinstance(lease.get("patterns"), list))
-    queue = _read(root, IN_PROGRESS) if found or os.path.exists(os.path.join(root, IN_PROGRESS)) else None
+        found.extend(lease for lease in doc["leases"] if _live(lease, now))
+    return found + claims(root, now)
+
+
+def _live(holder: Any, now: str) -> bool:
+    return (isinstance(holder, dict) and isinstance(holder.get("expires_at"), str) and holder["expires_at"] > now
+            and isinstance(holder.get("patterns"), list))
+
+
+def claims(root: str, now: str) -> list[dict[str, Any]]:
+    """The claims of tasks with paths in ``queue/in-progress.json`` (a file tree), lease-shaped."""
+    found: list[dict[str, Any]] = []
+    queue = _read(root, IN_PROGRESS) if os.path.exists(os.path.join(root, IN_PROGRESS)) else None
     if isinstance(queue, dict) and isinstance(queue.get("tasks"), list):
         for task in queue["tasks"]:
             if not isinstance(task, dict) or not isinstance(task.get("paths"), list) or not task["paths"]:
@@ -89,6 +112,75 @@ def holders(root: str, now: str) -> list[dict[str, Any]]:
     return found
 
 
+class Known:
+    """The holders the hook knows of: from the index (:mod:`loki.leases.hotcopy`: only the groups a path
+    may be in are parsed), else from the document, every one. ``stale``: on a database tree, how old this
+    machine's copy is when it is older than :data:`STALE_AFTER` (else None)."""
+
+    def __init__(self, root: str, now: str) -> None:
+        from loki.leases import hotcopy
+        from loki.strikes import view as strikeview
+
+        self.hot = strikeview.hot_root(root)
+        self.now = now
+        self.copy = self.hot != root
+        self.stale: int | None = None
+        self.index = hotcopy.open_index(self.hot, None if self.copy else hotcopy.document_path(root))
+        self._claims: list[dict[str, Any]] = []
+        self._all: list[dict[str, Any]] | None = None
+        if self.index is not None:
+            if not self.index.claims:
+                self._claims = claims(self.hot, now)
+            if self.copy:
+                self.stale = _age(self.index.refreshed_at, now)
+        elif not self.copy:
+            self._all = holders(self.hot, now)
+        else:
+            self._all = []  # a database tree with no copy here yet: nothing is known (the next refresh writes it)
+
+    def any(self) -> bool:
+        if self._all is not None:
+            return bool(self._all)
+        assert self.index is not None
+        return self.index.count > 0 or bool(self._claims)
+
+    def for_path(self, rel: str) -> list[dict[str, Any]]:
+        """The live holders that may cover ``rel`` (a superset: :func:`blocking` decides)."""
+        if self._all is not None:
+            return self._all
+        assert self.index is not None
+        return [h for h in self.index.candidates(rel) if _live(h, self.now)] + self._claims
+
+
+STALE_AFTER = 60
+"""Seconds after which this machine's copy of the leases (a database tree) is said to be old: a watcher
+running here refreshes it within a second or two of a change and every few seconds besides."""
+
+
+def _age(refreshed_at: str | None, now: str) -> int | None:
+    """Seconds since ``refreshed_at`` when over :data:`STALE_AFTER` (a copy with no time: very old)."""
+    if refreshed_at is None:
+        return 10**9
+    try:
+        age = _epoch(now) - _epoch(refreshed_at)
+    except ValueError:
+        return 10**9
+    return age if age > STALE_AFTER else None
+
+
+def _epoch(stamp: str) -> int:
+    """Seconds since 1970 of ``YYYY-MM-DDTHH:MM:SS...`` (UTC), without importing datetime or calendar."""
+    year, month, day = int(stamp[0:4]), int(stamp[5:7]), int(stamp[8:10])
+    hour, minute, second = int(stamp[11:13]), int(stamp[14:16]), int(stamp[17:19])
+    y = year - (month <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    days = era * 146097 + doe - 719468
+    return days * 86400 + hour * 3600 + minute * 60 + second
+
+
 def relative(path: str, repo: str, cwd: str) -> str | None:
     """``path`` relative to the repository, or None when it is outside it."""
     full = os.path.normpath(path if os.path.isabs(path) else os.path.join(cwd, path))
@@ -98,14 +190,15 @@ def relative(path: str, repo: str, cwd: str) -> str | None:
     return full[len(top.rstrip("/")) + 1:]
 
 
-def blocking(found: list[dict[str, Any]], rel: str, agent: str | None) -> dict[str, Any] | None:
-    """The holder of another agent whose patterns cover ``rel`` (an exclusive one first), or None."""
+def blocking(found: Any, rel: str, agent: str | None) -> dict[str, Any] | None:
+    """The holder of another agent whose patterns cover ``rel`` (an exclusive one first), or None.
+    ``found``: a :class:`Known`, or a list of holders."""
     from loki.leases.patterns import covers, normalise
 
     shared = None
     names = rel.split("/")
     first = names[0]
-    for holder in found:
+    for holder in (found.for_path(rel) if isinstance(found, Known) else found):
         if agent is not None and holder.get("agent") == agent:
             continue
         for text in holder["patterns"]:
@@ -147,37 +240,116 @@ def check(payload: dict[str, Any], root: str, now: str) -> dict[str, Any] | None
     if not isinstance(tool_input, dict) or not isinstance(tool, str):
         return None
     field = WRITE_TOOLS.get(tool)
-    if field is None and tool not in SHELL_TOOLS:
+    patch = tool_input.get(PATCH_TOOLS[tool]) if tool in PATCH_TOOLS else None
+    if tool in SHELL_TOOLS and _shell_patch(tool_input.get("command")):
+        patch = tool_input["command"]
+    if field is None and patch is None and tool not in SHELL_TOOLS:
         return None
     from loki.strikes import view as strikeview
 
-    hot = strikeview.hot_root(root)
-    found = holders(hot, now)  # first: most trees hold no lease, and then the config need not be read
-    if not found:
+    found = Known(root, now)  # first: most trees hold no lease, and then the config need not be read
+    if not found.any():
         return None
-    setting = mode(strikeview.read_config(hot))
+    setting = mode(strikeview.read_config(found.hot))
     if setting == "off":
         return None
     repo = os.path.dirname(os.path.abspath(root))
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else os.getcwd()
     agent = agent_identity()
-    if field is None:
+    if isinstance(patch, str):
+        holder = _first_holder(patch_paths(patch), found, repo, str(cwd), agent)
+    elif field is None:
         return _shell(tool_input.get("command"), found, repo, str(cwd), agent)
-    target = tool_input.get(field)
-    if not isinstance(target, str) or not target:
-        return None
-    rel = relative(target, repo, str(cwd))
-    if rel is None:
-        return None
-    holder = blocking(found, rel, agent)
+    else:
+        target = tool_input.get(field)
+        holder = _first_holder([target] if isinstance(target, str) and target else [], found, repo, str(cwd), agent)
     if holder is None:
+        if found.stale is not None:
+            return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": stale_line(found.stale)}}
         return None
     text = message(holder, agent)
     decision = setting if holder.get("exclusive", True) else "warn"
+    if found.stale is not None:
+        text += " " + stale_line(found.stale)[len("loki: "):]
+    if decision != "warn":
+        record(found.hot, {"event": "lease", "change": "denied" if decision == "deny" else "asked",
+                           "timestamp": now, "path": holder["overlap"][0], "agent": agent,
+                           "holder": holder.get("agent"),
+                           "lease_id": holder.get("lease_id"), "task": holder.get("task"),
+                           "pattern": holder["overlap"][1], "tool": tool})
     if decision == "warn":
         return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": text}}
     return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": decision,
                                    "permissionDecisionReason": text}}
+
+
+def stale_line(age: int) -> str:
+    minutes = f"{age // 60} min" if age >= 120 else f"{age} s"
+    return (f"loki: this machine's copy of the path leases is {minutes} old (no `loki watch` refreshing it "
+            "here?): a lease taken on another machine since then is not known here; "
+            "the git pre-commit guard checks the database.")
+
+
+def record(hot: str, event: dict[str, Any]) -> None:
+    """Append one line to :data:`DENIALS` (one ``write`` on an ``O_APPEND`` descriptor: lines from
+    concurrent hooks never interleave); a failure is said on stderr and costs the answer nothing."""
+    import json
+
+    path = os.path.join(hot, *DENIALS.split("/"))
+    line = (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "replace")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except FileNotFoundError:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            import sys
+
+            sys.stderr.write(f"loki hook: {DENIALS} not written ({exc.strerror})\n")
+            return
+    except OSError as exc:
+        import sys
+
+        sys.stderr.write(f"loki hook: {DENIALS} not written ({exc.strerror})\n")
+        return
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def _shell_patch(command: Any) -> bool:
+    """A shell command that runs Codex's patch tool on a patch it carries (``apply_patch <<'EOF' ...``)."""
+    return (isinstance(command, str) and PATCH_BEGIN in command
+            and any(word in command for word in ("apply_patch", "applypatch")))
+
+
+def patch_paths(patch: str) -> list[str]:
+    """The files an ``apply_patch`` patch writes: its add, update, delete and move-to lines, in order."""
+    found = []
+    for line in patch.splitlines():
+        for prefix in PATCH_FILE_PREFIXES:
+            if line.startswith(prefix):
+                path = line[len(prefix):].strip()
+                if path and path not in found:
+                    found.append(path)
+    return found
+
+
+def _first_holder(targets: list[str], found: Known, repo: str, cwd: str,
+                  agent: str | None) -> dict[str, Any] | None:
+    """Another agent's holder of the first target that has one (an exclusive one before any shared one)."""
+    shared = None
+    for target in targets:
+        rel = relative(target, repo, cwd)
+        if rel is None:
+            continue
+        holder = blocking(found, rel, agent)
+        if holder is not None and holder.get("exclusive", True):
+            return holder
+        shared = shared or holder
+    return shared
 
 
 def message(holder: dict[str, Any], agent: str | None) -> str:
@@ -190,7 +362,7 @@ def message(holder: dict[str, Any], agent: str | None) -> str:
             "a person can end it with `loki lease break`.")
 
 
-def _shell(command: Any, found: list[dict[str, Any]], repo: str, cwd: str, agent: str | None) -> dict[str, Any] | None:
+def _shell(command: Any, found: Known, repo: str, cwd: str, agent: str | None) -> dict[str, Any] | None:
     if not isinstance(command, str):
         return None
     for word in command.split():

@@ -182,6 +182,7 @@ class PathLeases:
             doc["next_id"] += 1
             doc["leases"].append(lease)
             txn.write(layout.LEASES, doc, changed=[lease])
+        self.refresh_index()
         return {**lease, "reused": False}
 
     def renew(self, lease_id: str, *, agent: str, ttl: str | int | None = None) -> dict[str, Any]:
@@ -196,6 +197,7 @@ class PathLeases:
             lease["renewed_at"] = format_ts(now)
             lease["expires_at"] = format_ts(now + timedelta(seconds=lease["ttl"]))
             txn.write(layout.LEASES, doc, changed=[lease])
+        self.refresh_index()
         return lease
 
     def release(self, lease_id: str, *, agent: str) -> dict[str, Any]:
@@ -220,6 +222,8 @@ class PathLeases:
             if _sweep(doc, self.now()):
                 txn.write(layout.LEASES, doc)
             gone = before - {lease["lease_id"] for lease in doc["leases"]}
+        if gone:
+            self.refresh_index()
         return [entry for entry in doc["history"] if entry["lease_id"] in gone]
 
     def _end(self, lease_id: str, why: str, *, by: str, reason: str | None, holder_only: bool) -> dict[str, Any]:
@@ -231,7 +235,58 @@ class PathLeases:
                 _check_holder(lease, by, "releases")
             entry = _to_history(doc, lease, why, now, by=by, reason=reason)
             txn.write(layout.LEASES, doc, changed=[entry])
+        self.refresh_index()
         return entry
+
+    # -- what the PreToolUse hook reads ----------------------------------------------------------------
+
+    def refresh_index(self) -> str | None:
+        """Rewrite what the PreToolUse hook reads (:mod:`loki.leases.hotcopy`): on a file tree the index
+        beside the document; on a database tree this machine's copy of the live leases and the claims of
+        tasks with paths, stamped with this machine's time. Returns its path (None: the memory store, a
+        store opened without a tree). Never raises for the index: it is derived, and one that could not be
+        written is not used (files: it names another version of the document) or reads as old (a copy)."""
+        from loki.errors import LokiError
+
+        try:
+            return self._write_index()
+        except (LokiError, OSError, ValueError) as exc:
+            import sys
+
+            sys.stderr.write(f"loki: the path leases' index for the hook was not refreshed ({exc})\n")
+            return None
+
+    def _write_index(self) -> str | None:
+        import os
+
+        from loki.leases import hotcopy
+
+        store = self.store
+        local = getattr(store, "local_root", None)
+        if local is None:
+            return None
+        if store.keeps_local_copies:
+            path = os.path.join(local, layout.LOCAL_CACHE_DIR, *hotcopy.INDEX.split("/"))
+            # Under the leases' lock: every change to the holders made here (a lease, a claim of a task with
+            # paths) rewrites the copy after its commit by taking this lock, so copies are written in the
+            # order of the changes they show. Read unvalidated: a cache for the hook, which never validates.
+            with store.transaction(layout.lock_for(layout.LEASES)):
+                import json
+
+                text = store.read_text(layout.LEASES)
+                doc = json.loads(text) if text else empty()
+                stamp = format_ts(self.now())
+                holders = [lease for lease in doc.get("leases", []) if lease["expires_at"] > stamp]
+                holders += task_holders(store.tasks().view(["in-progress"])["in-progress"], stamp)
+                hotcopy.write(path, hotcopy.build(holders, source=None, claims=True,
+                                                  refreshed_at=format_ts(store.clock.now())))
+            return path
+        from loki.storage.store import Store
+
+        if not isinstance(store, Store):
+            return None
+        with store.transaction(layout.lock_for(layout.LEASES)):  # one writer at a time: the last one wins
+            return hotcopy.rebuild_beside(local)
 
     def _check_task(self, task: str) -> None:
         view = self.store.tasks().view(LIVE_TASK_STATES)

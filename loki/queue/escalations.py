@@ -142,21 +142,29 @@ def _default_options(strategy: str | None) -> list[str]:
             "Cancel the task: nothing more is spent on it; dependents are reported."]
 
 
-def write_file(store: Store, *, task_id: str, values: dict[str, str], now: str) -> str:
+def write_file(store: Store, *, task_id: str, values: dict[str, str], now: str,
+               fields: dict[str, Any] | None = None, stamped: str | None = None) -> str:
     """Render the template and publish the escalation file; returns its path under ``.loki/``.
 
     Every value is redacted here, whoever escalates (the 3-strike protocol, the dead-letter review,
-    ``loki escalate``, drift): the attempts table and the analysis quote errors and commands.
+    ``loki escalate``, drift, a spent budget): the attempts table and the analysis quote errors and commands.
+    ``fields``: more header fields (a budget escalation's ``budget`` and window). ``stamped``: the time its
+    name starts with, when that is not ``now`` (a budget's names its window, so a second writer finds it).
     """
     from loki.text.redact import redact
 
     values = {key: redact(value) for key, value in values.items()}
     text, name = template(store)
     body = render(text, {key: markdown_text(value) for key, value in values.items()}, name)
-    header = header_line({"task_id": task_id, "trigger": values["trigger"], "created_at": now, "state": "open"})
-    stamp = now.replace("-", "").replace(":", "")
-    return store.create_unique(layout.ESCALATIONS_DIR, f"{stamp}-{task_id}", (header + body).encode("utf-8"),
-                               suffix=".md")
+    header = header_line({"task_id": task_id, "trigger": values["trigger"], "created_at": now, "state": "open",
+                          **(fields or {})})
+    return store.create_unique(layout.ESCALATIONS_DIR, file_stem(task_id, stamped or now),
+                               (header + body).encode("utf-8"), suffix=".md")
+
+
+def file_stem(task_id: str, at: str) -> str:
+    """``<UTC-ts>-<task_id>``: an escalation file's name before any ``-2`` and the ``.md``."""
+    return f"{at.replace('-', '').replace(':', '')}-{task_id}"
 
 
 def escalate(
@@ -358,7 +366,8 @@ def show(store: Store, spec: str) -> dict[str, Any]:
     view = store.tasks().view([*HOT_STATES, "dead-letter", "abandoned"])
     where = {t["id"]: state for state in HOT_STATES for t in view[state]}
     where.update({e["task_id"]: state for state in ("dead-letter", "abandoned") for e in view[state]})
-    tasks = [{"id": task_id, "state": where.get(task_id)} for task_id in tasks_of(store, row["file"], row["task_id"])]
+    about = [] if row.get("budget") else tasks_of(store, row["file"], row["task_id"])  # a budget parks no task
+    tasks = [{"id": task_id, "state": where.get(task_id)} for task_id in about]
     return {**row, "systemic": str(row["task_id"] or "").startswith(SYSTEMIC_PREFIX), "tasks": tasks,
             "text": store.read_text(rel) or ""}
 

@@ -55,12 +55,28 @@ from loki.wording import plural
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Collection, Iterable, Sequence
     from datetime import datetime
-    from typing import Any
+    from typing import Any, Protocol
 
     from loki.storage.state import StateStore as Store
     from loki.storage.tasks import TaskStore, TaskTxn
+
+    class BudgetVerdict(Protocol):
+        """What the budgets allow one claim (loki/spend/budgets.py's ``Gate``): refused outright, or kept off
+        types and labels; each a standing with ``describe()``."""
+
+        blocking: list[Any]
+        types: dict[str, Any]
+        labels: dict[str, Any]
+
+        def excludes(self, task: dict[str, Any]) -> Any: ...
+
+    class ClaimGate(Protocol):
+        """The budgets' part of a claim (loki/spend/budgets.py's ``ClaimGate``)."""
+
+        def inside(self, unit: TaskTxn) -> BudgetVerdict: ...
+        def refusal(self, standing: Any, extra: str) -> Exception: ...
 
 
 PENDING, IN_PROGRESS, BLOCKED = State.PENDING.value, State.IN_PROGRESS.value, State.BLOCKED.value
@@ -242,6 +258,14 @@ class Queue:
 
         check_id(str(spec["id"]), "task id")
         task = import_task(dict(spec), now, task_keys())
+        if spec.get("paths"):
+            # Normalised by _build_task already: they are the task's paths, not a foreign field to keep aside.
+            task["paths"] = list(spec["paths"])
+            kept = task["payload"].get("loki_mode")
+            if isinstance(kept, dict):
+                kept.pop("paths", None)
+                if not kept:
+                    del task["payload"]["loki_mode"]
         clear_claim(task)
         return task
 
@@ -528,7 +552,7 @@ class Queue:
 
     def claim(self, agent: str, *, types: Sequence[str] = (), labels: Sequence[str] = (),
               priorities: Sequence[str] = (), lease_seconds: float | None = None, task_id: str | None = None,
-              reuse: bool = False) -> TaskAnswer:
+              reuse: bool = False, gate: ClaimGate | None = None) -> TaskAnswer:
         """Take the best ready task: priority (high, medium, low), then oldest; return it.
 
         Ready means pending, not deferred, ``available_at`` reached, not claimed in place, every
@@ -540,6 +564,10 @@ class Queue:
         claim as it is, token and lease unchanged, with ``reused`` True, instead of a second task.
         Leases that expired meanwhile are requeued first, in the same transaction. Raises
         :class:`NothingToDo` (exit 3) with a one-line reason when nothing is ready.
+
+        ``gate``: the budgets' check (loki/spend/budgets.py), asked inside this unit of work, so that it and
+        the claim are one step: it refuses the claim, or keeps it off some types and labels (a claim with a
+        gate takes the queue's lock on every store).
         """
         _check_agent(agent)
         lease = self._lease(lease_seconds)
@@ -552,20 +580,27 @@ class Queue:
         # A plain claim unit takes no queue-wide lock on PostgreSQL: claimers skip each other's rows.
         # --id, --reuse, --label and --priority read tasks the store's claim query does not choose
         # (by id, held, filtered in Python): they take the queue lock and lock what they read.
-        plain = task_id is None and not reuse and not wanted.labels and not wanted.priorities
+        # A budgeted claim reads the running attempts and totals under the lock: on PostgreSQL too.
+        plain = task_id is None and not reuse and not wanted.labels and not wanted.priorities and gate is None
         try:
-            best, reason, held, unit = self._claim_unit(agent, wanted, lease, task_id, reuse, plain)
+            best, reason, held, unit, refused = self._claim_unit(agent, wanted, lease, task_id, reuse, plain, gate)
         except _PathsNeedTheLock:
             # A task with paths is claimed under the queue lock on every store (docs/leases.md): two claims
             # of overlapping paths then see each other; the lock-free unit that picked one changed nothing.
-            best, reason, held, unit = self._claim_unit(agent, wanted, lease, task_id, reuse, False)
+            best, reason, held, unit, refused = self._claim_unit(agent, wanted, lease, task_id, reuse, False, gate)
         self.report_dead_letters(unit.dead_lettered)
+        if refused is not None:
+            assert gate is not None
+            raise gate.refusal(*refused)  # after the unit: the signal and escalation take their own locks
         if best is None:
             raise NothingToDo(reason, reason=reason, **({"task_id": task_id} if task_id is not None else {}))
+        self._paths_moved(best)
         return TaskAnswer.of(best, reused=held is not None)
 
     def _claim_unit(self, agent: str, wanted: Wanted, lease: float, task_id: str | None, reuse: bool,
-                    plain: bool) -> tuple[dict[str, Any] | None, str, dict[str, Any] | None, TaskTxn]:
+                    plain: bool, gate: ClaimGate | None = None
+                    ) -> tuple[dict[str, Any] | None, str, dict[str, Any] | None, TaskTxn, tuple[Any, str] | None]:
+        refused: tuple[Any, str] | None = None
         with self.tasks.transaction(claim=plain) as unit:
             now_dt = self._now()  # inside the unit: timestamps follow the commit order
             now = format_ts(now_dt)
@@ -573,17 +608,31 @@ class Queue:
             lease_dt = self._requeue_expired(unit, now_dt, lease_dt)
             held = self._live_claim(unit.tasks(IN_PROGRESS), agent, format_ts(lease_dt), task_id,
                                     wanted) if reuse else None
+            # The claim held is given back whatever the budgets say: it is not new work.
+            verdict = gate.inside(unit) if gate is not None and held is None else None
             best: dict[str, Any] | None
             if held is not None:
                 best, reason = held, ""
+            elif verdict is not None and verdict.blocking:
+                best, reason, refused = None, "", (verdict.blocking[0], "")
             elif task_id is not None:
                 best, reason = self._chosen(unit, task_id, agent, now, lease_dt)
+                hit = verdict.excludes(best) if verdict is not None and best is not None else None
+                if hit is not None:
+                    best, refused = None, (hit, f" ({task_id} is in its scope)")
             else:
-                best, reason = self._select(unit, now, wanted, agent=agent, lease_dt=lease_dt, plain=plain)
+                best, reason = self._select(unit, now, wanted, agent=agent, lease_dt=lease_dt, plain=plain,
+                                            budget=verdict)
+                if best is None and verdict is not None and (verdict.types or verdict.labels):
+                    # nothing else to claim: a pending task kept off by a spent budget makes it "not now"
+                    hit = next((found for task in unit.tasks(PENDING) if wanted.matches(task, with_type=True)
+                                for found in [verdict.excludes(task)] if found is not None), None)
+                    if hit is not None:
+                        refused = (hit, " (every ready task is in its scope)")
             if best is not None and held is None:
                 self._take(unit, best, agent, now_dt, lease, lease_dt)
             # requeued leases are committed even when nothing is ready
-        return best, reason, held, unit
+        return best, reason, held, unit, refused
 
     def live_claim(self, agent: str, *, task_id: str | None = None, types: Sequence[str] = (),
                    labels: Sequence[str] = (), priorities: Sequence[str] = ()) -> dict[str, Any] | None:
@@ -676,32 +725,37 @@ class Queue:
 
         return skew_bound(now, float(self._setting("backoff_max")))
 
-    def _next_ready(self, unit: TaskTxn, wanted: Wanted, now: str, refused: dict[str, str]) -> tuple[Any, Any, int]:
+    def _next_ready(self, unit: TaskTxn, wanted: Wanted, now: str, refused: dict[str, str],
+                    avoid: Collection[str] = ()) -> tuple[Any, Any, int]:
         """The store's best ready task of the wanted types, and its census; labels and priorities, which
-        the store does not filter on, are applied here to the pending tasks first (and counted)."""
-        if not wanted.labels and not wanted.priorities:
+        the store does not filter on, are applied here to the pending tasks first (and counted), and so are
+        the labels ``avoid`` names (a spent label budget's)."""
+        if not wanted.labels and not wanted.priorities and not avoid:
             task, census = unit.next_ready(wanted.types, now, not_after=self._skew_bound(now), skip_types=refused)
             return task, census, 0
         pending = unit.tasks(PENDING)
-        fitting = [t for t in pending if wanted.matches(t)]
+        fitting = [t for t in pending if wanted.matches(t) and not _labelled(t, avoid)]
         task, census = select_ready(fitting, wanted.types, now, self._skew_bound(now), refused, DependencyIndex(unit))
         return task, census, len(pending) - len(fitting)
 
     def _select(self, unit: TaskTxn, now: str, wanted: Wanted, *, agent: str | None = None,
-                lease_dt: datetime | None = None, plain: bool = False) -> tuple[dict[str, Any] | None, str]:
+                lease_dt: datetime | None = None, plain: bool = False,
+                budget: BudgetVerdict | None = None) -> tuple[dict[str, Any] | None, str]:
         """The task to claim, or why there is none. The store picks the best ready task
         (:meth:`TaskTxn.next_ready`); a type whose breaker refuses is skipped and the store asked again.
         A task whose paths another agent holds is skipped too (the rest are then chosen here, in Python,
         by the same rule); a lock-free unit that picks a task with paths gives way to a locked one."""
         gate = _TypeBreakers(self.store)
-        refused: dict[str, str] = {}
+        # a spent type budget keeps its type off as an open breaker does; a spent label budget, its labels
+        refused: dict[str, str] = {t: standing.describe() for t, standing in budget.types.items()} if budget else {}
+        avoid = set(budget.labels) if budget else set()
         held_back: dict[str, str] = {}
         holders: Any = None
         while True:
             if held_back:
-                task, census, unfit = self._next_ready_without(unit, wanted, now, refused, held_back)
+                task, census, unfit = self._next_ready_without(unit, wanted, now, refused, held_back, avoid)
             else:
-                task, census, unfit = self._next_ready(unit, wanted, now, refused)
+                task, census, unfit = self._next_ready(unit, wanted, now, refused, avoid)
             if task is None:
                 break
             if task.get("paths"):
@@ -727,10 +781,10 @@ class Queue:
         return None, f"{self._nothing_ready(unit, census, refused, unfit, wanted)}, {held}"
 
     def _next_ready_without(self, unit: TaskTxn, wanted: Wanted, now: str, refused: dict[str, str],
-                            skipped: dict[str, str]) -> tuple[Any, Any, int]:
+                            skipped: dict[str, str], avoid: Collection[str] = ()) -> tuple[Any, Any, int]:
         """:meth:`_next_ready` leaving out the ``skipped`` tasks (their paths are held), chosen in Python."""
         pending = unit.tasks(PENDING)
-        fitting = [t for t in pending if wanted.matches(t) and t["id"] not in skipped]
+        fitting = [t for t in pending if wanted.matches(t) and t["id"] not in skipped and not _labelled(t, avoid)]
         task, census = select_ready(fitting, wanted.types, now, self._skew_bound(now), refused, DependencyIndex(unit))
         return task, census, len(pending) - len(fitting) - len(skipped)
 
@@ -789,6 +843,7 @@ class Queue:
             task["lease_until"] = lease_until
             task["updated_at"] = format_ts(now_dt)
             unit.update(IN_PROGRESS, task)
+        self._paths_moved(task)
         return task
 
     def complete(self, task_id: str, agent: str, *, token: str | None = None, result: Any = None,
@@ -839,7 +894,7 @@ class Queue:
             # The token of the claim that completed it stays: a retried complete with it is recognised.
             task["claim_token"] = held_token
             task["result"] = _redacted(result)  # an agent's result quotes what it ran and saw
-            _add_usage(task, usage, now, agent, len(task.get("attempts") or []) + 1, "completed")
+            _add_usage(unit, task, usage, now, agent, len(task.get("attempts") or []) + 1, "completed")
             task["completed_by"] = agent  # the claim is cleared: who did it stays (loki agents counts it)
             task["updated_at"] = now
             if target is not None:
@@ -856,6 +911,7 @@ class Queue:
             history.record(task, "completed", now, by=agent, to=COMPLETED, detail=forced)
             unit.move(task, IN_PROGRESS, COMPLETED)
             self.rotate_hot(unit, COMPLETED)
+        self._paths_moved(task)
         return task
 
     def fail(self, task_id: str, agent: str, *, error: str, error_type: str = "other", approach: str = "",
@@ -886,8 +942,9 @@ class Queue:
                 self._add_discovered_dependencies(unit, task, new_deps, format_ts(now_dt), agent)
             attempt = make_attempt(task, now=format_ts(now_dt), agent_id=agent, approach=approach,
                                    error_type=error_type, error_message=error)
-            _add_usage(task, usage, format_ts(now_dt), agent, attempt["attempt_number"], "failed")
+            _add_usage(unit, task, usage, format_ts(now_dt), agent, attempt["attempt_number"], "failed")
             outcome = self.record_failure(unit, task, attempt, now_dt, final=final)
+        self._paths_moved(task)
         self.report_dead_letters(unit.dead_lettered)
         from loki.queue import tasklog
 
@@ -928,13 +985,23 @@ class Queue:
         with self.tasks.transaction() as unit:
             now = format_ts(self._now())  # inside the lock: timestamps follow the commit order
             task = self._held(unit, task_id, agent, token)
-            _add_usage(task, usage, now, agent, len(task.get("attempts") or []) + 1, "released")
+            _add_usage(unit, task, usage, now, agent, len(task.get("attempts") or []) + 1, "released")
             clear_claim(task)
             task["updated_at"] = now
             add_note(task, "released by its holder", now, agent)
             history.record(task, "released", now, by=agent, to=PENDING)
             unit.move(task, IN_PROGRESS, PENDING)
+        self._paths_moved(task)
         return task
+
+    def _paths_moved(self, task: dict[str, Any]) -> None:
+        """A claim of a task with paths began, was renewed or ended here: on a database tree this machine's
+        copy of the path holders, which the PreToolUse hook reads, is refreshed (docs/leases.md). A file
+        tree's hook reads ``queue/in-progress.json`` itself."""
+        if task.get("paths") and self.store.keeps_local_copies:
+            from loki.leases.leases import PathLeases
+
+            PathLeases(self.store).refresh_index()
 
     def _completed_by_this_claim(self, unit: TaskTxn, task_id: str, agent: str,
                                  token: str | None) -> dict[str, Any] | None:
@@ -1222,6 +1289,10 @@ class Queue:
         unit.rotate(state, int(self._setting("completed_hot_limit")))
 
 
+def _labelled(task: dict[str, Any], labels: Collection[str]) -> bool:
+    return bool(labels) and any(label in labels for label in task.get("labels") or [])
+
+
 def _known(unit: TaskTxn, task_id: str) -> bool:
     """Whether ``task_id`` is taken outside the archive (the queue files, dead-letter, abandoned)."""
     return unit.find(task_id, LIVE_STATES) is not None
@@ -1476,14 +1547,21 @@ def _checked_usage(usage: dict[str, Any] | None) -> None:
         raise InvalidArgument(str(exc), field="usage") from None
 
 
-def _add_usage(task: dict[str, Any], usage: dict[str, Any] | None, now: str, agent: str, attempt: int,
-               outcome: str) -> None:
+def _add_usage(unit: TaskTxn, task: dict[str, Any], usage: dict[str, Any] | None, now: str, agent: str,
+               attempt: int, outcome: str) -> None:
     """Keep what one claim spent in the task, once: the write it joins is recognised when repeated. ``usage``
-    was checked by the caller (:func:`_checked_usage`) before anything was locked."""
+    was checked by the caller (:func:`_checked_usage`) before anything was locked. The running totals the
+    budgets read (loki/tasks/totals.py), when the tree keeps them, count it in the same unit of work."""
     if usage is None:
         return
     entry = {**usage, "attempt": attempt, "agent": agent, "at": now, "outcome": outcome}
     task.setdefault("usage", []).append(entry)
+    totals = unit.spend_totals()
+    if totals is not None:
+        from loki.tasks import totals as running
+
+        running.add(totals, task, entry)
+        unit.set_spend_totals(totals)
 
 
 def _redacted(value: Any) -> Any:

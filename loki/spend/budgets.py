@@ -2,29 +2,25 @@
 
 A budget is a record of ``state/budgets.json`` (one document under the storage interface, like the breakers':
 a file on a file tree, a row of the database's documents on PostgreSQL, so every machine of the team reads
-the same budgets). What a budget has spent is not kept beside it: it is summed, at each check, from the usage
-entries the tasks keep (loki/tasks/usage.py), which are recorded once per claim with the claim's outcome; so
-a budget can never count an attempt twice, and nothing is left to reconcile after a crash.
+the same budgets). What a budget has spent is read from the running totals the task store keeps with every
+usage entry, in the same unit of work (loki/tasks/totals.py, ``queue/spend.json``): never summed from the whole
+history, never counted twice, nothing to reconcile after a crash.
 
 Windows are fixed and UTC: an hour from its start, a day from midnight, a week from Monday midnight. The
 budget refills when its window ends.
 
-Before each claim (``loki work``, ``loki queue claim``), :func:`claim` asks :meth:`Budgets.gate`: a budget is
-spent when what its scope spent in the window, plus ``reserve`` for each attempt of its scope already running
-and for this one, reaches its limit. A spent budget of the team, or of the claiming agent, refuses the claim
+Each claim (``loki work``, ``loki queue claim``: :func:`claim`) hands the queue a :class:`ClaimGate`, which the
+queue asks inside the claim's unit of work (the queue's lock held, on every store): a budget is spent when what
+its scope spent in the window, plus ``reserve`` for each attempt of its scope already running and for this one,
+reaches its limit. A spent budget of the team, or of the claiming agent, refuses the claim
 (:class:`BudgetExceeded`, exit 75, with the refill time, as an OPEN breaker does); one of a type or a label
 keeps the claim off that type's or label's tasks (and refuses it when nothing else is ready). The first refusal
 of a window writes a ``BUDGET_EXCEEDED`` signal, which the watcher leaves in place for others
-(``signals.leave_for_others``: what Loki Mode's ``run.sh`` waits on).
+(``signals.leave_for_others``: what Loki Mode's ``run.sh`` waits on), and an escalation that parks no task.
 
-The overshoot: a budget counts what was spent, and an attempt's spend is known when it ends; so a budget of
-``N`` dollars ends at most at ``N`` plus what the attempts already running when it was reached go on to
-spend: with ``A`` agents on the budget's scope and attempts costing at most ``C`` each (``--max-task-usd``
-caps ``C`` for agents that take a cap), under ``N + A x C``. ``--reserve R`` counts ``R`` for every running
-attempt before a claim, so a claim is refused once ``spent + R x (running + 1) > N``: with ``R >= C``, agents
-that claim one after another never overshoot. The check is read before the claim, not under the claim's lock:
-agents claiming at the same instant each see the others' attempts not yet running, so the bound that always
-holds stays ``N + A x C``; the reserve makes reaching it need ``A`` claims at one instant at the limit.
+The overshoot: the check and the claim being one step, a budget of ``N`` dollars ends under ``N + A x C`` with
+``A`` agents on its scope and attempts costing at most ``C``; with ``reserve >= C`` it never passes ``N``
+(docs/spend.md, "The overshoot").
 """
 
 from __future__ import annotations
@@ -35,9 +31,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from loki.clock import format_ts, parse_ts
-from loki.errors import ExitCode, InvalidArgument, LokiError, NotFound, NothingToDo, UsageError
+from loki.errors import ExitCode, InvalidArgument, LokiError, NotFound, UsageError
 from loki.storage import layout
-from loki.tasks.usage import total_tokens
+from loki.tasks import totals as running_totals
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
 if TYPE_CHECKING:
@@ -205,12 +201,16 @@ class Budgets:
                                    or not 1 <= tokens <= MAX_TOKENS):
             raise InvalidArgument(f"invalid --tokens {tokens!r}: a whole number from 1 to 10^12", field="tokens")
         record = {"scope": scope, "usd": float(usd) if usd is not None else None, "tokens": tokens, "per": per,
-                  "created_at": format_ts(self.store.clock.now()), "signalled": None}
+                  "created_at": format_ts(self.store.clock.now()), "signalled": None, "escalation": None}
         with self.store.transaction(layout.BUDGETS) as txn:
             doc = dict(txn.read(layout.BUDGETS) or {})
             doc[name] = record
             txn.write(layout.BUDGETS, doc, changed=[record])
-        return {"name": name, **record}
+        ensure_totals(self.store)  # the first budget builds the running totals its checks read
+        limit = f"${float(usd):g}" if usd is not None else f"{tokens:,} tokens"
+        resolved = resolve_escalations(self.store, name, f"budget set to {limit} per {per} ({scope}) at "
+                                                         f"{record['created_at']}")
+        return {"name": name, **record, "resolved": resolved}
 
     def remove(self, name: str) -> dict[str, Any]:
         check_budget_name(name)
@@ -220,30 +220,30 @@ class Budgets:
                 raise NotFound(f"no budget {name!r} (`loki budget list`)", budget=name)
             record = doc.pop(name)
             txn.write(layout.BUDGETS, doc, changed=[])
-        return {"name": name, **record}
+        resolved = resolve_escalations(self.store, name, f"budget removed at {self.store.now_ts()}")
+        return {"name": name, **record, "resolved": resolved}
 
-    def standings(self, *, reserve: float = 0.0) -> list[Standing]:
-        """Every budget now, by name; one pass over the tasks for all of them."""
-        doc = self._doc()
+    def standings(self, *, reserve: float = 0.0, totals: dict[str, Any] | None = None,
+                  running: list[dict[str, Any]] | None = None, doc: dict[str, Any] | None = None) -> list[Standing]:
+        """Every budget now, by name, from the running totals (loki/tasks/totals.py: read, or built once when
+        the tree has none) and the attempts running. A claim passes its unit's ``totals`` and ``running``
+        (read under the queue's lock) and the budgets ``doc`` it read."""
+        doc = self._doc() if doc is None else doc
         if not doc:
             return []
-        from loki.spend.report import entries
-
+        if totals is None:
+            totals = self.store.tasks().spend_totals() or ensure_totals(self.store)
+        if running is None:
+            running = self.store.tasks().view(["in-progress"])["in-progress"]
         now = self.store.clock.now()
-        spans = {name: window(record["per"], now) for name, record in doc.items()}
-        earliest = format_ts(min(start for start, _ in spans.values()))
-        found: list[tuple[dict[str, Any], dict[str, Any]]] = [
-            (task, entry) for task, entry in entries(self.store) if str(entry.get("at") or "") >= earliest]
-        running = self.store.tasks().view(["in-progress"])["in-progress"]
         result = []
         for name in sorted(doc):
             record = doc[name]
             kind, value = parse_scope(record["scope"])
-            start, end = (format_ts(t) for t in spans[name])
-            mine = [e for t, e in found if str(e.get("at") or "") >= start and _matches(kind, value, t, e.get("agent"))]
+            start_dt, end_dt = window(record["per"], now)
+            usd, tokens = running_totals.spent(totals, record["scope"], record["per"], start_dt)
             result.append(Standing(
-                name, record, start, end, spent_usd=sum(float(e.get("usd") or 0.0) for e in mine),
-                spent_tokens=sum(total_tokens(e) for e in mine),
+                name, record, format_ts(start_dt), format_ts(end_dt), spent_usd=usd, spent_tokens=tokens,
                 running=sum(1 for t in running if _matches(kind, value, t, t.get("claimed_by"))), reserve=reserve))
         return result
 
@@ -254,9 +254,10 @@ class Budgets:
                 return standing
         raise NotFound(f"no budget {name!r} (`loki budget list`)", budget=name)
 
-    def gate(self, agent: str, *, reserve: float = 0.0) -> Gate:
+    def gate(self, agent: str, *, reserve: float = 0.0, **read: Any) -> Gate:
+        """What the budgets allow ``agent``'s claim now (``read``: what :meth:`standings` takes)."""
         gate = Gate()
-        for standing in self.standings(reserve=reserve):
+        for standing in self.standings(reserve=reserve, **read):
             if not standing.exhausted:
                 continue
             kind, value = parse_scope(standing.record["scope"])
@@ -269,81 +270,131 @@ class Budgets:
         return gate
 
     def refuse(self, standing: Standing, agent: str, extra: str = "") -> BudgetExceeded:
-        """The refusal of a claim; the first of the budget's window writes BUDGET_EXCEEDED (once, whoever
-        refuses first: decided under the budgets' lock)."""
+        """The refusal of a claim; the first of the budget's window writes BUDGET_EXCEEDED and the window's
+        escalation (once, whoever refuses first: decided under the budgets' lock)."""
+        escalation = None
         with self.store.transaction(layout.BUDGETS) as txn:
             doc = dict(txn.read(layout.BUDGETS) or {})
             record = doc.get(standing.name)
             first = isinstance(record, dict) and record.get("signalled") != standing.start
             if first and isinstance(record, dict):
-                doc[standing.name] = {**record, "signalled": standing.start}
+                escalation = escalate(self.store, standing, agent)
+                doc[standing.name] = {**record, "signalled": standing.start, "escalation": escalation}
                 txn.write(layout.BUDGETS, doc, changed=[doc[standing.name]])
         if first:
             from loki.signals.emit import emit
 
+            # the escalation of an earlier window of this budget is answered by this one
+            resolve_escalations(self.store, standing.name, f"superseded by {escalation}", keep=escalation)
             emit(self.store, "BUDGET_EXCEEDED", {
                 "budget": standing.name, "scope": standing.record["scope"], "per": standing.record["per"],
                 "limit_usd": standing.record.get("usd"), "limit_tokens": standing.record.get("tokens"),
                 "spent_usd": round(standing.spent_usd, 6), "spent_tokens": standing.spent_tokens,
-                "refill_at": standing.refill_at}, agent=agent)
+                "refill_at": standing.refill_at, "escalation": escalation}, agent=agent)
         seconds = max(0.0, (parse_ts(standing.refill_at) - self.store.clock.now()).total_seconds())
         return BudgetExceeded(f"{standing.describe()}{extra}; it refills at {standing.refill_at}",
                               budget=standing.name, refill_at=standing.refill_at, retry_after=seconds)
 
 
-READY_ROUNDS = 3
-"""How many times a budgeted claim reads the ready tasks again when other agents took every one first."""
+ESCALATION_PREFIX = "budget-"
+"""What a budget escalation's header names in place of a task: ``budget-<name>`` (it parks no task)."""
+
+
+def escalate(store: Store, standing: Standing, agent: str) -> str:
+    """The escalation file of ``standing``'s window (its name): written by the first refusal of the window, found
+    by any other. Called under the budgets' lock; the file is named by the window, not the moment, so a writer
+    that died between the file and the budget's record leaves a file the next one finds, not a second file."""
+    from loki.queue.escalations import file_stem, list_escalations, write_file
+
+    task_id = ESCALATION_PREFIX + standing.name
+    stem = file_stem(task_id, standing.start)
+    for row in list_escalations(store, open_only=True):  # a resolved one (the budget was raised) is not reused
+        if row.get("budget") == standing.name and row.get("window_start") == standing.start:
+            return str(row["file"])
+    name, record = standing.name, standing.record
+    values = {
+        "task_title": f"budget {name} ({record['scope']}) spent this {record['per']}",
+        "task_id": task_id,
+        "failure_count": "0",
+        "trigger": "budget_exceeded",
+        "error_summary": f"{standing.describe()}; it refills at {standing.refill_at}",
+        "attempts_log": "(a budget, not a task: no task is parked, and no attempt failed)",
+        "agent_analysis": (
+            f"{standing.describe()}. Every claim in its scope is refused (exit 75) until the window refills at "
+            f"{standing.refill_at}; `loki work` stops between tasks. The attempts already running finish and are "
+            f"counted (docs/spend.md, the overshoot). First refused: {agent}."),
+        "recommended_options": "\n".join([
+            f"1. Wait: the budget refills at {standing.refill_at}, and claims go on by themselves.",
+            f"2. Raise it: `loki budget set {name} --usd ... --per {record['per']} --scope {record['scope']}` "
+            "(this escalation is then resolved).",
+            f"3. Acknowledge it: `loki approve {stem}` or `loki escalations close {stem} --note ...`; the budget "
+            "stays spent."]),
+        "timestamp": store.now_ts(),
+        "agent": agent,
+    }
+    rel = write_file(store, task_id=task_id, values=values, now=store.now_ts(), stamped=standing.start,
+                     fields={"budget": name, "window_start": standing.start, "refill_at": standing.refill_at})
+    return rel.rsplit("/", 1)[-1]
+
+
+def resolve_escalations(store: Store, name: str, text: str, *, keep: str | None = None) -> list[str]:
+    """Resolve the open escalations of budget ``name`` (but ``keep``), with ``text``; their file names."""
+    from loki.queue.escalations import list_escalations, mark_resolved
+
+    files = [row["file"] for row in list_escalations(store, open_only=True)
+             if row.get("budget") == name and row["file"] != keep]
+    for file_name in files:
+        mark_resolved(store, file_name, text)
+    return files
+
+
+def ensure_totals(store: Store) -> dict[str, Any]:
+    """The running totals of usage, built from every task once when the tree has none (its first budget, a tree
+    just migrated: the document is an index, not moved), under the queue's lock: no usage entry can land between
+    the scan and the write."""
+    from loki.spend.report import entries
+
+    with store.tasks().transaction() as unit:
+        doc = unit.spend_totals()
+        if doc is None:
+            doc = running_totals.build(entries(store))
+            unit.set_spend_totals(doc)
+    return doc
+
+
+class ClaimGate:
+    """The budgets' part of one claim, asked by the queue inside the claim's unit of work (:meth:`inside`: the
+    totals and the running attempts as that unit reads them, under the queue's lock), and after it for the
+    refusal (:meth:`refusal`: the signal and the escalation are written outside the queue's lock)."""
+
+    def __init__(self, budgets: Budgets, agent: str, reserve: float, doc: dict[str, Any]) -> None:
+        self.budgets, self.agent, self.reserve, self.doc = budgets, agent, reserve, doc
+
+    def inside(self, unit: Any) -> Gate:
+        totals = unit.spend_totals()
+        if totals is None:  # not built yet (a race with the first budget): count from the tasks, this once
+            from loki.spend.report import entries
+
+            totals = running_totals.build(entries(self.budgets.store))
+        return self.budgets.gate(self.agent, reserve=self.reserve, totals=totals, running=unit.tasks("in-progress"),
+                                 doc=self.doc)
+
+    def refusal(self, standing: Standing, extra: str) -> BudgetExceeded:
+        return self.budgets.refuse(standing, self.agent, extra)
 
 
 def claim(queue: Queue, agent: str, *, types: Sequence[str] = (), labels: Sequence[str] = (),
           priorities: Sequence[str] = (), lease_seconds: float | None = None, reserve: float = 0.0,
           task_id: str | None = None, reuse: bool = False) -> Any:
     """``queue.claim`` within the budgets: refused (:class:`BudgetExceeded`) by a spent budget of the team or
-    of ``agent``, kept off the tasks of a spent type or label budget."""
+    of ``agent``, kept off the tasks of a spent type or label budget. The check and the claim are one step:
+    the queue asks :class:`ClaimGate` inside the claim's unit of work (docs/spend.md, the overshoot)."""
     if isinstance(reserve, bool) or not math.isfinite(reserve) or not 0 <= reserve <= MAX_USD:
         raise InvalidArgument(f"invalid --reserve {reserve!r}: dollars from 0 to 1,000,000", field="reserve")
     budgets = Budgets(queue.store)
-    plain: dict[str, Any] = {"types": types, "labels": labels, "priorities": priorities,
-             "lease_seconds": lease_seconds,
-             "task_id": task_id, "reuse": reuse}
-    if not budgets._doc():
-        return queue.claim(agent, **plain)
-    gate = budgets.gate(agent, reserve=reserve)
-    if reuse and queue.live_claim(agent, task_id=task_id, types=types, labels=labels,
-                                  priorities=priorities) is not None:
-        return queue.claim(agent, **plain)  # the claim it holds, given back: no new work, nothing to refuse
-    if gate.blocking:
-        raise budgets.refuse(gate.blocking[0], agent)
-    if not gate.types and not gate.labels:
-        return queue.claim(agent, **plain)
-    if task_id is not None:
-        hit = gate.excludes(queue.show(task_id)["task"])
-        if hit is not None:
-            raise budgets.refuse(hit, agent, f" ({task_id} is in its scope)")
-        return queue.claim(agent, **plain)
-    for _ in range(READY_ROUNDS):  # the ready tasks, again while other agents take them first
-        ready = queue.ready(types=types, labels=labels, priorities=priorities)["ready"]
-        if not ready:
-            break
-        kept_off = None
-        for row in ready:
-            hit = gate.excludes(row)
-            if hit is not None:
-                kept_off = kept_off or hit
-                continue
-            try:
-                return queue.claim(agent, task_id=row["id"], lease_seconds=lease_seconds)
-            except (NothingToDo, LokiError) as exc:
-                if exc.exit_code not in (ExitCode.NOTHING_TO_DO, ExitCode.CONFLICT):
-                    raise
-                continue  # another agent took it first
-        if kept_off is not None:
-            raise budgets.refuse(kept_off, agent, " (every ready task is in its scope)")
-    # Nothing ready: the queue says why (exit 3). A task that became ready meanwhile may be in a spent
-    # scope: then it is given back at once, untouched, and the claim refused.
-    task = queue.claim(agent, **plain)
-    hit = gate.excludes(task)
-    if hit is not None:
-        queue.release(task["id"], agent, token=task["claim_token"])
-        raise budgets.refuse(hit, agent, f" ({task['id']} is in its scope)")
-    return task
+    doc = budgets._doc()
+    gate = ClaimGate(budgets, agent, reserve, doc) if doc else None
+    if gate is not None and queue.store.tasks().spend_totals() is None:
+        ensure_totals(queue.store)  # before the claim's unit: the scan takes the queue's lock itself
+    return queue.claim(agent, types=types, labels=labels, priorities=priorities, lease_seconds=lease_seconds,
+                       task_id=task_id, reuse=reuse, gate=gate)

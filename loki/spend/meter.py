@@ -55,6 +55,8 @@ class Reading:
     tokens: dict[str, int]
     usd: float | None = None
     model: str | None = None
+    capped: str | None = None
+    """Claude Code stopped at its own ``--max-budget-usd``: what it said (``errors``)."""
 
 
 @dataclass
@@ -182,6 +184,12 @@ class Meter:
             self.problems.append(f"the result file's {exc}; using what stdout showed instead")
             return None
 
+    @property
+    def capped(self) -> str | None:
+        """What the agent said when it stopped at its own spending cap (Claude Code's ``error_max_budget_usd``
+        result), or None."""
+        return next((r.capped for r in self.readings if r.capped is not None), None)
+
     def entry(self, result_data: object = None) -> dict[str, Any] | None:
         """The attempt's usage entry (loki/tasks/usage.py) without the claim's fields, or None when the
         agent reported nothing usable."""
@@ -234,6 +242,13 @@ def _count(doc: dict[str, Any], key: str, where: str) -> int:
     return check_count(doc.get(key, 0), f"{where}{key}")
 
 
+CLAUDE_CAPPED = "error_max_budget_usd"
+"""The ``subtype`` of Claude Code's result when ``--max-budget-usd`` stopped it (2.1.330: ``is_error`` true, exit
+1, ``errors: ["Reached maximum budget ($0.5)"]``, and ``usage`` all zeros: the tokens are only in ``modelUsage``)."""
+_MODEL_USAGE_KEYS = {"input_tokens": "inputTokens", "output_tokens": "outputTokens",
+                     "cache_read_tokens": "cacheReadInputTokens", "cache_creation_tokens": "cacheCreationInputTokens"}
+
+
 def _claude(doc: dict[str, Any]) -> Reading:
     usage = _object(doc, "usage", "")
     tokens = {"input_tokens": _count(usage, "input_tokens", "usage."),
@@ -245,7 +260,27 @@ def _claude(doc: dict[str, Any]) -> Reading:
     by_model = doc.get("modelUsage")
     if isinstance(by_model, dict) and by_model:
         model = max(by_model, key=lambda name: _weight(by_model[name]))
-    return Reading("claude", tokens, usd, model)
+        if not any(tokens.values()):  # an error result (a spent cap) zeroes `usage`; modelUsage keeps the tokens
+            tokens = _model_usage_tokens(by_model)
+    capped = None
+    if doc.get("subtype") == CLAUDE_CAPPED:
+        errors = doc.get("errors")
+        said = [str(e) for e in errors if isinstance(e, str)] if isinstance(errors, list) else []
+        capped = " ".join(" ".join(said).split())[:200] or "reached its maximum budget"
+    return Reading("claude", tokens, usd, model, capped)
+
+
+def _model_usage_tokens(by_model: dict[str, Any]) -> dict[str, int]:
+    """Tokens by kind summed over Claude Code's ``modelUsage`` (model -> camelCase counts), each checked."""
+    tokens = dict.fromkeys(_MODEL_USAGE_KEYS, 0)
+    for name, row in by_model.items():
+        if not isinstance(row, dict):
+            raise BadUsage(f"modelUsage.{str(name)[:40]} must be an object")
+        for kind, key in _MODEL_USAGE_KEYS.items():
+            tokens[kind] += check_count(row.get(key, 0), f"modelUsage.{str(name)[:40]}.{key}")
+    for kind, count in tokens.items():
+        check_count(count, f"modelUsage's {kind}")  # the sum, too, stays a believable figure
+    return tokens
 
 
 def _weight(row: object) -> float:

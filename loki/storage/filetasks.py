@@ -66,6 +66,11 @@ class FileTasks:
     def change_token(self, state: str) -> Hashable | None:
         return self.store.change_token(self._files([state])[state])
 
+    def spend_totals(self) -> dict[str, Any] | None:
+        """The running totals of usage (loki/tasks/totals.py), read without the lock; None when absent."""
+        doc: dict[str, Any] | None = self.store.read(layout.SPEND)
+        return doc
+
     # -- the archive: append-only monthly logs -----------------------------------------------------
 
     def archive_files(self) -> list[str]:
@@ -181,6 +186,14 @@ class FileTaskTxn(TaskTxnBase):
     def dead_letter_metadata(self) -> dict[str, Any]:
         metadata: dict[str, Any] = self._doc(layout.DEADLETTER)["metadata"]
         return metadata
+
+    def spend_totals(self) -> dict[str, Any] | None:
+        doc: dict[str, Any] | None = self._doc(layout.SPEND)
+        return doc
+
+    def set_spend_totals(self, doc: dict[str, Any]) -> None:
+        self._docs[layout.SPEND] = doc
+        self._changed.setdefault(layout.SPEND, [])
 
     # -- the archive -------------------------------------------------------------------------------
 

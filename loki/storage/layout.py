@@ -20,6 +20,9 @@ QUEUE_LOCK = "queue/.lock"
 DEADLETTER = "queue/dead-letter.json"
 ABANDONED = "queue/abandoned.json"
 BREAKERS = "state/circuit-breakers.json"
+SPEND = "queue/spend.json"
+"""Running totals of the tasks' usage by hour and day (loki/tasks/totals.py): in the queue's domain, so each
+entry and its total are one unit of work. Absent until a budget needs it."""
 BUDGETS = "state/budgets.json"
 """Budgets (docs/spend.md): budget name -> budget. Absent until the first ``loki budget set``."""
 WATCH_STATE = "state/watch.json"
@@ -198,6 +201,7 @@ BREAKERS_KIND = FileKind("circuit-breakers", "circuit-breakers-file.json", dict,
                          records_are_values=True)
 BUDGETS_KIND = FileKind("budgets", "budgets-file.json", dict, None, "budget.json", records_are_values=True)
 STRIKES_KIND = FileKind("strikes", "strikes-file.json", lambda: None)
+SPEND_KIND = FileKind("spend", "spend-file.json", lambda: None)  # absent: None (the totals are then built)
 WATCH_KIND = FileKind("watch-state", "watch-state.json", lambda: {"version": 1})
 FRICTION_KIND = FileKind("friction-map", "friction-map.json", lambda: {"version": 1, "frictions": []}, "frictions")
 LEASES_KIND = FileKind("path-leases", "path-leases-file.json",
@@ -211,6 +215,8 @@ def kind_for(rel: str) -> FileKind | None:
         return DEADLETTER_KIND
     if rel == ABANDONED:
         return ABANDONED_KIND
+    if rel == SPEND:
+        return SPEND_KIND
     if rel.startswith(QUEUE_DIR + "/") and rel.endswith(".json") and rel.count("/") == 1:
         state = rel[len(QUEUE_DIR) + 1 : -len(".json")]
         return QUEUE_KIND if state in QUEUE_STATES else None

@@ -399,6 +399,7 @@ class MemoryTasks:
         self._abandoned: list[dict[str, Any]] = []
         self._archive: list[tuple[str, dict[str, Any]]] = []
         self._versions: dict[str, int] = {}
+        self._spend: dict[str, Any] | None = None
 
     def transaction(self, *, claim: bool = False) -> MemoryTaskTxn:
         return MemoryTaskTxn(self)
@@ -425,6 +426,10 @@ class MemoryTasks:
     def change_token(self, state: str) -> int | None:
         """The store's write counter at the last commit that changed ``state``."""
         return self._versions.get(state)
+
+    def spend_totals(self) -> dict[str, Any] | None:
+        with self.store._lock:
+            return copy.deepcopy(self._spend)
 
     def archived(self) -> Iterator[tuple[str, dict[str, Any]]]:
         with self.store._lock:
@@ -461,6 +466,8 @@ class MemoryTaskTxn(TaskTxnBase):
         self._states = copy.deepcopy(owner._states)
         self._dead = copy.deepcopy(owner._dead)
         self._abandoned = copy.deepcopy(owner._abandoned)
+        self._spend = copy.deepcopy(owner._spend)
+        self._spend_changed = False
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -469,6 +476,7 @@ class MemoryTaskTxn(TaskTxnBase):
             if exc_type is None:
                 self._validate()
                 owner._states, owner._dead, owner._abandoned = self._states, self._dead, self._abandoned
+                owner._spend = self._spend
                 owner._archive.extend(self._archived)
                 for state in self._changed:
                     owner.store._counter += 1
@@ -479,6 +487,8 @@ class MemoryTaskTxn(TaskTxnBase):
     def _validate(self) -> None:
         """Every changed state as the document the file store would write, against the same schemas."""
         schemas = self._owner.store.schemas
+        if self._spend_changed:
+            schemas.validate(layout.SPEND_KIND.schema, self._spend, layout.SPEND)
         for state in self._changed:
             if state == "dead-letter":
                 rel, doc = layout.DEADLETTER, self._dead
@@ -504,6 +514,12 @@ class MemoryTaskTxn(TaskTxnBase):
     def dead_letter_metadata(self) -> dict[str, Any]:
         metadata: dict[str, Any] = self._dead["metadata"]
         return metadata
+
+    def spend_totals(self) -> dict[str, Any] | None:
+        return self._spend
+
+    def set_spend_totals(self, doc: dict[str, Any]) -> None:
+        self._spend, self._spend_changed = doc, True
 
     # -- the archive -------------------------------------------------------------------------------
 

@@ -107,6 +107,10 @@ class TaskTxn(Protocol):
         whether they can ever be ready (:func:`loki.queue.queue.never_ready`)."""
 
     # -- dead-letter and abandoned ---------------------------------------------------------------
+    def spend_totals(self) -> dict[str, Any] | None:
+        """The running totals of usage (loki/tasks/totals.py) as this unit sees them; None when absent."""
+    def set_spend_totals(self, doc: dict[str, Any]) -> None:
+        """Stage the totals, written with the unit's tasks (one unit of work)."""
     def dead_letters(self) -> list[Entry]: ...
     def dead_letter_metadata(self) -> dict[str, Any]: ...
     def find_dead_letter(self, task_id: str) -> Entry | None: ...
@@ -144,6 +148,8 @@ class TaskStore(Protocol):
         """One state's tasks, read without the lock (a cheap "is anything to do?" check)."""
     def dead_letter_doc(self) -> dict[str, Any]:
         """``{"tasks": [entries], "metadata": {...}}``, read without the lock."""
+    def spend_totals(self) -> dict[str, Any] | None:
+        """The running totals of usage, read without the lock; None when absent."""
     def change_token(self, state: str) -> Hashable | None:
         """Equal tokens: ``state`` (a hot state, dead-letter or abandoned) has not changed in between."""
     def find_archived(self, task_id: str) -> tuple[str, Task] | None: ...

@@ -187,6 +187,9 @@ class Activity:
         self._open: dict[str, bool] = {}
         self._deadletter: tuple[Hashable | None, dict[str, Any] | None] = (None, None)
         self._errors: dict[str, str] = {}
+        from loki.watch.leasefeed import LeaseActivity
+
+        self._leases = LeaseActivity(store)
         self.started = False
 
     def start(self) -> None:
@@ -197,6 +200,7 @@ class Activity:
         self._tasks = outcomes.Follower(self.store, log=tasklog.LOG)  # from the log's end
         for source in (self._strike_events, self._escalation_events, self._review_events):
             self._guarded(source)
+        self._guarded(self._lease_start)
         self.started = True
 
     def poll(self) -> list[dict[str, Any]]:
@@ -206,7 +210,7 @@ class Activity:
             return []
         events: list[dict[str, Any]] = []
         for source in (self._breaker_events, self._strike_events, self._escalation_events, self._task_events,
-                       self._review_events):
+                       self._review_events, self._lease_events):
             events.extend(self._guarded(source))
         return once(events)  # a review is in the tasks' log and in the dead-letter file's metadata
 
@@ -234,6 +238,14 @@ class Activity:
         lines, self._breaker_position = self.store.read_after(RECOVERY_LOG, self._breaker_position)
         events = (breaker_event(line.data.decode("utf-8", "replace")) for line in lines if line.data is not None)
         return [event for event in events if event is not None]
+
+    def _lease_start(self) -> list[dict[str, Any]]:
+        self._leases.start()
+        return []
+
+    def _lease_events(self) -> list[dict[str, Any]]:
+        # loki.watch.leasefeed: leases acquired, released, broken, expired; edits the hook denied.
+        return self._leases.poll()
 
     def _task_events(self) -> list[dict[str, Any]]:
         # Its lines are the feed's events as they are shown: followed as the outcome log is.
@@ -332,6 +344,9 @@ def history(store: Store, limit: int = 100) -> list[dict[str, Any]]:
     events += [escalation_event(row, "resolved", store.now_ts()) for row in escalations
                if not row["open"] and row.get("resolved_at")]
     events += tasklog.tail(store, HISTORY_BYTES)  # before the file's last review: its words win a tie
+    from loki.watch import leasefeed
+
+    events += leasefeed.history(store)
     deadletter = store.tasks().dead_letter_doc()
     if deadletter["metadata"].get("last_reviewed"):
         events.append(review_event(deadletter["metadata"], None, len(deadletter["tasks"])))

@@ -128,12 +128,38 @@ def approve_escalation(store: Store, escalation_id: str, decision: str, *, note:
         raise InvalidInput(f"{stem} escalates a tool call that kept failing (3-strike protocol), not a task: once "
                            "the cause is fixed, `loki errors reset` clears it, or `loki escalations close` closes it",
                            field="task_id", escalation=stem)
+    if row.get("budget"):
+        return acknowledge_budget(store, stem, row, decision, note=note, approver=approver)
     waiting = [task_id for task_id in tasks_of(store, row["file"], row["task_id"])
                if _state(Queue(store), task_id) in WAITING_STATES]
     if not waiting:
         raise Conflict(f"no task of escalation {stem} waits for a human decision any more; `loki escalations close "
                        f"{stem} --note ...` closes it", escalation=stem)
     return [approve(store, task_id, decision, note=note, approver=approver) for task_id in waiting]
+
+
+def acknowledge_budget(store: Store, stem: str, row: dict[str, Any], decision: str, *, note: str | None,
+                       approver: str | None) -> list[Approval]:
+    """A spent budget's escalation parks no task: ``approve`` is a person acknowledging it (resolved; the budget
+    stays spent until its window refills or ``loki budget set`` raises it). ``cancel`` and ``clarify`` have
+    nothing to act on (:class:`~loki.errors.InvalidInput`); an escalation already resolved is a Conflict."""
+    from loki.errors import Conflict, InvalidInput
+    from loki.queue.escalations import mark_resolved
+
+    if decision != "approve":
+        raise InvalidInput(f"{stem} is a spent budget ({row['budget']}), not a task: `--decision approve` "
+                           f"acknowledges it; `loki budget set {row['budget']} ...` raises it", field="decision",
+                           escalation=stem)
+    if not row["open"]:
+        raise Conflict(f"escalation {stem} is already resolved ({row['resolution']}); nothing changed",
+                       escalation=stem, resolution=row["resolution"])
+    if approver is not None:
+        from loki.text.textsafe import check_name
+
+        check_name(approver, "approver name")
+    who = approver or os.environ.get("USER") or "human"
+    mark_resolved(store, row["file"], f"acknowledged by {who} at {store.now_ts()}" + (f": {note}" if note else ""))
+    return []
 
 
 def _state(queue: Any, task_id: str) -> str | None:

@@ -29,6 +29,7 @@ TICK_LABEL = {"lease_expired": "lease", "review_timeout": "review", "breaker_hal
 BREAKER_TONE = {"opened": "bad", "reopened": "bad", "tripped manually": "bad", "half-open": "warn",
                 "recovered": "ok", "reset": "ok"}
 STRIKE_TONE = {"record": "", "warn": "warn", "stop": "bad"}
+LEASE_TONE = {"acquired": "", "released": "ok", "broken": "bad", "expired": "warn", "denied": "bad", "asked": "warn"}
 
 
 class Entry:
@@ -84,6 +85,9 @@ def entry(event: dict[str, Any], now: str) -> Entry:
         return Entry(stamp, "escalation", f"{change}: {detail}", "ok" if change == "resolved" else "bad")
     if kind == "review":
         return Entry(stamp, "review", detail)
+    if kind == "lease":  # loki.watch.leasefeed: a path lease acquired or ended, an edit the hook denied
+        change = str(event.get("change"))
+        return Entry(stamp, "lease", f"{change}: {detail}", LEASE_TONE.get(change, ""))
     if kind == "task":  # loki.queue.tasklog: an attempt failed, or the task left the queue for good
         return Entry(stamp, "task", detail, "warn" if event.get("change") == "failed" else "bad")
     tone = {"error": "bad", "warning": "warn"}.get(kind, "dim")
@@ -103,7 +107,7 @@ def event_line(event: dict[str, Any], now: str) -> str:
         return f"{stamp} {event.get('name')} {event.get('outcome')}: {event.get('detail')}{_seen(event)}"
     if kind == "tick":
         return f"{stamp} tick {event.get('action')}: {event.get('detail')}{_seen(event)}"
-    if kind in ("breaker", "strike", "escalation", "task"):
+    if kind in ("breaker", "strike", "escalation", "task", "lease"):
         item = entry(event, now)
         return f"{stamp} {item.label} {item.text}"
     return f"{stamp} {kind}: {event.get('detail')}"

@@ -98,6 +98,8 @@ class Watcher:
         self._observe = True
         self._captured: list[dict[str, Any]] | None = None
         self.activity: Activity | None = None
+        self._lease_tokens: tuple[Any, Any] | None = None
+        self._next_lease_copy = 0.0
         """What other processes do (breakers, strikes, escalations, reviews), once :meth:`follow_activity`."""
         self._seen: dict[Any, None] = {}
         self._trouble: str | None = None
@@ -223,7 +225,27 @@ class Watcher:
         if self.activity is not None:
             for event in self.activity.poll():
                 self._emit(event)
+        self.refresh_lease_copy()
         return handled
+
+    def refresh_lease_copy(self) -> bool:
+        """On a database tree, keep this machine's copy of the path holders fresh (the PreToolUse hook reads
+        it and never connects: docs/leases.md): rewritten when the leases or the in-progress tasks changed
+        (their change tokens, one cheap query each), and every ``tick_seconds`` besides, so its time says
+        how fresh it is. Returns whether it was written."""
+        if not self.store.keeps_local_copies:
+            return False
+        from loki.leases.leases import PathLeases
+        from loki.storage import layout
+
+        tokens = (self.store.change_token(layout.LEASES), self.store.tasks().change_token("in-progress"))
+        now = self._timer()
+        if tokens == self._lease_tokens and now < self._next_lease_copy:
+            return False
+        written = PathLeases(self.store).refresh_index() is not None
+        self._lease_tokens = tokens
+        self._next_lease_copy = now + self.tick_seconds
+        return written
 
     def _should_stop_consuming(self) -> bool:
         """Asked by the consumer between two signals: a stop request, or the lock no longer ours."""

@@ -386,7 +386,7 @@ class Worker:
             values = placeholders.values(task, agent=self.options.agent, task_file=scratch.task_file,
                                          result_file=scratch.result_file)
             command = placeholders.expand(self.options.command, values)
-            if self.options.max_task_usd is not None and os.path.basename(command[0]) == "claude":
+            if self.options.max_task_usd is not None and is_claude(command[0]):
                 command = [*command, "--max-budget-usd", f"{self.options.max_task_usd:g}"]
             launcher.env = {**os.environ, **environment(values, self.store.local_root)}
             meter = self._meter = Meter(self._prices, command_model=model_in_command(command))
@@ -461,7 +461,13 @@ class Worker:
         return entry
 
     def _over_cap(self, run: TaskRun, usage: dict[str, Any] | None) -> Failure | None:
-        """A failed attempt that spent ``--max-task-usd``: a failure of class ``budget``."""
+        """A failed attempt that spent ``--max-task-usd``, or that the agent itself stopped at its cap (Claude
+        Code's ``error_max_budget_usd`` result, whoever passed the ``--max-budget-usd``): class ``budget``."""
+        capped = self._meter.capped if self._meter is not None else None
+        if capped is not None:
+            spent = f"spent ${float(usage['usd']):.4f}" if usage and usage.get("usd") is not None else "spent ?"
+            headline = f"exit {run.exit_code} (budget): Claude Code stopped at its cap: {capped}; {spent}"
+            return Failure("other", "budget", headline, headline)
         cap = self.options.max_task_usd
         if cap is None or usage is None or usage.get("usd") is None or float(usage["usd"]) < cap:
             return None
@@ -690,3 +696,8 @@ def _name(signum: int) -> str:
         return f"signal {signum}"
 
 
+def is_claude(program: str) -> bool:
+    """Whether ``program`` is Claude Code: ``claude``, or the npm package's own ``bin/claude.exe`` (2.1.330
+    installs its binary under that name on every platform)."""
+    name = os.path.basename(program).lower()
+    return name.removesuffix(".exe") == "claude"

@@ -25,6 +25,9 @@ from tests.agents.responsesserver import Item, ResponsesServer
 PACKAGE = "@openai/codex"
 VERSION = "0.169.0"
 MODEL = "gpt-5.1-codex"
+PATCH_MODEL = "gpt-5.5"
+"""A model Codex 0.169.0 knows (its bundled model list): only with its metadata does Codex offer the model the
+``apply_patch`` tool (freeform); with the unknown ``MODEL`` it falls back to metadata without it."""
 RUN_TIMEOUT = 180
 
 
@@ -46,24 +49,24 @@ class Run:
                 and e["item"].get("type") == "command_execution"]
 
 
-def config(codex_home: Path, project: Path, url: str) -> None:
+def config(codex_home: Path, project: Path, url: str, model: str = MODEL) -> None:
     codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(
-        f'model = "{MODEL}"\nmodel_provider = "scripted"\n\n'
+        f'model = "{model}"\nmodel_provider = "scripted"\n\n'
         '[model_providers.scripted]\nname = "scripted"\n'
         f'base_url = "{url}"\nwire_api = "responses"\nenv_key = "SCRIPTED_MODEL_KEY"\nrequires_openai_auth = false\n\n'
         f'[projects.{json.dumps(str(project.resolve()))}]\ntrust_level = "trusted"\n')
 
 
 def run_codex(project: Path, codex_home: Path, script: list[Item], prompt: str = "Build the project.", *,
-              env: dict[str, str] | None = None) -> Run:
+              env: dict[str, str] | None = None, model: str = MODEL) -> Run:
     """One ``codex exec`` session in ``project`` against a fresh scripted model."""
     binary = codex_bin()
     node = shutil.which("node")
     path = [os.path.dirname(sys.executable), *([os.path.dirname(node)] if node else []), "/usr/local/bin", "/usr/bin",
             "/bin"]
     with ResponsesServer(script) as server:
-        config(codex_home, project, server.url)
+        config(codex_home, project, server.url, model)
         done = subprocess.run(
             [str(binary), "exec", "--json", "--dangerously-bypass-approvals-and-sandbox",
              "--dangerously-bypass-hook-trust", prompt],

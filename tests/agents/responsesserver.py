@@ -24,6 +24,12 @@ def run(command: str) -> Item:
     return {"type": "function_call", "name": "exec_command", "arguments": json.dumps({"cmd": command})}
 
 
+def apply_patch(patch: str) -> Item:
+    """A turn calling Codex's ``apply_patch`` tool (a freeform tool: the patch is the call's whole input; offered
+    only for a model Codex knows, :data:`tests.agents.codexcli.PATCH_MODEL`)."""
+    return {"type": "custom_tool_call", "name": "apply_patch", "input": patch}
+
+
 def say(text: str) -> Item:
     """A closing turn: an assistant message, no tool call (``codex exec`` ends)."""
     return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
@@ -62,7 +68,7 @@ class ResponsesServer:
             index = len(self.requests)
             self.requests.append(body)
         item = self.script[index] if index < len(self.script) else say("done.")
-        if item["type"] == "function_call":
+        if item["type"] in ("function_call", "custom_tool_call"):
             item = {**item, "call_id": f"call_{index}"}
         return index, item
 
@@ -115,12 +121,13 @@ def developer_texts(request: dict[str, Any]) -> list[str]:
 
 def call_outputs(request: dict[str, Any]) -> list[str]:
     """The outputs of the conversation's tool calls, in order."""
-    return [str(item["output"]) for item in request["input"] if item.get("type") == "function_call_output"]
+    return [str(item["output"]) for item in request["input"]
+            if item.get("type") in ("function_call_output", "custom_tool_call_output")]
 
 
 def after_last_call(request: dict[str, Any]) -> str:
     """The developer messages after the last tool call: what the hooks said about it (before and after)."""
     items = request["input"]
-    last = max(i for i, item in enumerate(items) if item.get("type") == "function_call")
+    last = max(i for i, item in enumerate(items) if item.get("type") in ("function_call", "custom_tool_call"))
     return "\n".join("".join(part.get("text", "") for part in item["content"]) for item in items[last + 1:]
                      if item.get("type") == "message" and item.get("role") == "developer")

@@ -66,6 +66,45 @@ def test_claude_codes_usage_arrives_in_the_attempt_exactly(claude_code: Path, tm
     assert tree_problems(project / ".loki") == []
 
 
+def test_claude_code_stopped_by_max_task_usd_is_a_budget_failure_with_its_usage(claude_code: Path,
+                                                                               tmp_path: Path) -> None:
+    """`loki work --max-task-usd` passes Claude Code a tiny `--max-budget-usd`: Claude Code stops after the first
+    reply with its `error_max_budget_usd` result (exit 1, `usage` zeroed, the tokens in `modelUsage`); the
+    attempt is a failure of class `budget`, and its usage is the model server's reply exactly."""
+    project = make_project(tmp_path / "shop")
+    loki = os.path.join(os.path.dirname(sys.executable), "loki")
+    subprocess.run([loki, "queue", "add", "Add pagination", "--id", "t1"], cwd=project, check=True,
+                   capture_output=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    turns = [bash(f"echo step {n}", description=f"Step {n}") for n in range(3)] + [text("Done.")]
+    with ModelServer(turns, usage=USAGE) as model:
+        env = {"PATH": os.pathsep.join(tool_dirs()), "HOME": str(home), "LANG": "C.UTF-8", "SHELL": "/bin/bash",
+               "ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": DUMMY_KEY, **QUIET_ENV,
+               **{k: v for k, v in os.environ.items() if k.startswith("LOKI_") and k != "LOKI_AGENTS_CACHE"}}
+        done = subprocess.run([loki, "work", "--agent", "claude-1", "--json", "--max-tasks", "1",
+                               "--max-task-usd", "0.0001", "--", str(claude_code), "-p", "Do task {id}: {title}",
+                               "--output-format", "json", "--allowedTools", "Bash"],
+                              cwd=project, env=env, capture_output=True, timeout=600)
+    result = [json.loads(line) for line in done.stdout.decode().splitlines() if line.startswith("{")][-1]
+    assert (result["subtype"], result["is_error"]) == ("error_max_budget_usd", True), result
+    summary = json.loads(done.stderr.decode().splitlines()[-1])
+    run = summary["tasks"][0]
+    assert run["outcome"] == "failed" and run["error_class"] == "budget", done.stderr.decode()[-2000:]
+    task = json.loads(subprocess.run([loki, "queue", "show", "t1", "--json"], cwd=project, check=True,
+                                     capture_output=True, text=True).stdout)["task"]
+    assert task["attempts"][0]["error_message"].startswith(
+        "exit 1 (budget): Claude Code stopped at its cap: Reached maximum budget ($0.0001); spent $")
+    [usage] = task["usage"]
+    replies = model.replies
+    assert (usage["input_tokens"], usage["output_tokens"], usage["cache_read_tokens"],
+            usage["cache_creation_tokens"]) == (replies * USAGE["input_tokens"], replies * USAGE["output_tokens"],
+                                                replies * USAGE["cache_read_input_tokens"],
+                                                replies * USAGE["cache_creation_input_tokens"])
+    assert usage["usd"] == result["total_cost_usd"] > 0.0001 and usage["outcome"] == "failed"
+    assert tree_problems(project / ".loki") == []
+
+
 def test_codex_clis_usage_arrives_in_the_attempt_exactly(tmp_path: Path) -> None:
     """`codex exec --json` through `loki work`: every turn.completed summed, cached input counted apart."""
     from tests.agents.codexcli import MODEL, codex_bin, config

@@ -59,6 +59,13 @@ EXCEPTIONS = {
     ("resident/files.py", "os.link"): "the token, linked into place: a racer that published first keeps its token",
     ("resident/files.py", "os.unlink"): "the same files: the run record a stopping server removes, a temp copy",
     ("serve/server.py", "open"): "the server's lock file in .loki/serve/, held with flock for its life",
+    ("leases/hotcopy.py", "open"): "the PreToolUse hook's index of the path holders (and a database tree's copy "
+                                   "of them): derived from state/path-leases.json, read by its identity, read by "
+                                   "the hot path without the store (docs/leases.md, 'The hook's index')",
+    ("leases/hotcopy.py", "os.open"): "the same index read by the hot path: O_NOFOLLOW, the header line only",
+    ("hooks/leasegate.py", "os.open"): "the edits the hook refused, one line appended with O_APPEND to "
+                                       "logs/path-leases.jsonl (on a database tree this machine's cache): the hot "
+                                       "path never opens the store (docs/leases.md, 'Visible')",
     ("work/scratch.py", "open"): "`loki work` writes the claimed task for the agent's command into a temporary "
                                  "directory outside .loki/ (the command may write there; nothing but loki writes "
                                  "inside the tree)",

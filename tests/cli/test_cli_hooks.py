@@ -16,7 +16,7 @@ import pytest
 from loki.hooks import agentsettings
 from tests.helpers import cli, loki_proc
 
-EVENTS = ["PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionStart", "Stop"]
+EVENTS = ["PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionStart", "Stop", "TaskCompleted"]
 
 # A project's settings as people write them: permissions, env, their own hooks.
 EXISTING: dict[str, Any] = {
@@ -67,7 +67,7 @@ def test_install_keeps_everything_and_is_idempotent(root: Path, settings: Path) 
     settings.parent.mkdir()
     settings.write_text(json.dumps(EXISTING, indent=2))
     report = install(root)
-    assert [a["action"] for a in report["actions"]] == ["added"] * 5
+    assert [a["action"] for a in report["actions"]] == ["added"] * 6
     doc = json.loads(settings.read_text())
     assert {k: v for k, v in doc.items() if k != "hooks"} == {k: v for k, v in EXISTING.items() if k != "hooks"}
     assert doc["hooks"]["PreToolUse"][0] == EXISTING["hooks"]["PreToolUse"][0]  # theirs first, untouched
@@ -76,7 +76,7 @@ def test_install_keeps_everything_and_is_idempotent(root: Path, settings: Path) 
     assert loki_commands(doc)["PostToolUseFailure"] == ["loki hook post-tool-use-failure"]
     written = settings.read_bytes()
     again = install(root)
-    assert again["changed"] is False and [a["action"] for a in again["actions"]] == ["unchanged"] * 5
+    assert again["changed"] is False and [a["action"] for a in again["actions"]] == ["unchanged"] * 6
     assert settings.read_bytes() == written
 
 
@@ -86,7 +86,7 @@ def test_uninstall_removes_exactly_lokis_entries(root: Path, settings: Path) -> 
     install(root)
     result = cli(["hooks", "uninstall", "--json"], root=root)
     assert result.code == 0, result.stderr
-    assert [a["action"] for a in result.json()["actions"]] == ["removed"] * 5
+    assert [a["action"] for a in result.json()["actions"]] == ["removed"] * 6
     assert json.loads(settings.read_text()) == EXISTING
     empty = cli(["hooks", "uninstall", "--json"], root=root).json()
     assert empty["changed"] is False and empty["actions"] == []

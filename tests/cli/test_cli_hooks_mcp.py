@@ -112,6 +112,13 @@ def test_a_bad_mcp_agent_name_is_refused(root: Path) -> None:
     assert not (root.parent / ".mcp.json").exists()
 
 
+def test_mcp_agent_without_mcp_is_refused_not_ignored(root: Path) -> None:
+    settings = root.parent / ".claude" / "settings.json"
+    result = cli(["hooks", "install", "--mcp-agent", "eng-2"], root=root)
+    assert result.code == 2 and "--mcp-agent is for --mcp" in result.stderr, result.stderr
+    assert not settings.exists() and not (root.parent / ".mcp.json").exists()
+
+
 def test_dry_run_shows_the_change_and_writes_nothing(root: Path) -> None:
     result = cli(["hooks", "install", "--mcp", "--agent", "codex", "--command", "loki", "--dry-run"], root=root)
     assert result.code == 0 and '+args = ["mcp", "--agent", "codex"]' in result.stdout

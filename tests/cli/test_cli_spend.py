@@ -145,3 +145,36 @@ def test_claim_reuse_while_holding_a_task_of_another_type_meets_a_spent_budget(r
     assert cli(["queue", "show", "t3", "--json"], root=root).json()["state"] == "pending"
     given_back = cli(["queue", "claim", "--agent", "eng-2", "--type", "docs", "--reuse", "--json"], root=root)
     assert given_back.code == 0 and given_back.json()["task"]["id"] == "t1", given_back.stdout
+
+
+def test_a_spent_budget_s_escalation_through_the_command_line_the_briefing_and_the_board(root: Path) -> None:
+    from loki.hooks.handlers import briefing
+    from loki.serve.board import live_region, snapshot
+    from loki.storage.opening import open_store
+
+    assert cli(["queue", "add", "a", "--id", "t1"], root=root).code == 0
+    assert cli(["queue", "add", "b", "--id", "t2"], root=root).code == 0
+    assert cli(["budget", "set", "team", "--usd", "0.5", "--per", "week"], root=root).code == 0
+    run_agent(root, "eng-1", claude_result(0.5, 0), code=75)
+    [row] = cli(["escalations", "list", "--open", "--json"], root=root).json()["escalations"]
+    assert (row["budget"], row["task_id"], row["trigger"]) == ("team", "budget-team", "budget_exceeded")
+    shown = cli(["escalations", "show", "budget-team"], root=root)
+    assert shown.stdout.startswith(f"{row['id']}: open; tasks: none\n"), shown.stdout
+    assert "budget team (team) spent: $0.5000 of $0.50 this week" in shown.stdout
+    assert f"escalation: {row['id']}" in cli(["budget", "show", "team"], root=root).stdout
+    store = open_store(str(root))
+    context = briefing(store, {})["hookSpecificOutput"]["additionalContext"]  # type: ignore[index]
+    assert f"escalations/{row['file']}: budget team (team) spent this week" in context
+    board = snapshot(store, {})
+    assert [e["id"] for e in board["escalations"]] == [row["id"]]
+    assert f'data-escalation="{row["id"]}"' in live_region(board, "token")
+    cancelled = cli(["approve", row["id"], "--decision", "cancel"], root=root)
+    assert cancelled.code == 1 and "is a spent budget (team), not a task" in cancelled.stderr
+    acknowledged = cli(["approve", row["id"], "--decision", "approve", "--approver", "ana"], root=root)
+    assert acknowledged.stdout == (f"escalation {row['id']}: acknowledged and resolved (a budget: no task was "
+                                   "parked; `loki budget set` raises it)\n"), acknowledged.stderr
+    assert cli(["escalations", "list", "--open", "--json"], root=root).json()["escalations"] == []
+    assert cli(["queue", "claim", "--agent", "eng-2"], root=root).code == 75  # still spent
+    assert cli(["budget", "set", "team", "--usd", "5", "--per", "week"], root=root).stdout == \
+        "budget team: $5.00 per week for team\n"  # the escalation was already resolved: nothing more said
+    assert cli(["validate"], root=root).code == 0

@@ -110,7 +110,8 @@ def bash_complete(line: str, bin_dir: Path, tree: Path) -> list[str]:
     ("loki signal emit TESTS_", ["TESTS_PASSED_", "TESTS_FAILED_"]),
     ("loki signal emit DRIFT_DETECTED d", ["detected_drift=", "drift_distance=", "(nospace)"]),
     ("loki --root /x st", ["status"]),
-    ("loki hook ", ["pre-tool-use", "post-tool-use", "post-tool-use-failure", "session-start", "stop"]),
+    ("loki hook ", ["pre-tool-use", "post-tool-use", "post-tool-use-failure", "session-start", "stop",
+                    "task-completed"]),
     ("loki completion ", ["bash", "zsh", "fish"]),
     ("loki queue add --from-file ", []),  # nothing: `-o default` offers file names
     ("loki run -- ", []),

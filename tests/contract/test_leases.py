@@ -182,4 +182,5 @@ def test_agents_status_show_the_paths_held(store: Any, leases: PathLeases) -> No
     rows = {r["agent"]: r for r in roster(store)["agents"]}
     assert rows["alice"]["paths"] == ["docs/**", "src/auth/**"]
     assert rows["zed"]["paths"] == ["lib/**"] and rows["zed"]["status"] == "idle"  # seen only through a lease
-    assert status(store)["path_leases"] == {"live": 2, "task_claims": 1, "conflicts": 0}
+    assert status(store)["path_leases"] == {"live": 2, "task_claims": 1, "conflicts": 0, "denied": 0, "broken": 0,
+                                            "expired": 0}

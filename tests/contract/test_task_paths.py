@@ -170,3 +170,18 @@ def test_paths_are_normalised_or_refused_in_loki_s_full_format_too(queue: Queue,
         queue.add_many([{**full, "id": "t10", "paths": ["../x"]}], where="batch.json")
     assert caught.value.exit_code == 1  # a bad file, as every other field of it
     assert state_snapshot(store) == before
+
+
+def test_a_task_in_loki_modes_shape_keeps_its_paths(queue: Queue, store: Any) -> None:
+    """A Loki Mode task (camelCase, ``retries``) with ``paths``: they are its paths, normalised, and hold it
+    back like any task's, not a foreign field kept aside under ``payload.loki_mode``."""
+    added = queue.add_many([{"id": "lm-1", "title": "Port the auth module", "status": "pending", "retries": 0,
+                             "maxRetries": 3, "createdAt": "2026-01-25T09:00:00Z", "priority": 5,
+                             "paths": ["./src/auth/"]}], where="loki-mode.json")
+    task = queue.show("lm-1")["task"]
+    assert added[0]["task"]["paths"] == task["paths"] == ["src/auth"]
+    assert "paths" not in task["payload"].get("loki_mode", {})
+    queue.claim("alice", task_id="t1")  # src/auth/** is alice's now: lm-1 is held back for bob
+    with pytest.raises(NothingToDo, match="src/auth is leased: src/auth/\\*\\* is held by alice for task t1"):
+        queue.claim("bob", task_id="lm-1")
+    assert store_problems(store) == []

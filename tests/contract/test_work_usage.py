@@ -137,6 +137,35 @@ def test_max_task_usd_is_passed_to_claude_code_and_a_failure_that_spent_it_is_cl
     assert task["usage"][0]["usd"] == 0.6
 
 
+def test_claude_codes_own_cap_result_is_a_failure_of_class_budget_with_its_usage(store: Any, tmp_path: Any) -> None:
+    """Claude Code stopped by a --max-budget-usd the command line gave it (not --max-task-usd): its
+    ``error_max_budget_usd`` result makes the attempt class ``budget``, with the tokens its modelUsage kept."""
+    from tests.spend.test_meter import CLAUDE_CAPPED
+
+    claude = tmp_path / "claude"
+    claude.write_text(f"#!/bin/sh\necho '{json.dumps(CLAUDE_CAPPED)}'\nexit 1\n")
+    claude.chmod(0o755)
+    Queue(store).add("t", task_id="t1")
+    run = work(store, [str(claude), "-p", "Do {id}", "--max-budget-usd", "0.0001"]).runs[0]
+    headline = ("exit 1 (budget): Claude Code stopped at its cap: Reached maximum budget ($0.0001); "
+                "spent $0.0173")
+    assert (run.outcome, run.error_class, run.error) == ("failed", "budget", headline)
+    task = Queue(store).show("t1")["task"]
+    assert task["attempts"][0]["error_message"] == headline
+    [usage] = task["usage"]
+    assert (usage["input_tokens"], usage["cache_read_tokens"], usage["usd"], usage["outcome"]) == (
+        37, 52000, 0.017268, "failed")
+
+
+@pytest.mark.parametrize(("program", "expected"), [
+    ("claude", True), ("/usr/bin/claude", True), ("/x/@anthropic-ai/claude-code/bin/claude.exe", True),
+    ("CLAUDE.EXE", True), ("claude-wrapper", False), ("codex", False), ("/opt/claude/bin/python", False)])
+def test_what_counts_as_claude_code_for_max_task_usd(program: str, expected: bool) -> None:
+    from loki.work.loop import is_claude
+
+    assert is_claude(program) is expected
+
+
 def test_max_task_usd_is_not_passed_to_other_commands(store: Any) -> None:
     Queue(store).add("t", task_id="t1")
     summary = work(store, [PY, "-c", "import sys; print(sys.argv[1:])", "x"], max_task_usd=0.5)

@@ -110,6 +110,64 @@ def test_gemini_clis_file_writing_tools_are_denied(leased: Path) -> None:
         assert answer["decision"] == "deny" and "held by alice" in answer["reason"]
 
 
+def codex_hook(project: Path, tool: str, tool_input: dict[str, Any], *, agent: str | None = None) -> Result:
+    """``loki hook --agent codex pre-tool-use`` with the payload Codex CLI 0.169.0 sends (recorded from the real
+    CLI: tests/agents/test_codex_leases.py)."""
+    payload = {"session_id": "s1", "turn_id": "t1", "hook_event_name": "PreToolUse", "model": "gpt-5.5",
+               "permission_mode": "bypassPermissions", "tool_name": tool, "tool_input": tool_input,
+               "tool_use_id": "call_p1", "cwd": str(project)}
+    env = {"LOKI_NOW": NOW, "LOKI_AGENT": agent or ""}
+    return loki_proc(["hook", "--agent", "codex", "pre-tool-use"], root=project / ".loki", env=env,
+                     input=json.dumps(payload))
+
+
+def patch(*lines: str) -> str:
+    return "\n".join(["*** Begin Patch", *lines, "*** End Patch", ""])
+
+
+@pytest.mark.parametrize("line", ["*** Update File: src/auth/login.py", "*** Add File: src/auth/new.py",
+                                  "*** Delete File: src/auth/old.py"])
+def test_a_codex_apply_patch_on_another_agents_lease_is_denied(leased: Path, line: str) -> None:
+    body = patch("*** Update File: README.md", "@@", "-a", "+b", line, "@@", "-c", "+d")
+    said, why = decision(codex_hook(leased, "apply_patch", {"command": body}, agent="bob"))
+    rel = line.rsplit(": ", 1)[1]
+    assert said == "deny"
+    assert why.startswith(f"loki: {rel} is leased: src/auth/** is held by alice (exclusive lease L1, until "
+                          "2026-01-25T11:00:00Z); you are bob.")
+
+
+def test_a_codex_patch_moving_a_file_into_a_lease_is_denied_and_the_holders_patch_goes_through(leased: Path) -> None:
+    moving = patch("*** Update File: src/billing/x.py", "*** Move to: src/auth/x.py", "@@", "-a", "+b")
+    assert decision(codex_hook(leased, "apply_patch", {"command": moving}, agent="bob"))[0] == "deny"
+    assert decision(codex_hook(leased, "apply_patch", {"command": moving}, agent="alice")) == (None, "")
+    elsewhere = patch("*** Update File: src/billing/x.py", "@@", "-a", "+b")
+    assert decision(codex_hook(leased, "apply_patch", {"command": elsewhere}, agent="bob")) == (None, "")
+
+
+def test_a_codex_patch_through_the_shell_is_decided_as_an_edit(leased: Path) -> None:
+    body = patch("*** Update File: src/auth/login.py", "@@", "-a", "+b")
+    said, why = decision(codex_hook(leased, "Bash", {"command": f"apply_patch <<'EOF'\n{body}EOF\n"}, agent="bob"))
+    assert said == "deny" and "held by alice" in why
+    # A patch only written to a file by the shell is not an edit of the files it names: the Bash warning.
+    said, why = decision(codex_hook(leased, "Bash", {"command": f"cat > x.patch <<'EOF'\n{body}EOF\n"},
+                                    agent="bob"))
+    assert said == "context" and why.startswith("loki: this command names src/auth/login.py, which is leased")
+
+
+def test_a_codex_patch_on_a_shared_lease_only_warns(leased: Path) -> None:
+    body = patch("*** Update File: docs/a.md", "@@", "-a", "+b")
+    said, why = decision(codex_hook(leased, "apply_patch", {"command": body}, agent="bob"))
+    assert said == "context" and "docs/a.md is leased: docs/** is held by carol" in why
+
+
+def test_patch_paths_reads_every_file_line_once() -> None:
+    from loki.hooks.leasegate import patch_paths
+
+    body = patch("*** Add File: a.py", "+x", "*** Update File: b.py", "*** Move to: c.py", "@@", "-y", "+z",
+                 "*** Delete File: a.py", "*** Update File:   ", "+*** Update File: not-a-header.py")
+    assert patch_paths(body) == ["a.py", "b.py", "c.py"]
+
+
 FORBIDDEN = ("typer", "rich", "jsonschema", "portalocker", "typing", "dataclasses", "loki.storage.store",
              "loki.storage.schema", "subprocess", "pathlib")
 PROBE = """

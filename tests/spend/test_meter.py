@@ -38,6 +38,36 @@ def test_claude_json_result_gives_tokens_by_kind_and_its_own_dollars() -> None:
     check_entry(entry)
 
 
+CLAUDE_CAPPED = {  # what Claude Code 2.1.330 printed when --max-budget-usd 0.0001 stopped it (trimmed)
+    "type": "result", "subtype": "error_max_budget_usd", "is_error": True, "num_turns": 1,
+    "stop_reason": "tool_use", "terminal_reason": "budget_exhausted", "total_cost_usd": 0.017268,
+    "usage": {"input_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 0,
+              "server_tool_use": {"web_search_requests": 0}, "service_tier": "standard"},
+    "modelUsage": {"claude-opus-5-5": {"inputTokens": 37, "outputTokens": 11, "cacheReadInputTokens": 52000,
+                                       "cacheCreationInputTokens": 1300, "costUSD": 0.017268}},
+    "errors": ["Reached maximum budget ($0.0001)"]}
+
+
+def test_claude_s_own_max_budget_result_keeps_its_tokens_from_model_usage_and_says_it_was_capped() -> None:
+    meter, entry = metered(json.dumps(CLAUDE_CAPPED).encode() + b"\n")
+    assert entry == {"input_tokens": 37, "output_tokens": 11, "cache_read_tokens": 52000,
+                     "cache_creation_tokens": 1300, "source": "claude", "model": "claude-opus-5-5",
+                     "usd": 0.017268, "usd_source": "agent"}
+    assert meter.capped == "Reached maximum budget ($0.0001)"
+    assert metered(json.dumps(CLAUDE_RESULT).encode() + b"\n")[0].capped is None
+
+
+@pytest.mark.parametrize(("model_usage", "problem"), [
+    ({"m": {"inputTokens": -1}}, "modelUsage.m.inputTokens must be from 0"),
+    ({"m": {"outputTokens": "7"}}, "modelUsage.m.outputTokens must be a whole number"),
+    ({"m": "lots"}, "modelUsage.m must be an object"),
+    ({"a": {"inputTokens": 10**12}, "b": {"inputTokens": 10**12}}, "modelUsage's input_tokens must be from 0"),
+])
+def test_a_capped_result_whose_model_usage_lies_is_refused(model_usage: object, problem: str) -> None:
+    meter, entry = metered(json.dumps({**CLAUDE_CAPPED, "modelUsage": model_usage}).encode() + b"\n")
+    assert entry is None and len(meter.problems) == 1 and problem in meter.problems[0]
+
+
 def test_claude_stream_json_counts_the_result_line_not_each_assistant_message() -> None:
     lines = [{"type": "system", "subtype": "init", "model": "claude-sonnet-4-5"},
              {"type": "assistant", "message": {"usage": {"input_tokens": 999, "output_tokens": 999}}},

@@ -420,6 +420,26 @@ class Harness:
         for nonce, count in stored.items():
             if nonce.count("-u") == 1 and begun[("usage", nonce)] == 0:
                 self.violation(round_number, f"usage {nonce} stored {count} times but nobody recorded it")
+        self._check_totals(round_number, store)
+
+    def _check_totals(self, round_number: int, store: Store) -> None:
+        """The running totals the budgets read (queue/spend.json) count exactly the entries the tasks keep: each
+        is written in the same unit of work as its entry, so no kill -9 leaves one without the other."""
+        from loki.spend.report import entries
+        from loki.tasks import totals
+
+        kept = store.tasks().spend_totals()
+        if kept is None:
+            return  # no budget was set yet: nothing keeps totals
+        rebuilt = totals.build(entries(store))
+        for section in ("hours", "days"):
+            for bucket, counts in kept[section].items():
+                fresh = rebuilt[section].get(bucket, {})
+                for key in sorted(set(counts) | set(fresh)):
+                    have, want = counts.get(key, [0, 0, 0]), fresh.get(key, [0, 0, 0])
+                    if have[1:] != want[1:] or abs(have[0] - want[0]) > 1e-6 * max(1, want[2]):
+                        self.violation(round_number, f"spend totals {section}/{bucket}/{key} are {have}, the "
+                                                     f"tasks' entries sum to {want}")
 
     def _check_signals(self, round_number: int, begun: Counter[tuple[str, str]],
                        ended: Counter[tuple[str, str]]) -> None:

@@ -1,5 +1,6 @@
 """Budgets under real ``loki work`` processes (docs/spend.md): eight agents on a budget of $1 stop within the
-documented overshoot (at most one attempt per agent: 8 x $0.125), on files and on two PostgreSQL "machines";
+documented overshoot (without a reserve at most one attempt per agent: 8 x $0.125; with a reserve of one
+attempt's cost, none), on files and on two PostgreSQL "machines";
 every attempt counted once; one BUDGET_EXCEEDED signal; and the budget refills when its window ends (time
 moved with LOKI_NOW)."""
 
@@ -60,6 +61,8 @@ def check(root: Path, env: dict[str, str], summaries: list[dict[str, object]], m
     assert refused.code == 75 and json.loads(refused.stdout or refused.stderr)["refill_at"] == "2030-01-02T00:00:00Z"
     signals = json.loads(loki_proc(["signal", "list", "--json"], root=root, env=at).stdout)["signals"]
     assert [s["type"] for s in signals].count("BUDGET_EXCEEDED") == 1
+    rows = json.loads(loki_proc(["escalations", "list", "--json"], root=root, env=at).stdout)["escalations"]
+    assert [(r["budget"], r["window_start"], r["open"]) for r in rows] == [("team", "2030-01-01T00:00:00Z", True)]
     # The window ends: the budget refills and work goes on.
     later = loki_proc(["work", "--agent", "eng-0", "--max-tasks", "1", "--", PY, "-c", AGENT], root=root,
                       env={**env, "LOKI_NOW": NEXT_DAY})
@@ -82,6 +85,15 @@ def test_eight_agents_on_files_stop_within_the_overshoot_of_the_attempts_running
     assert tree_problems(root) == []
 
 
+def test_eight_agents_on_files_with_a_reserve_of_one_attempt_never_overshoot(root: Path) -> None:
+    """The check and the claim are one step under the queue's lock: each claim counts a reserve for every
+    attempt already running, so with a reserve of one attempt's cost the team ends at the limit exactly."""
+    budgeted(root, {})
+    summaries = team([(root, {})], "--reserve", str(USD))
+    check(root, {}, summaries, most=LIMIT)
+    assert tree_problems(root) == []
+
+
 def test_eight_agents_on_two_postgresql_machines_with_a_reserve_stop_within_the_overshoot(tmp_path: Path) -> None:
     from tests import pgserver
 
@@ -96,7 +108,7 @@ def test_eight_agents_on_two_postgresql_machines_with_a_reserve_stop_within_the_
         machines.append((work / ".loki", env))
     budgeted(*machines[0])
     summaries = team(machines, "--reserve", str(USD))
-    # A reserve of one attempt's cost refuses a claim once the running attempts could pass the limit; the
-    # check is not under the claim's lock, so agents claiming at the same instant may each pass it: the bound
-    # stays one attempt per agent (docs/spend.md), and the usage is read on the other machine.
-    check(*machines[1], summaries, most=LIMIT + AGENTS * USD)
+    # A reserve of one attempt's cost refuses a claim once the running attempts could pass the limit; the check
+    # runs in the claim's transaction under the queue's lock, so no two machines claim past it at one instant:
+    # the team ends at the limit exactly (docs/spend.md), and the usage is read on the other machine.
+    check(*machines[1], summaries, most=LIMIT)

@@ -87,6 +87,12 @@ class PgTasks:
     def tasks_in(self, state: str) -> list[dict[str, Any]]:
         return self.view([state])[state]
 
+    def spend_totals(self) -> dict[str, Any] | None:
+        """The running totals of usage (loki/tasks/totals.py): the ``queue/spend.json`` document; None when
+        absent."""
+        doc: dict[str, Any] | None = self.store.read(layout.SPEND)
+        return doc
+
     def dead_letter_doc(self) -> dict[str, Any]:
         """``{"tasks": [entries], "metadata": {...}}`` as of one instant."""
         rows = self.store.rows(query("dead_letter_document"))
@@ -159,6 +165,9 @@ class PgTaskTxn:
         """Rows this unit added: after a large batch, the planner's statistics are refreshed (see __exit__)."""
         self._metadata: dict[str, Any] | None = None
         self._metadata_dirty = False
+        self._spend: tuple[dict[str, Any] | None] | None = None
+        """The totals document as this unit read (or staged) it, once read."""
+        self._spend_dirty = False
         self._unit: AbstractContextManager[psycopg.Connection[Any]] | None = None
 
     # -- the unit --------------------------------------------------------------------------------
@@ -270,8 +279,21 @@ class PgTaskTxn:
             self._fresh[task_id] = None
         return row
 
+    def spend_totals(self) -> dict[str, Any] | None:
+        # A document row in this unit's transaction: written only by units holding the queue's lock (a claim
+        # records no usage), so the entry and its total commit together.
+        if self._spend is None:
+            self._spend = (self.store.read(layout.SPEND),)
+        return self._spend[0]
+
+    def set_spend_totals(self, doc: dict[str, Any]) -> None:
+        self._spend, self._spend_dirty = (doc,), True
+
     def _flush(self) -> None:
         """Write every staged row (deletions, then changes in place, then rows put, in put order)."""
+        if self._spend_dirty and self._spend is not None:
+            self._execute(query("put_document"), (layout.SPEND, self.store.encode(layout.SPEND, self._spend[0]), None))
+            self._spend_dirty = False
         if self._metadata_dirty and self._metadata is not None:
             self.store.schemas.validate("deadletter-file.json", {"tasks": [], "metadata": self._metadata},
                                         "the dead-letter metadata")
