@@ -336,18 +336,15 @@ def complete(
     if force and evidence is not None:
         raise UsageError("give either --evidence or --force, not both")
     value = parse_json_option(result, "--result")
-    from loki.queue.landing import current_branch
-    from loki.tasks.verify import git_head
+    from loki.queue.landing import complete_here
 
-    checks, head = (None, None)
+    checked = None
     if evidence is not None:
         from loki.queue.verified import read_evidence
 
-        checks, head = read_evidence(evidence)
-    else:
-        head = git_head()  # what a task that must land waits for (docs/verify.md, "Landing")
-    task = _queue(ctx).complete(task_id, agent, token=token, result=value, evidence=checks, head=head,
-                                forced_by=by if force else None, work_branch=current_branch() if head else None)
+        checked = read_evidence(evidence)
+    task = complete_here(_queue(ctx), task_id, agent, evidence=checked, token=token, result=value,
+                         forced_by=by if force else None)
     if json_output:
         print_json({"task": task})
     elif task["status"] == "landing":

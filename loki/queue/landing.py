@@ -101,6 +101,27 @@ def uncommitted(cwd: str | None = None) -> list[str]:
     return [line[3:] for line in done.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
 
 
+def complete_here(queue: Any, task_id: str, agent: str, *, evidence: tuple[Any, str | None] | None = None,
+                  **outcome: Any) -> dict[str, Any]:
+    """Complete ``task_id`` as an agent in this working directory does (``loki queue complete``).
+
+    With ``evidence`` (its checks and the commit they ran on) that commit is what a task that must land waits
+    for. Without, this directory's ``HEAD`` and its branch are read, two git runs, only when the task turns
+    out to need them: a completion of a task that does not land runs no git (the CLI's cold path)."""
+    from loki.tasks.verify import Unverified, git_head
+
+    checks, head = evidence if evidence is not None else (None, None)
+    try:
+        return dict(queue.complete(task_id, agent, evidence=checks, head=head, **outcome))
+    except Unverified as refused:
+        if evidence is not None or "branch" not in refused.details:
+            raise
+        head = git_head()  # the task must land and nothing named its commit: this directory's work does
+        if not head:
+            raise
+        return dict(queue.complete(task_id, agent, head=head, work_branch=current_branch(), **outcome))
+
+
 def current_branch(cwd: str | None = None) -> str | None:
     """The branch ``HEAD`` is on in ``cwd`` (None: detached, or not a git work tree)."""
     done = Git(cwd)._run("symbolic-ref", "--quiet", "--short", "HEAD")

@@ -131,3 +131,26 @@ def test_complete_outside_a_git_work_tree_is_refused(root: Path, tmp_path: Path,
     assert refused.code == 1
     assert "must land on main and no commit names its work" in refused.stderr
     assert snapshot_bytes(root) == before
+
+
+def test_complete_runs_git_only_for_a_task_that_must_land(root: Path, repo: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`queue complete` is on every agent's path: a task with no landing completes without starting git; one
+    that must land reads this directory's HEAD and branch (the real git, behind a wrapper that counts)."""
+    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True, check=True).stdout.strip()
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    calls = tmp_path / "git-calls"
+    (shim / "git").write_text(f'#!/bin/sh\necho "$1" >> {calls}\nexec {real} "$@"\n')
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
+    for task_id, land in (("plain", []), ("lands", ["--land", "main"])):
+        assert cli(["queue", "add", task_id, "--id", task_id, *land], root=root).code == 0
+        assert cli(["queue", "claim", "--agent", "eng-1", "--id", task_id, "-q"], root=root).code == 0
+        done = cli(["queue", "complete", task_id, "--agent", "eng-1", "--json"], root=root)
+        assert done.code == 0, done.stderr
+        if task_id == "plain":
+            assert done.json()["task"]["status"] == "completed" and not calls.exists()
+    assert done.json()["task"]["status"] == "landing"
+    assert done.json()["task"]["landing"]["commit"] == git(repo, "rev-parse", "HEAD")
+    assert calls.read_text().split() == ["rev-parse", "symbolic-ref"]
