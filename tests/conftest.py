@@ -73,6 +73,22 @@ def project(root: Path) -> Path:
 BACKENDS = ("file", "memory", "postgres")
 
 
+# The long poles of `make test` (minutes each under load: 100 rounds of killed clients, a restarted server under a
+# team): run first. pytest-xdist's `load` scheduling hands each worker a first chunk of consecutive tests in
+# collection order, so a long pole collected late (tests/storage/ is near the end) ran alone at the tail while the
+# other worker was idle; at the front it runs beside the rest of the suite. Order only: nothing is added or dropped.
+LONG_POLES = (
+    "tests/storage/postgres/test_postgres_faults.py::test_clients_killed_mid_transaction_lose_nothing",
+    "tests/storage/postgres/test_postgres_faults.py::test_a_server_restart_under_a_running_team",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    first = [item for item in items if item.nodeid in LONG_POLES]
+    if first:
+        items[:] = first + [item for item in items if item.nodeid not in LONG_POLES]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "files(reason): a test of a backend-run module that is about the files "
                                        "(or drives the CLI, which works on a tree): it runs on the file backend only")

@@ -7,8 +7,6 @@ import io
 import json
 import os
 import select
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,12 +59,14 @@ def loki_proc(
     input: str | bytes | None = None,
     timeout: float = 60,
 ) -> Result:
-    """Run ``python -m loki ARGS`` as a real process."""
-    full = [sys.executable, "-m", "loki"] + (["--root", str(root)] if root is not None else []) + list(args)
+    """Run ``python -m loki ARGS`` as a real process (forked from a warm interpreter: tests/forkstart.py)."""
+    from tests import forkstart
+
+    full = (["--root", str(root)] if root is not None else []) + list(args)
     proc_env = dict(os.environ)
     proc_env.update(env or {})
     data = input.encode() if isinstance(input, str) else input
-    done = subprocess.run(full, input=data, capture_output=True, env=proc_env, timeout=timeout)
+    done = forkstart.run(full, input=data, env=proc_env, timeout=timeout)
     return Result(done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
 
 

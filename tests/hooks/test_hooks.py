@@ -19,6 +19,7 @@ import pytest
 from loki.storage import layout
 from loki.storage.store import Store
 from loki.strikes.strikes import Strikes
+from tests import forkstart
 from tests.helpers import NOW, Result, cli, snapshot_bytes, tree_problems
 
 PAYLOADS = Path(__file__).resolve().parents[1] / "hook_payloads"
@@ -34,11 +35,12 @@ def payload(name: str, cwd: Path, **changes: Any) -> dict[str, Any]:
 
 def hook(event: str, data: dict[str, Any] | bytes, *, cwd: Path, root: Path | None = None,
          env: dict[str, str] | None = None) -> Result:
-    """``loki hook EVENT`` in a real process, stdin = the payload, in directory ``cwd``."""
-    args = [sys.executable, "-m", "loki", *(["--root", str(root)] if root else []), "hook", event]
+    """``loki hook EVENT`` in a real process (forked warm: tests/forkstart.py), stdin = the payload, in
+    directory ``cwd``."""
+    args = [*(["--root", str(root)] if root else []), "hook", event]
     stdin = data if isinstance(data, bytes) else json.dumps(data).encode()
     full_env = {**os.environ, "LOKI_NOW": NOW, **(env or {})}
-    done = subprocess.run(args, input=stdin, capture_output=True, cwd=cwd, env=full_env, timeout=60)
+    done = forkstart.run(args, input=stdin, cwd=cwd, env=full_env, timeout=60)
     return Result(done.returncode, done.stdout.decode(), done.stderr.decode())
 
 

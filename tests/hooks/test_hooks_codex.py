@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ import pytest
 
 from loki.storage.store import Store
 from loki.strikes.strikes import Strikes
+from tests import forkstart
 from tests.helpers import NOW, Result
 from tests.hooks.test_hooks import hook as claude_hook
 from tests.hooks.test_hooks import payload as claude_payload
@@ -35,9 +34,10 @@ def payload(name: str, cwd: Path, **changes: Any) -> dict[str, Any]:
 
 
 def hook(event: str, data: dict[str, Any], *, cwd: Path) -> Result:
-    args = [sys.executable, "-m", "loki", "hook", "--agent", "codex", event]
-    done = subprocess.run(args, input=json.dumps(data).encode(), capture_output=True, cwd=cwd, timeout=60,
-                          env={**os.environ, "LOKI_NOW": NOW})
+    """``loki hook --agent codex EVENT`` in a real process (forked warm: tests/forkstart.py)."""
+    args = ["hook", "--agent", "codex", event]
+    done = forkstart.run(args, input=json.dumps(data).encode(), cwd=cwd, timeout=60,
+                         env={**os.environ, "LOKI_NOW": NOW})
     return Result(done.returncode, done.stdout.decode(), done.stderr.decode())
 
 

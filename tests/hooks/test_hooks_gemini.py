@@ -21,6 +21,7 @@ import pytest
 from loki.hooks import gemini
 from loki.storage.store import Store
 from loki.strikes.strikes import Strikes
+from tests import forkstart
 from tests.helpers import NOW, Result, snapshot_bytes
 from tests.hooks.test_hooks import FORBIDDEN, PROBE
 from tests.hooks.test_hooks import hook as claude_hook
@@ -39,11 +40,11 @@ def payload(name: str, cwd: Path, **changes: Any) -> dict[str, Any]:
 
 def hook(event: str, data: dict[str, Any] | bytes, *, cwd: Path, env: dict[str, str] | None = None,
          agent_args: tuple[str, ...] = ("--agent", "gemini")) -> Result:
-    """``loki hook --agent gemini EVENT`` in a real process, stdin = the payload, in directory ``cwd``."""
-    args = [sys.executable, "-m", "loki", "hook", *agent_args, event]
+    """``loki hook --agent gemini EVENT`` in a real process (forked warm: tests/forkstart.py), stdin = the
+    payload, in directory ``cwd``."""
+    args = ["hook", *agent_args, event]
     stdin = data if isinstance(data, bytes) else json.dumps(data).encode()
-    done = subprocess.run(args, input=stdin, capture_output=True, cwd=cwd, timeout=60,
-                          env={**os.environ, "LOKI_NOW": NOW, **(env or {})})
+    done = forkstart.run(args, input=stdin, cwd=cwd, timeout=60, env={**os.environ, "LOKI_NOW": NOW, **(env or {})})
     return Result(done.returncode, done.stdout.decode(), done.stderr.decode())
 
 

@@ -6,13 +6,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from loki.regularfile import NotRegularFile, read_regular
 from loki.strikes.gitbranch import NO_GIT, current_branch, file_name, find_git_dir
+from tests import forkstart
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -107,9 +107,9 @@ FIFO_PAYLOADS = {
 }
 
 
-def _run(args: list[str], cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "loki", *args], cwd=cwd, input=stdin, capture_output=True,
-                          timeout=20, env={**os.environ, "LOKI_NOW": "2026-01-25T10:00:00Z"})
+def _run(args: list[str], cwd: Path, stdin: bytes = b"") -> forkstart.Done:
+    """``python -m loki ARGS`` in a real process (forked warm: tests/forkstart.py)."""
+    return forkstart.run(args, cwd=cwd, input=stdin, timeout=20, env={**os.environ, "LOKI_NOW": "2026-01-25T10:00:00Z"})
 
 
 @pytest.mark.parametrize("where", ["HEAD", "gitfile"])

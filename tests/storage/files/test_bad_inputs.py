@@ -1,4 +1,5 @@
-"""The bad-input corpus: every case in tests/bad_inputs/ through the real CLI, in a real process.
+"""The bad-input corpus: every case in tests/bad_inputs/ through the real CLI, in a real process (forked
+from a warm interpreter, tests/forkstart.py: its own exit code, pipes and file-size limit).
 
 Each case sets up a broken tree (or passes a bad argument), runs one command, and checks the
 exit code, that stderr names the problem (file, JSON pointer, reason), that no traceback
@@ -10,18 +11,16 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
-import signal
 import stat
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loki.storage.tree import init_tree
+from tests import forkstart
 
 HERE = Path(__file__).resolve().parents[2]
 REPO = HERE.parent
@@ -128,20 +127,14 @@ def test_bad_input(case_path: Path, tmp_path: Path) -> None:
     before = _snapshot(root)
     outside_before = _snapshot(outside)
 
-    def limits() -> None:
-        if fsize is not None:
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-
     if readonly:
         _make_readonly(root, True)
     try:
         stdin = bytes.fromhex(case["stdin_hex"]) if "stdin_hex" in case else case.get("stdin", "").encode()
         args = [arg.replace("{root}", str(root)) for arg in case["args"]]
-        done = subprocess.run([sys.executable, "-m", "loki", "--root", str(root), *args], cwd=REPO,
-                              input=stdin, capture_output=True, timeout=60, preexec_fn=limits,
-                              env={**os.environ, "LOKI_NOW": "2026-01-25T10:00:00Z", "LOKI_LOCK_TIMEOUT": "5",
-                                   **case.get("env", {})})
+        done = forkstart.run(["--root", str(root), *args], cwd=REPO, input=stdin, timeout=60, fsize_limit=fsize,
+                             env={**os.environ, "LOKI_NOW": "2026-01-25T10:00:00Z", "LOKI_LOCK_TIMEOUT": "5",
+                                  **case.get("env", {})})
     finally:
         if readonly:
             _make_readonly(root, False)
