@@ -397,8 +397,10 @@ def test_loki_run_json_summary_goes_to_stderr(root: Path) -> None:
 
 
 def test_loki_run_with_an_open_breaker_exits_75(root: Path) -> None:
-    cli(["breaker", "trip", "api/claude", "--for", "300"], root=root)
-    result = cli(["run", "--breaker", "api/claude", "--retries", "0", "--", PY, "-c", "print('no')"], root=root)
+    at = {"LOKI_NOW": "2026-01-05T10:00:00Z"}  # one instant for both: the wait is 300 s, not 299 across a second
+    cli(["breaker", "trip", "api/claude", "--for", "300"], root=root, env=at)
+    result = cli(["run", "--breaker", "api/claude", "--retries", "0", "--", PY, "-c", "print('no')"], root=root,
+                 env=at)
     assert (result.code, result.stdout) == (75, "")
     assert "circuit api/claude is OPEN; retry in 300s" in result.stderr
 
