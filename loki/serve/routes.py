@@ -20,10 +20,10 @@ from loki.serve import board
 from loki.serve.tokens import COOKIE, derived
 
 RESCAN_SECONDS = 10.0
-"""A change feed is a hint (docs/design.md §4): the feed also looks again this often, in this process."""
-DATABASE_RESCAN_SECONDS = 1.0
-"""On PostgreSQL only signals NOTIFY (a claim does not): the feed reads the queue this often, one query over
-the connection it keeps, and wakes the boards only when a task moved."""
+"""A change feed is a hint (docs/design.md §4): the feed also looks again this often, in this process. It is not
+what shows a change: on the files the observer does, on PostgreSQL every write to the task table, the state
+documents and the escalations sends a NOTIFY with its commit (loki/storage/postgres/tasks.py, documents.py,
+items.py)."""
 COALESCE_SECONDS = 0.02
 """One commit is several filesystem events (temp file, rename, directory): one look after a burst."""
 WATCHED = ("queue", "signals", "escalations", "state")
@@ -40,7 +40,8 @@ def _store(root: str) -> Any:
 class Feed:
     """The store's change feed for every open board: the observer on the files, LISTEN/NOTIFY on PostgreSQL
     (``store.observe``). Each change bumps :attr:`version`; each board's stream then renders again. It also
-    keeps the recent task moves (the event list)."""
+    keeps the recent task moves (the event list). :attr:`looks` counts its looks at the queue, and
+    :attr:`woken` the looks a change feed asked for (the rest are the rescan's)."""
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -52,6 +53,8 @@ class Feed:
         self._observers: list[Any] = []
         self._task: asyncio.Task[None] | None = None
         self.rescan = RESCAN_SECONDS
+        self.looks = 0
+        self.woken = 0
         from loki.serve.warm import WarmStores
 
         self.warm = WarmStores()  # the feed's own connection on PostgreSQL (the hooks have theirs)
@@ -66,7 +69,6 @@ class Feed:
                 loop.call_soon_threadsafe(dirty.set)
 
             store = await run_in_threadpool(self.warm.open, self.root)
-            self.rescan = RESCAN_SECONDS if store.backend == "files" else DATABASE_RESCAN_SECONDS
             self._observers = [store.observe(name, wake) for name in WATCHED]
             await run_in_threadpool(self._diff)
             self._task = loop.create_task(self._run())
@@ -80,6 +82,7 @@ class Feed:
             woken = self._dirty.is_set()
             await asyncio.sleep(COALESCE_SECONDS)
             self._dirty.clear()
+            self.woken += woken
             try:
                 moved = await run_in_threadpool(self._diff)
             except Exception:  # a store that cannot be read now: the boards keep what they show
@@ -94,6 +97,7 @@ class Feed:
         """Record the task moves since the last look; whether there were any."""
         from loki.queue.queue import Queue
 
+        self.looks += 1
         tasks = Queue(self.warm.open(self.root)).list_tasks("all", limit=None)["tasks"]
         now = {str(t["id"]): (str(t.get("state")), str(t.get("claimed_by") or "")) for t in tasks}
         titles = {str(t["id"]): str(t.get("title") or "") for t in tasks}
