@@ -38,7 +38,8 @@ from typing import Any
 from bench.common import QUICK, median, row
 
 CALLS = 50
-ROUNDS = 1 if QUICK else 3
+ROUNDS = int(os.environ.get("LOKI_BENCH_ROUNDS", "0")) or (1 if QUICK else 3)
+"""Sessions per configuration (``LOKI_BENCH_ROUNDS`` for more on a loaded machine)."""
 CONTROLS = {"true": "true", "python -c pass": f"{shlex.quote(sys.executable)} -c pass"}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import threading
 import time
 import urllib.parse
 from collections.abc import AsyncIterator
@@ -58,6 +59,9 @@ class Feed:
         from loki.serve.warm import WarmStores
 
         self.warm = WarmStores()  # the feed's own connection on PostgreSQL (the hooks have theirs)
+        self.lock = threading.Lock()
+        """Held by every use of :attr:`warm` (one connection, used by one thread at a time)."""
+        self._looked: tuple[tuple[int, tuple[tuple[str, str], ...]], dict[str, Any]] | None = None
 
     async def start(self) -> asyncio.Condition:
         if self._changed is None:
@@ -68,7 +72,7 @@ class Feed:
             def wake() -> None:  # from the observer's thread
                 loop.call_soon_threadsafe(dirty.set)
 
-            store = await run_in_threadpool(self.warm.open, self.root)
+            store = await run_in_threadpool(self._open)
             self._observers = [store.observe(name, wake) for name in WATCHED]
             await run_in_threadpool(self._diff)
             self._task = loop.create_task(self._run())
@@ -93,12 +97,33 @@ class Feed:
                 self.version += 1
                 self._changed.notify_all()
 
+    def _open(self) -> Any:
+        with self.lock:
+            return self.warm.open(self.root)
+
+    def snapshot(self, version: int | None, filters: dict[str, str]) -> dict[str, Any]:
+        """What the boards with ``filters`` show at ``version``: read once per change, however many boards' streams
+        are open (on PostgreSQL over the feed's connection, not a connection per board and change). ``None``: read
+        now, whatever the feed has heard (a page loaded right after an action shows it)."""
+        from loki.serve import board
+
+        key = (-1 if version is None else version, tuple(sorted(filters.items())))
+        with self.lock:
+            if version is not None and self._looked is not None and self._looked[0] == key:
+                return self._looked[1]
+            data = board.snapshot(self.warm.open(self.root), filters)
+            data["events"] = list(self.events)
+            if version is not None:
+                self._looked = (key, data)
+            return data
+
     def _diff(self) -> bool:
         """Record the task moves since the last look; whether there were any."""
         from loki.queue.queue import Queue
 
         self.looks += 1
-        tasks = Queue(self.warm.open(self.root)).list_tasks("all", limit=None)["tasks"]
+        with self.lock:
+            tasks = Queue(self.warm.open(self.root)).list_tasks("all", limit=None)["tasks"]
         now = {str(t["id"]): (str(t.get("state")), str(t.get("claimed_by") or "")) for t in tasks}
         titles = {str(t["id"]): str(t.get("title") or "") for t in tasks}
         if self._known is not None:
@@ -130,10 +155,6 @@ def board_routes(root: str, token: str) -> list[Route]:
     def filters_of(request: Request) -> dict[str, str]:
         return {name: request.query_params.get(name, "")[:200] for name in FILTERS if request.query_params.get(name)}
 
-    def snapshot(filters: dict[str, str]) -> dict[str, Any]:
-        data = board.snapshot(_store(root), filters)
-        data["events"] = list(feed.events)
-        return data
 
     async def login(request: Request) -> Response:
         from loki.resident import files
@@ -147,7 +168,7 @@ def board_routes(root: str, token: str) -> list[Route]:
     async def index(request: Request) -> Response:
         await feed.start()
         filters = filters_of(request)
-        data = await run_in_threadpool(snapshot, filters)
+        data = await run_in_threadpool(feed.snapshot, None, filters)
         body = board.board_body(data, filters, csrf, root)
         return HTMLResponse(board.page("board", body, live=True), headers=_NO_STORE)
 
@@ -201,7 +222,7 @@ def board_routes(root: str, token: str) -> list[Route]:
                     seen = feed.version
                 if await request.is_disconnected():
                     return
-                data = await run_in_threadpool(snapshot, filters)
+                data = await run_in_threadpool(feed.snapshot, seen, filters)
                 region = board.live_region(data, csrf)
                 if board.version(region) == last:
                     yield ": nothing new\n\n"  # a comment keeps the connection alive through proxies
