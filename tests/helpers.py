@@ -169,7 +169,8 @@ def servers_under(top: Path | str) -> list[int]:
                 args = handle.read().decode("utf-8", "replace").split("\0")
         except OSError:
             continue
-        if "serve" in args and any(arg.startswith(prefix) for arg in args for prefix in prefixes) and any(
+        if "serve" in args and any(arg == prefix or arg.startswith(prefix + os.sep) for arg in args
+                                   for prefix in prefixes) and any(
                 arg == "loki" or arg.endswith("/loki") for arg in args):
             found.append(int(entry))
     return found

@@ -56,9 +56,9 @@ if TYPE_CHECKING:
         def problems(self, name: str, value: Any) -> list[tuple[str, str]]: ...
 
 ANALYZE_AFTER = 500
+"""Rows one unit adds beyond which the planner's statistics of ``loki_tasks`` are refreshed at once."""
 QUEUE_CHANNEL_REL = f"{layout.QUEUE_DIR}/tasks"
 """What a write to the task table announces: a name under ``queue/``, so its notification goes to queue/'s channel."""
-"""Rows one unit adds beyond which the planner's statistics of ``loki_tasks`` are refreshed at once."""
 CLAIMED_STATES = ("pending", "in-progress", "dead-letter")
 """The states a claim moves rows between: a unit that reads any of them whole reads all three in one
 statement, so a row a claimer moves at that moment is seen once, in the state it ends in."""
