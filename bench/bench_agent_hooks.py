@@ -9,6 +9,8 @@ projects, alternately, in the same run:
   PostToolUse);
 * **loki's hooks over HTTP**: `loki hooks install --via http` and `loki serve` (docs/serve.md): PreToolUse and
   PostToolUse are HTTP requests to the resident server, SessionStart and Stop stay commands;
+* on PostgreSQL (when a server is there, bench/pgserver.py): loki's command hooks and loki's hooks over HTTP on a
+  tree whose state is in the database;
 * two controls with the same five events running something else, to say where the time goes:
   ``true`` (Claude Code's own cost of running a hook command) and ``python -c pass`` with loki's
   interpreter (the floor of any hook written in Python).
@@ -18,11 +20,15 @@ PreToolUse, the command, PostToolUse, and sending the next request. Medians over
 session; the ratio divides by the calls without hooks. Each command is distinct (`echo call-N`) and
 succeeds: the common path of a session. Session start-up (SessionStart's briefing included) is outside
 the gaps; the whole session's wall time is in the note.
+
+The HTTP configurations run the server under bench/serve_timed.py, which logs each request's time at the server:
+the note gives its p50/p99, so a loaded machine's session numbers can be told from the server's own cost.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 import tempfile
@@ -32,7 +38,8 @@ from typing import Any
 from bench.common import QUICK, median, row
 
 CALLS = 50
-ROUNDS = 1 if QUICK else 3
+ROUNDS = int(os.environ.get("LOKI_BENCH_ROUNDS", "0")) or (1 if QUICK else 3)
+"""Sessions per configuration (``LOKI_BENCH_ROUNDS`` for more on a loaded machine)."""
 CONTROLS = {"true": "true", "python -c pass": f"{shlex.quote(sys.executable)} -c pass"}
 
 
@@ -51,8 +58,8 @@ def _session(binary: Path, project: Path, home: Path) -> tuple[list[float], floa
     return gaps, run.seconds * 1000
 
 
-def _projects(top: Path) -> dict[str, Path]:
-    """One project per configuration, each a git checkout with `loki init` run."""
+def _projects(top: Path) -> tuple[dict[str, Path], dict[str, Any]]:
+    """One project per configuration, each a git checkout with `loki init` run; and the HTTP ones' servers."""
     from tests.agents.claude import make_project
 
     projects = {"no hooks": make_project(top / "bare", hooks=False), "loki's hooks": make_project(top / "loki")}
@@ -65,17 +72,62 @@ def _projects(top: Path) -> dict[str, Path]:
         (project / ".claude").mkdir()
         (project / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}, indent=2))
         projects[f"hooks running `{name}`"] = project
+    servers: dict[str, Any] = {}
     try:
         import uvicorn  # noqa: F401  (the serve extra)
     except ImportError:
-        return projects
+        return projects, servers
+    from bench.pgserver import point_tree, schema_url
     from tests.agents.claude import loki_command
 
-    http = make_project(top / "http", hooks=False)
-    loki_command(["hooks", "install", "--via", "http"], http)
-    loki_command(["serve", "--detach"], http)
-    projects["loki's hooks over HTTP (loki serve)"] = http
-    return projects
+    projects[HTTP] = _http_project(top / "http", servers, HTTP)
+    url, where = schema_url()
+    if url is not None:
+        pg_project = make_project(top / "pg-loki", hooks=False)
+        point_tree(str(pg_project / ".loki"), url)
+        loki_command(["hooks", "install"], pg_project)
+        projects["loki's hooks, PostgreSQL"] = pg_project
+        second, _ = schema_url()
+        assert second is not None
+        projects[HTTP_PG] = _http_project(top / "pg-http", servers, HTTP_PG, second)
+        servers["where"] = where
+    return projects, servers
+
+
+HTTP = "loki's hooks over HTTP (loki serve)"
+HTTP_PG = "loki's hooks over HTTP (loki serve), PostgreSQL"
+
+
+def _http_project(path: Path, servers: dict[str, Any], name: str, url: str | None = None) -> Path:
+    """A project whose hooks go to its own `loki serve`, run under bench/serve_timed.py (its log beside it)."""
+    import subprocess
+
+    from bench.pgserver import point_tree
+    from tests.agents.claude import loki_command, make_project
+
+    project = make_project(path, hooks=False)
+    if url is not None:
+        point_tree(str(project / ".loki"), url)
+    loki_command(["hooks", "install", "--via", "http"], project)
+    log = path.parent / f"{path.name}-requests.jsonl"
+    server = subprocess.Popen([sys.executable, "-m", "bench.serve_timed", str(project / ".loki"), str(log)],
+                              stdout=subprocess.PIPE, text=True, cwd=str(Path(__file__).resolve().parent.parent))
+    assert server.stdout is not None
+    if not server.stdout.readline():
+        raise RuntimeError(f"loki serve did not start for {path}")
+    servers[name] = (server, log)
+    return project
+
+
+def _at_server(log: Path) -> str:
+    from bench.common import percentile
+
+    times = [json.loads(line) for line in log.read_text().splitlines()]
+    hooks = [t["ms"] for t in times if t["path"].startswith("/hook/")]
+    if not hooks:
+        return "no hook request reached the server"
+    return (f"at the server: p50 {median(hooks):.2f} ms, p99 {percentile(hooks, 99):.2f} ms over {len(hooks)} "
+            "hook requests")
 
 
 def run() -> list[dict[str, Any]]:
@@ -86,23 +138,23 @@ def run() -> list[dict[str, Any]]:
     except AgentUnavailable as exc:
         return [row("Claude Code: per Bash call (not run)", 0.0, note=str(exc))]
     with tempfile.TemporaryDirectory() as tmp:
-        projects = _projects(Path(tmp))
+        projects, servers = _projects(Path(tmp))
         samples: dict[str, list[float]] = {name: [] for name in projects}
         walls: dict[str, list[float]] = {name: [] for name in projects}
-        for index in range(ROUNDS):  # alternate, so drift in the machine's load hits every configuration alike
-            for number, (name, project) in enumerate(projects.items()):
-                gaps, wall = _session(binary, project, Path(tmp) / f"home-{number}-{index}")
-                samples[name] += gaps
-                walls[name].append(wall)
-        from loki.resident import files
-
-        for project in projects.values():
-            run = files.read_run(str(project / ".loki"))
-            if run is not None:
-                import os
-                import signal
-
-                os.kill(run["pid"], signal.SIGTERM)
+        try:
+            for index in range(ROUNDS):  # alternate, so drift in the machine's load hits every configuration alike
+                for number, (name, project) in enumerate(projects.items()):
+                    gaps, wall = _session(binary, project, Path(tmp) / f"home-{number}-{index}")
+                    samples[name] += gaps
+                    walls[name].append(wall)
+            served = {name: _at_server(log) for name, (_server, log) in
+                      ((k, v) for k, v in servers.items() if k != "where")}
+        finally:
+            for key, value in servers.items():
+                if key != "where":
+                    value[0].terminate()
+                    value[0].wait(timeout=30)
+        load = os.getloadavg()
     baseline = median(samples["no hooks"])
     rows = []
     for name, values in samples.items():
@@ -110,6 +162,12 @@ def run() -> list[dict[str, Any]]:
         note = f"{len(values)} calls in {ROUNDS} session(s); session wall {median(walls[name]) / 1000:.1f} s"
         if name != "no hooks":
             note += f"; {value - baseline:+.1f} ms per call"
+        if name in served:
+            note += f"; {served[name]}"
+        if name == "no hooks":
+            note += f"; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end"
+        if "PostgreSQL" in name and "where" in servers:
+            note += f"; {servers['where']}"
         rows.append(row(f"Claude Code {CLAUDE_CODE_VERSION}: per Bash call, {name}", value,
                         floor_name=None if name == "no hooks" else "no hooks",
                         floor_ms=None if name == "no hooks" else baseline, note=note))

@@ -1,12 +1,15 @@
 """`loki serve` (docs/serve.md): hook requests at the server, the board's live updates, the server's memory.
 
-* **Hook request latency** at the server, p50 and p99, on files and on PostgreSQL: a new loopback connection per
-  request (as Claude Code makes one per hook), PreToolUse with no strike (the common call) and
+* **Hook request latency** at the server, p50 and p99, on files and on PostgreSQL, over one kept-alive connection
+  per session, as Claude Code 2.1.330 sends them (measured: one connection for a whole session's hook requests):
+  PreToolUse with no strike (the common call), PostToolUse of a success (the other half of every call) and
   PostToolUseFailure (a strike written). The floor, in the same run: ``GET /health`` on the same server (one
-  loopback request and the guard, no handler).
-* **8 sessions at once**: 8 threads each sending PreToolUse/PostToolUseFailure pairs; p50/p99 of every request.
-* **Board update latency**: a task added through the library (another writer of the store) until the board's
-  server-sent event stream delivers the new region; p50/p99. The feed is the store's own (watchdog here).
+  loopback request and the guard, no handler). Also PreToolUse on a new connection per request.
+* **8 sessions at once**: 8 threads, each over its own connection, sending PreToolUse/PostToolUseFailure pairs;
+  p50/p99 of every request. The server answers up to 8 at once (loki/serve/app.py, HOOK_THREADS).
+* **Board update latency**: a task added (files) or claimed (PostgreSQL) through the library by another writer
+  until the board's server-sent event stream delivers the new region; p50/p99. The feed is the store's own
+  (watchdog on the files; LISTEN/NOTIFY on PostgreSQL, whose task table NOTIFYs at commit).
 * **RSS** of the server idle (after one board page), and with 20 boards' event streams open.
 """
 
@@ -46,13 +49,18 @@ def _stop(run: dict[str, Any]) -> None:
         os.kill(run["pid"], signal.SIGTERM)
 
 
-def _request(port: int, method: str, path: str, token: str, body: bytes = b"") -> float:
+def _request(port: int, method: str, path: str, token: str, body: bytes = b"",
+             connection: http.client.HTTPConnection | None = None) -> float:
+    """One request's time, on ``connection`` (kept alive for the next) or on a new one closed after it."""
     started = time.perf_counter()
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    kept = connection is not None
+    if connection is None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     connection.request(method, path, body=body or None, headers={"X-Loki-Token": token})
     response = connection.getresponse()
     response.read()
-    connection.close()
+    if not kept:
+        connection.close()
     if response.status != 200:
         raise RuntimeError(f"{method} {path}: {response.status}")
     return (time.perf_counter() - started) * 1000
@@ -63,6 +71,8 @@ def _payload(project: str, event: str, n: int) -> bytes:
                             "tool_input": {"command": f"make target-{n % 50}"}}
     if event == "PostToolUseFailure":
         data["error"] = "make: *** No rule to make target. Stop."
+    if event == "PostToolUse":
+        data["tool_response"] = {"stdout": "done", "stderr": "", "interrupted": False}
     return json.dumps(data).encode()
 
 
@@ -87,25 +97,32 @@ def _hook_rows(label: str, project: str, root: str, note: str) -> list[dict[str,
     run = _start(root)
     token = files.token(root) or ""
     port = int(run["port"])
+    kept = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         for n in range(20):  # warm: imports, the store, the first strike file
-            _request(port, "POST", "/hook/pre-tool-use", token, _payload(project, "PreToolUse", n))
-            _request(port, "GET", "/health", token)
-        floor = [_request(port, "GET", "/health", token) for _ in range(REQUESTS)]
-        pre = [_request(port, "POST", "/hook/pre-tool-use", token, _payload(project, "PreToolUse", 10_000 + n))
+            _request(port, "POST", "/hook/pre-tool-use", token, _payload(project, "PreToolUse", n), kept)
+            _request(port, "GET", "/health", token, connection=kept)
+        floor = [_request(port, "GET", "/health", token, connection=kept) for _ in range(REQUESTS)]
+        pre = [_request(port, "POST", "/hook/pre-tool-use", token, _payload(project, "PreToolUse", 10_000 + n), kept)
                for n in range(REQUESTS)]
+        success = [_request(port, "POST", "/hook/post-tool-use", token, _payload(project, "PostToolUse", 20_000 + n),
+                            kept) for n in range(REQUESTS)]
+        fresh = [_request(port, "POST", "/hook/pre-tool-use", token, _payload(project, "PreToolUse", 30_000 + n))
+                 for n in range(REQUESTS)]
         fail = [_request(port, "POST", "/hook/post-tool-use-failure", token,
-                         _payload(project, "PostToolUseFailure", n)) for n in range(REQUESTS)]
+                         _payload(project, "PostToolUseFailure", n), kept) for n in range(REQUESTS)]
         together: list[float] = []
         lock = threading.Lock()
 
         def session(number: int) -> None:
             mine = []
+            own = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
             for n in range(REQUESTS // 8):
                 mine.append(_request(port, "POST", "/hook/pre-tool-use", token,
-                                     _payload(project, "PreToolUse", number * 1000 + n)))
+                                     _payload(project, "PreToolUse", number * 1000 + n), own))
                 mine.append(_request(port, "POST", "/hook/post-tool-use-failure", token,
-                                     _payload(project, "PostToolUseFailure", number * 1000 + n)))
+                                     _payload(project, "PostToolUseFailure", number * 1000 + n), own))
+            own.close()
             with lock:
                 together.extend(mine)
 
@@ -115,11 +132,15 @@ def _hook_rows(label: str, project: str, root: str, note: str) -> list[dict[str,
         for thread in threads:
             thread.join()
     finally:
+        kept.close()
         _stop(run)
     base = median(floor)
+    load = os.getloadavg()
     rows = [row(f"serve ({label}): GET /health, one loopback request (floor)", base,
-                note=f"p99 {percentile(floor, 99):.2f} ms; {note}")]
-    for name, values in (("PreToolUse, no strike", pre), ("PostToolUseFailure, a strike written", fail),
+                note=f"p99 {percentile(floor, 99):.2f} ms; {note}; load average {load[0]:.1f}")]
+    for name, values in (("PreToolUse, no strike", pre), ("PostToolUse, a success", success),
+                         ("PreToolUse, a new connection each", fresh),
+                         ("PostToolUseFailure, a strike written", fail),
                          ("8 sessions at once, Pre + Failure", together)):
         rows.append(row(f"serve ({label}): hook {name}", median(values), floor_name="GET /health", floor_ms=base,
                         note=f"p50 {median(values):.2f} ms, p99 {percentile(values, 99):.2f} ms, {len(values)} "
@@ -151,6 +172,68 @@ def _read_until(sock: socket.socket, marker: bytes) -> None:
         seen = seen[-len(marker):] + chunk
 
 
+class _Events:
+    """A board's event stream, read one ``live`` event at a time (what a browser's EventSource gets)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+
+    def next_live(self) -> str:
+        while True:
+            end = self.buffer.find(b"\n\n")
+            while end < 0:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    raise RuntimeError("the event stream closed")
+                self.buffer += chunk
+                end = self.buffer.find(b"\n\n")
+            event, self.buffer = self.buffer[:end], self.buffer[end + 2:]
+            if b"event: live" in event.split(b"\n"):
+                return event.decode("utf-8", "replace")
+
+
+def _board_latency(root: str, port: int, cookie: str, change: Any, count: int) -> tuple[list[float], list[float]]:
+    """Milliseconds from ``change(n)`` returning (another writer's commit) to the board's next region, and the
+    change's own time (the claim or the add, which the store's feed cannot see before it commits)."""
+    events = _Events(_open_stream(port, cookie))
+    events.next_live()  # the region as it is when the board opens
+    latencies, changes = [], []
+    for n in range(count):
+        started = time.perf_counter()
+        change(n)
+        committed = time.perf_counter()
+        events.next_live()
+        latencies.append((time.perf_counter() - committed) * 1000)
+        changes.append((committed - started) * 1000)
+    events.sock.close()
+    return latencies, changes
+
+
+def _board_pg_rows(top: Path, url: str, where: str) -> list[dict[str, Any]]:
+    from loki.queue.queue import Queue
+    from loki.resident import files
+    from loki.serve.tokens import derived
+    from loki.storage.opening import open_store
+
+    _project, root = _tree(top, url)
+    queue = Queue(open_store(root))
+    for n in range(BOARD_CHANGES):
+        queue.add(f"board bench task {n}", task_id=f"task-{n:03d}")
+    run = _start(root)
+    token = files.token(root) or ""
+    cookie = f"loki_session={derived(token, 'session')}"
+    try:
+        latencies, claims = _board_latency(root, int(run["port"]), cookie,
+                                           lambda n: queue.claim("bench-agent", task_id=f"task-{n:03d}"), BOARD_CHANGES)
+    finally:
+        _stop(run)
+    return [row("serve (PostgreSQL): board update, a claim committed -> event received", median(latencies),
+                note=f"p50 {median(latencies):.1f} ms, p99 {percentile(latencies, 99):.1f} ms over {len(latencies)} "
+                     f"claims by another writer (LISTEN/NOTIFY: the task table's NOTIFY at commit; no poll); the claim "
+                     f"itself p50 {median(claims):.1f} ms; {where}")]
+
+
 def _board_rows(top: Path) -> list[dict[str, Any]]:
     from loki.queue.queue import Queue
     from loki.resident import files
@@ -169,14 +252,8 @@ def _board_rows(top: Path) -> list[dict[str, Any]]:
         page.close()
         idle = _rss_kb(run["pid"])
         queue = Queue(Store(root))
-        stream = _open_stream(port, cookie)
-        _read_until(stream, b"retry: 1000")
-        latencies = []
-        for n in range(BOARD_CHANGES):
-            started = time.perf_counter()
-            queue.add(f"board bench task {n}")
-            _read_until(stream, b"event: live")
-            latencies.append((time.perf_counter() - started) * 1000)
+        latencies, _adds = _board_latency(root, port, cookie, lambda n: queue.add(f"board bench task {n}"),
+                                          BOARD_CHANGES)
         boards = [_open_stream(port, cookie) for _ in range(20)]
         for board in boards:
             _read_until(board, b"retry: 1000")
@@ -184,12 +261,12 @@ def _board_rows(top: Path) -> list[dict[str, Any]]:
         for board in boards:
             _read_until(board, b"event: live")
         busy = _rss_kb(run["pid"])
-        for sock in [stream, *boards]:
+        for sock in boards:
             sock.close()
     finally:
         _stop(run)
     return [
-        row("serve: board update, store change -> event received", median(latencies),
+        row("serve: board update, a task added -> event received", median(latencies),
             note=f"p50 {median(latencies):.1f} ms, p99 {percentile(latencies, 99):.1f} ms over {len(latencies)} "
                  "changes (a task added by another writer; the watchdog observer wakes the feed)"),
         row("serve: RSS idle (MB)", idle / 1024, note=f"{idle / 1024:.1f} MB after one board page (the value is MB)"),
@@ -217,5 +294,8 @@ def run() -> list[dict[str, Any]]:
         else:
             project, root = _tree(top, url)
             rows += _hook_rows("PostgreSQL", project, root, where)
+            second, _ = schema_url()
+            assert second is not None
+            rows += _board_pg_rows(top / "board-pg", second, where)
         rows += _board_rows(top / "board")
     return rows

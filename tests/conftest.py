@@ -63,6 +63,16 @@ def project(root: Path) -> Path:
     return top
 
 
+@pytest.fixture
+def stop_servers(tmp_path: Path) -> Any:
+    """Stops every ``loki serve`` the test started for a tree in its ``tmp_path`` (by hand, ``--detach``, or the
+    SessionStart hook): autouse in tests/serve/ and tests/agents/, used by name elsewhere."""
+    from tests.helpers import stop_servers_under
+
+    yield
+    stop_servers_under(tmp_path)
+
+
 # -- one suite, each backend (huey's StorageTests pattern) ----------------------------------------------
 # API-level tests ask for `backend_store` (or override `store` with it in their module): they run once on
 # the files, once on the memory store and once on PostgreSQL (this worker's schema, emptied before each

@@ -154,3 +154,40 @@ def process_gone(pid: int, within: float = 30.0) -> bool:
         return bool(select.select([fd], [], [], within)[0])
     finally:
         os.close(fd)
+
+
+def servers_under(top: Path | str) -> list[int]:
+    """The pids of the ``loki serve`` processes running for a tree under ``top`` (their command line names it:
+    ``python -m loki --root ROOT serve``, as ``loki serve --detach`` and the SessionStart hook start them)."""
+    prefixes = {str(top), os.path.realpath(top)}
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                args = handle.read().decode("utf-8", "replace").split("\0")
+        except OSError:
+            continue
+        if "serve" in args and any(arg == prefix or arg.startswith(prefix + os.sep) for arg in args
+                                   for prefix in prefixes) and any(
+                arg == "loki" or arg.endswith("/loki") for arg in args):
+            found.append(int(entry))
+    return found
+
+
+def stop_servers_under(top: Path | str) -> list[int]:
+    """SIGTERM every ``loki serve`` a test started for a tree under ``top`` (SIGKILL one that outlives it): no
+    test leaves a server behind. Returns the pids it stopped."""
+    import signal
+
+    pids = servers_under(top)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for pid in pids:
+        if not process_gone(pid, within=10.0):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            process_gone(pid)
+    return pids

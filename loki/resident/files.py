@@ -88,6 +88,10 @@ def token(root: str, *, create: bool = True) -> str | None:
     """The tree's token: 32 random bytes, URL-safe; made on first use (``create``)."""
     try:
         with open(path(root, TOKEN_FILE), encoding="ascii") as handle:
+            if os.fstat(handle.fileno()).st_mode & 0o077:
+                # A token file from before it was made 0600 (or chmod'ed since): readable by others, it opens
+                # the board and the hooks to them. Tightened where it is read, so every use closes it.
+                os.fchmod(handle.fileno(), 0o600)
             found = handle.read(200).strip()
     except FileNotFoundError:
         found = ""

@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
@@ -110,21 +108,46 @@ def allowed_hosts(host: str, port: int) -> frozenset[str]:
     return frozenset(f"{name}:{port}".lower() for name in names)
 
 
-class HookAnswerer:
-    """Answers hook requests for one tree, one at a time (the handlers take the tree's own locks for their
-    writes; one at a time keeps a slow write from piling up threads)."""
+HOOK_THREADS = 8
+"""Hook requests answered at once: the issue's 8 agents' sessions each get a thread (and on PostgreSQL a
+connection of their own, :class:`loki.serve.warm.WarmStores`); a ninth waits for a free one."""
 
-    def __init__(self, root: str) -> None:
+
+class HookAnswerer:
+    """Answers hook requests for one tree, up to :data:`HOOK_THREADS` at once, each in a thread of its own pool.
+
+    Concurrency is safe because it is the command hooks' own: every write a handler makes takes the tree's
+    lock for it (a ``flock`` per open file on the files, which excludes two threads of this process as it
+    excludes two processes; an advisory lock or row locks on PostgreSQL, over each thread's own connection),
+    exactly as two hook processes running at once do. A request that waits for a lock (a strike being written
+    for the same call) holds one thread; the others go on (tests/serve/test_serve_concurrency.py)."""
+
+    def __init__(self, root: str, threads: int = HOOK_THREADS) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         self.root = root
-        self.lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="loki hook")
 
     def answer(self, event: str, body: bytes) -> dict[str, Any] | None:
         event_name = boundary.EVENTS.get(event)
         if event_name is None:
             raise HookError(f"unknown hook event {event!r}; known: {', '.join(boundary.EVENTS)}")
         payload = boundary.parse_payload(body, event_name)
-        with self.lock:
-            return boundary.decide(boundary.DEFAULT_AGENT, event_name, payload, self.root)
+        return boundary.decide(boundary.DEFAULT_AGENT, event_name, payload, self.root)
+
+    async def answer_in_pool(self, event: str, body: bytes) -> dict[str, Any] | None:
+        """:meth:`answer` in one of the pool's threads, in a copy of the request's context (its agent:
+        :mod:`loki.serve.agentheader`)."""
+        import asyncio
+        import contextvars
+        import functools
+
+        context = contextvars.copy_context()
+        call = functools.partial(context.run, self.answer, event, body)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, call)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
 
 
 def create_app(root: str, token: str, *, host: str = files.DEFAULT_HOST, port: int = 0,
@@ -145,7 +168,7 @@ def create_app(root: str, token: str, *, host: str = files.DEFAULT_HOST, port: i
             return PlainTextResponse(f"loki hook {event}: the payload is over {boundary.MAX_STDIN_BYTES} bytes\n",
                                      status_code=413)
         try:
-            answer = await run_in_threadpool(answerer.answer, event, body)
+            answer = await answerer.answer_in_pool(event, body)
         except HookError as exc:
             return PlainTextResponse(f"loki hook {event}: {boundary.one_line(exc)}\n", status_code=422)
         except Exception as exc:  # a crashed request is this request's failure, never the server's

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import threading
 import time
 import urllib.parse
 from collections.abc import AsyncIterator
@@ -20,10 +21,10 @@ from loki.serve import board
 from loki.serve.tokens import COOKIE, derived
 
 RESCAN_SECONDS = 10.0
-"""A change feed is a hint (docs/design.md §4): the feed also looks again this often, in this process."""
-DATABASE_RESCAN_SECONDS = 1.0
-"""On PostgreSQL only signals NOTIFY (a claim does not): the feed reads the queue this often, one query over
-the connection it keeps, and wakes the boards only when a task moved."""
+"""A change feed is a hint (docs/design.md §4): the feed also looks again this often, in this process. It is not
+what shows a change: on the files the observer does, on PostgreSQL every write to the task table, the state
+documents and the escalations sends a NOTIFY with its commit (loki/storage/postgres/tasks.py, documents.py,
+items.py)."""
 COALESCE_SECONDS = 0.02
 """One commit is several filesystem events (temp file, rename, directory): one look after a burst."""
 WATCHED = ("queue", "signals", "escalations", "state")
@@ -40,7 +41,8 @@ def _store(root: str) -> Any:
 class Feed:
     """The store's change feed for every open board: the observer on the files, LISTEN/NOTIFY on PostgreSQL
     (``store.observe``). Each change bumps :attr:`version`; each board's stream then renders again. It also
-    keeps the recent task moves (the event list)."""
+    keeps the recent task moves (the event list). :attr:`looks` counts its looks at the queue, and
+    :attr:`woken` the looks a change feed asked for (the rest are the rescan's)."""
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -52,9 +54,14 @@ class Feed:
         self._observers: list[Any] = []
         self._task: asyncio.Task[None] | None = None
         self.rescan = RESCAN_SECONDS
+        self.looks = 0
+        self.woken = 0
         from loki.serve.warm import WarmStores
 
         self.warm = WarmStores()  # the feed's own connection on PostgreSQL (the hooks have theirs)
+        self.lock = threading.Lock()
+        """Held by every use of :attr:`warm` (one connection, used by one thread at a time)."""
+        self._looked: tuple[tuple[int, tuple[tuple[str, str], ...]], dict[str, Any]] | None = None
 
     async def start(self) -> asyncio.Condition:
         if self._changed is None:
@@ -65,8 +72,7 @@ class Feed:
             def wake() -> None:  # from the observer's thread
                 loop.call_soon_threadsafe(dirty.set)
 
-            store = await run_in_threadpool(self.warm.open, self.root)
-            self.rescan = RESCAN_SECONDS if store.backend == "files" else DATABASE_RESCAN_SECONDS
+            store = await run_in_threadpool(self._open)
             self._observers = [store.observe(name, wake) for name in WATCHED]
             await run_in_threadpool(self._diff)
             self._task = loop.create_task(self._run())
@@ -80,6 +86,7 @@ class Feed:
             woken = self._dirty.is_set()
             await asyncio.sleep(COALESCE_SECONDS)
             self._dirty.clear()
+            self.woken += woken
             try:
                 moved = await run_in_threadpool(self._diff)
             except Exception:  # a store that cannot be read now: the boards keep what they show
@@ -90,11 +97,33 @@ class Feed:
                 self.version += 1
                 self._changed.notify_all()
 
+    def _open(self) -> Any:
+        with self.lock:
+            return self.warm.open(self.root)
+
+    def snapshot(self, version: int | None, filters: dict[str, str]) -> dict[str, Any]:
+        """What the boards with ``filters`` show at ``version``: read once per change, however many boards' streams
+        are open (on PostgreSQL over the feed's connection, not a connection per board and change). ``None``: read
+        now, whatever the feed has heard (a page loaded right after an action shows it)."""
+        from loki.serve import board
+
+        key = (-1 if version is None else version, tuple(sorted(filters.items())))
+        with self.lock:
+            if version is not None and self._looked is not None and self._looked[0] == key:
+                return self._looked[1]
+            data = board.snapshot(self.warm.open(self.root), filters)
+            data["events"] = list(self.events)
+            if version is not None:
+                self._looked = (key, data)
+            return data
+
     def _diff(self) -> bool:
         """Record the task moves since the last look; whether there were any."""
         from loki.queue.queue import Queue
 
-        tasks = Queue(self.warm.open(self.root)).list_tasks("all", limit=None)["tasks"]
+        self.looks += 1
+        with self.lock:
+            tasks = Queue(self.warm.open(self.root)).list_tasks("all", limit=None)["tasks"]
         now = {str(t["id"]): (str(t.get("state")), str(t.get("claimed_by") or "")) for t in tasks}
         titles = {str(t["id"]): str(t.get("title") or "") for t in tasks}
         if self._known is not None:
@@ -126,10 +155,6 @@ def board_routes(root: str, token: str) -> list[Route]:
     def filters_of(request: Request) -> dict[str, str]:
         return {name: request.query_params.get(name, "")[:200] for name in FILTERS if request.query_params.get(name)}
 
-    def snapshot(filters: dict[str, str]) -> dict[str, Any]:
-        data = board.snapshot(_store(root), filters)
-        data["events"] = list(feed.events)
-        return data
 
     async def login(request: Request) -> Response:
         from loki.resident import files
@@ -143,7 +168,7 @@ def board_routes(root: str, token: str) -> list[Route]:
     async def index(request: Request) -> Response:
         await feed.start()
         filters = filters_of(request)
-        data = await run_in_threadpool(snapshot, filters)
+        data = await run_in_threadpool(feed.snapshot, None, filters)
         body = board.board_body(data, filters, csrf, root)
         return HTMLResponse(board.page("board", body, live=True), headers=_NO_STORE)
 
@@ -197,7 +222,7 @@ def board_routes(root: str, token: str) -> list[Route]:
                     seen = feed.version
                 if await request.is_disconnected():
                     return
-                data = await run_in_threadpool(snapshot, filters)
+                data = await run_in_threadpool(feed.snapshot, seen, filters)
                 region = board.live_region(data, csrf)
                 if board.version(region) == last:
                     yield ": nothing new\n\n"  # a comment keeps the connection alive through proxies

@@ -43,7 +43,10 @@ def server_lock(root: str) -> Iterator[IO[bytes]]:
 
 def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY on an accepted connection only when its socket says TCP
+    # (base_events._set_nodelay). Without it Nagle holds the response's body until the client ACKs its headers,
+    # and the client delays that ACK: +40 ms on every hook request (measured with Claude Code, docs/serve.md).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
@@ -80,7 +83,7 @@ def serve(root: str, *, host: str = files.DEFAULT_HOST, port: int | None = None,
         from loki.hooks import handlers
         from loki.serve.warm import WarmStores
 
-        warm = WarmStores()
+        warm = WarmStores(per_thread=True)  # a connection for each hook thread (loki.serve.app.HOOK_THREADS)
         handlers.STORE_OPENER = warm.open  # this process only: the hook handlers reuse its connection
         from loki.serve.mcpmount import PATH, mcp_mount
 

@@ -230,6 +230,20 @@ def holder(path: str) -> dict[str, Any] | None:
     return None
 
 
+_QUEUES: dict[str, threading.Lock] = {}
+_QUEUES_LOCK = threading.Lock()
+
+
+def _queue_of(path: str) -> threading.Lock:
+    """This process's lock for the lock file at ``path``: its threads take it before the flock (see acquire)."""
+    key = os.path.abspath(path)
+    with _QUEUES_LOCK:
+        found = _QUEUES.get(key)
+        if found is None:
+            found = _QUEUES[key] = threading.Lock()
+        return found
+
+
 class FileLock:
     """An exclusive lock on a permanent lock file, taken with a timeout.
 
@@ -242,6 +256,7 @@ class FileLock:
         self.display_path = display_path or path
         self.timeout = timeout
         self._fd: int | None = None
+        self._queue = _queue_of(path)
         self.record: dict[str, Any] = {}
 
     @property
@@ -255,17 +270,28 @@ class FileLock:
     def acquire(self) -> FileLock:
         import portalocker  # deferred: ~50 ms of import that read-only commands never pay
 
-        handle = os.fdopen(self._open(), "r+b", buffering=0, closefd=True)
+        deadline = time.monotonic() + self.timeout
+        queue = self._queue
+        # Threads of one process (loki serve's hook threads) wait for the path here, woken at each release, and
+        # only the first polls the flock: polling threads all racing for it starved some for seconds.
+        if not queue.acquire(timeout=max(self.timeout, 0.001)):
+            raise self._timeout_error()
+        try:
+            handle = os.fdopen(self._open(), "r+b", buffering=0, closefd=True)
+        except BaseException:
+            queue.release()
+            raise
         try:
             if not _try_lock(portalocker, handle):
-                deadline = time.monotonic() + self.timeout
-                got = _wait_with_alarm(portalocker, handle, self.timeout)
+                left = max(deadline - time.monotonic(), 0.001)
+                got = _wait_with_alarm(portalocker, handle, left)
                 if got is None:  # no alarm available here (a thread, or the app owns SIGALRM)
                     got = _wait_by_polling(portalocker, handle, deadline)
                 if not got:
                     raise self._timeout_error()
         except BaseException:
             handle.close()
+            queue.release()
             raise
         self._handle = handle
         self._fd = handle.fileno()
@@ -331,6 +357,7 @@ class FileLock:
         # Closing the descriptor drops the flock; the file itself stays forever.
         self._handle.close()
         self._fd = None
+        self._queue.release()
 
     def __enter__(self) -> FileLock:
         return self.acquire()

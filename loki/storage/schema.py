@@ -17,6 +17,7 @@ Errors are ``(json_pointer, message)`` pairs.
 
 from __future__ import annotations
 
+import _thread  # the C module threading wraps: always loaded, nothing to import on the hooks' cold path
 import json
 import os
 import re
@@ -109,6 +110,10 @@ class Registry:
         self.directory = os.fspath(directory) if directory is not None else schema_dir()
         self._raw: dict[str, dict[str, Any]] = {}
         self._compiled: dict[str, Check] = {}
+        """Finished checks only: read without a lock, so a thread never meets a half-compiled one."""
+        self._staging: dict[str, Check] = {}
+        """What the compilation in progress has made (trampolines included), published whole when it ends."""
+        self._compiling = _thread.RLock()
         self._loaded = False
 
     def _load(self) -> None:
@@ -149,7 +154,16 @@ class Registry:
         uri = self.uri(name)
         compiled = self._compiled.get(uri + "#")
         if compiled is None:
-            compiled = self._compile_ref(uri)
+            # One compilation at a time (loki serve answers hooks in threads): a recursive schema's trampoline
+            # is empty until its compilation ends, and another thread calling it then raised IndexError.
+            with self._compiling:
+                compiled = self._compiled.get(uri + "#")
+                if compiled is None:
+                    try:
+                        compiled = self._compile_ref(uri)
+                        self._compiled.update(self._staging)
+                    finally:
+                        self._staging = {}
         return compiled
 
     def problems(self, name: str, value: Any) -> Problems:
@@ -179,18 +193,19 @@ class Registry:
     def _compile_ref(self, ref: str, base: str = "") -> Check:
         node, doc_uri = self._resolve(ref, base or ref.partition("#")[0])
         key = doc_uri + "#" + ref.partition("#")[2]
-        if key in self._compiled:
-            return self._compiled[key]
+        found = self._compiled.get(key) or self._staging.get(key)
+        if found is not None:
+            return found
         # Register a trampoline first so recursive schemas compile.
         slot: list[Check] = []
 
         def trampoline(value: Any, path: tuple[str, ...], problems: Problems) -> None:
             slot[0](value, path, problems)
 
-        self._compiled[key] = trampoline
+        self._staging[key] = trampoline
         compiled = self._compile(node, doc_uri)
         slot.append(compiled)
-        self._compiled[key] = compiled
+        self._staging[key] = compiled
         return compiled
 
     def _compile(self, schema: Any, base: str) -> Check:

@@ -219,7 +219,21 @@ def environment(values: dict[str, str], local_root: str | None) -> dict[str, str
         # Nested `loki` commands (a heartbeat, a signal) find the same tree, whatever --root said; on
         # PostgreSQL that tree's config names the database, so they open the same state.
         env["LOKI_ROOT"] = local_root
+        env.update(serve_environment(local_root))
     return env
+
+
+def serve_environment(local_root: str) -> dict[str, str]:
+    """What an agent's HTTP hooks read when the tree's Claude Code hooks go to ``loki serve`` (``loki hooks install
+    --via http``): the tree's token (``LOKI_SERVE_TOKEN``, sent in ``X-Loki-Token``; without it every hook request
+    is refused and the session runs without the 3-strike protocol). ``LOKI_AGENT``, which the hooks send as
+    ``X-Loki-Agent``, is set with the task's variables. Nothing for a tree whose hooks are commands."""
+    from loki.resident import files
+
+    if not files.wants_server(local_root):
+        return {}
+    token = files.token(local_root)  # made by `hooks install --via http`; made now if it went missing
+    return {files.TOKEN_ENV: token} if token else {}
 
 
 class Worker:

@@ -161,3 +161,39 @@ def test_path_leases_over_http_answer_for_the_sessions_agent(claude_code: Path, 
     assert (project / "src" / "auth" / "login.py").read_text() == "x = 1\n"
     assert run.permission_denials == []
     assert tree_problems(project / ".loki") == []
+
+
+def test_loki_work_gives_its_agent_the_token_and_the_name_the_http_hooks_send(claude_code: Path, project: Path,
+                                                                              home: Path) -> None:
+    """`loki work` runs the real Claude Code on a tree whose hooks go to `loki serve`, from an environment with
+    neither LOKI_SERVE_TOKEN nor LOKI_AGENT: it passes both, so the session's HTTP hooks are let in (the strike-2
+    message reaches the model) and answered for the agent that claimed the task (the task's path lease is its own:
+    the Write in it is allowed, where "someone else" would be denied)."""
+    from tests.agents.claude import DUMMY_KEY, QUIET_ENV, tool_dirs
+    from tests.agents.modelserver import ModelServer, tool
+
+    loki = os.path.join(os.path.dirname(sys.executable), "loki")
+    loki_command(["queue", "add", "Fix the build", "--id", "t1", "--paths", "src/**"], project)
+    loki_command(["serve", "--detach"], project)
+    call = "cargo-offline build --release"
+    write = tool("Write", {"file_path": str(project / "src" / "app.py"), "content": "x = 1\n"})
+    steps = [bash(call), bash(call), write, text("Done.")]
+    home.mkdir(parents=True, exist_ok=True)
+    with ModelServer(steps) as model:
+        env = {"PATH": os.pathsep.join(tool_dirs()), "HOME": str(home), "LANG": "C.UTF-8", "SHELL": "/bin/bash",
+               "ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": DUMMY_KEY, "IS_SANDBOX": "1", **QUIET_ENV,
+               **{k: v for k, v in os.environ.items() if k.startswith("LOKI_") and k not in (
+                   "LOKI_AGENTS_CACHE", files.TOKEN_ENV, files.AGENT_ENV)}}
+        done = subprocess.run([loki, "work", "--agent", "claude-1", "--json", "--", str(claude_code), "-p",
+                               "Do task {id}: {title}", "--output-format", "json", "--allowedTools", "Bash",
+                               "--permission-mode", "bypassPermissions"],
+                              cwd=project, env=env, capture_output=True, timeout=600)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert "LOKI_SERVE_TOKEN is not set" not in model.received(0)
+    assert "strike 2 of 3" in model.new_input(2)  # the hooks were let in: the token came from loki work
+    (written,) = model.tool_results(3)
+    assert written.get("is_error") is not True, written  # the lease's holder, named by X-Loki-Agent
+    assert (project / "src" / "app.py").read_text() == "x = 1\n"
+    (key,) = loki_json(project, "errors", "list")["strikes"]
+    assert key["strike_count"] == 2
+    assert tree_problems(project / ".loki") == []

@@ -30,8 +30,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("strikes",),   # emits signals, reads the queue
     ("memory",),
     ("watch",),     # the watcher and the live view: consumes signals, applies decisions to the queue
+    ("resident",),  # loki serve's files and reaching it, standard library only (the hooks start it, work passes
+                    # its token to the agents it runs)
     ("work",),      # the agent loop
-    ("resident",),  # loki serve's files and reaching it, standard library only (the hooks start it)
     ("hooks",),     # the agents' edge only
     ("mcpserver",), # the MCP server: the holder verbs as tools (the mcp extra)
     ("serve",),     # loki serve: the ASGI app over the hooks' handlers (the serve extra)

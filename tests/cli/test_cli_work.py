@@ -122,6 +122,22 @@ def test_a_real_process_with_nested_loki_commands_on_the_same_tree(root: Path, t
     assert result["data"] == {"held_by": "eng-007"}  # the nested `loki` found the tree through LOKI_ROOT
 
 
+def test_an_agent_on_a_tree_with_http_hooks_gets_the_serve_token(root: Path, tmp_path: Path) -> None:
+    """`loki hooks install --via http` then `loki work`: the command's environment has the tree's LOKI_SERVE_TOKEN
+    (its Claude Code's HTTP hooks send it), though the shell that ran loki work had none."""
+    from loki.resident import files
+
+    assert cli(["hooks", "install", "--via", "http"], root=root).code == 0
+    add(root, "Over HTTP")
+    out = tmp_path / "token"
+    env = {k: v for k, v in os.environ.items() if k != files.TOKEN_ENV}
+    done = subprocess.run([PY, "-m", "loki", "--root", str(root), "work", "--agent", "eng-008", "--", "sh", "-c",
+                           f'printf %s "${{LOKI_SERVE_TOKEN-unset}}" > {out}'], capture_output=True, text=True,
+                          timeout=120, env={**env, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == files.token(str(root))
+
+
 @pytest.mark.slow  # real processes one after another: over 1 s (issue 24's --durations)
 def test_the_readme_shell_agent_runs_as_shown(tmp_path: Path) -> None:
     """The README's "A team of agents" example, run as written: two `loki work` sharing three tasks."""

@@ -129,6 +129,25 @@ def test_nested_loki_commands_find_the_same_tree(store: Store, tmp_path: Path) -
     assert out.read_text() == str(store.root)
 
 
+@pytest.mark.files("the serve token is this machine's tree's")
+def test_a_tree_whose_hooks_go_to_loki_serve_gives_the_agent_its_token(store: Store, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`hooks install --via http`: the agent's HTTP hooks send LOKI_SERVE_TOKEN (and LOKI_AGENT): loki work sets it,
+    whatever its own environment holds; with command hooks it adds nothing."""
+    from loki.resident import files
+
+    monkeypatch.setenv(files.TOKEN_ENV, "not-this-trees")
+    out = tmp_path / "env"
+    Queue(store).add("t", task_id="t1")
+    work(store, ["sh", "-c", f'printf %s "${{LOKI_SERVE_TOKEN-unset}} $LOKI_AGENT" > {out}'])
+    assert out.read_text() == "not-this-trees eng-001"  # command hooks: loki work's own environment, unchanged
+    files.set_hooks_mode(str(store.root), "http")
+    token = files.token(str(store.root))
+    Queue(store).add("t", task_id="t2")
+    work(store, ["sh", "-c", f'printf %s "${{LOKI_SERVE_TOKEN-unset}} $LOKI_AGENT" > {out}'])
+    assert out.read_text() == f"{token} eng-001"
+
+
 def test_a_failure_is_recorded_with_its_class_and_the_output_tail_secrets_redacted(store: Any) -> None:
     Queue(store).add("Rate limit the login endpoint", task_id="t1")
     script = ("echo 'collected 12 items'; echo \"export GITHUB_TOKEN=$TOKEN\"; "

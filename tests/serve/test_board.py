@@ -105,14 +105,18 @@ def test_a_missing_browser_skips_locally_and_fails_where_it_is_required(monkeypa
 
 
 @pytest.mark.parametrize("kind", ["files", "postgresql"])
-def test_the_feed_wakes_the_boards_when_another_writer_moves_a_task(root: Path, kind: str) -> None:
-    """The change feed (files: the watchdog observer; PostgreSQL: its own connection, which reads the queue
-    every second since a claim does not NOTIFY): a task another writer adds, then claims, is an event."""
+def test_the_feed_wakes_the_boards_when_another_writer_moves_a_task(root: Path, kind: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The change feed (files: the watchdog observer; PostgreSQL: LISTEN, the task table's writes NOTIFY): a task
+    another writer adds, then claims, is an event. The rescan is an hour away: the feed woke for each."""
     import asyncio
     import json
 
+    from loki.serve import routes
     from loki.serve.routes import Feed
     from loki.storage.opening import open_store
+
+    monkeypatch.setattr(routes, "RESCAN_SECONDS", 3600.0)
 
     if kind == "postgresql":
         from tests.pgserver import fresh_schema_url
@@ -132,6 +136,7 @@ def test_the_feed_wakes_the_boards_when_another_writer_moves_a_task(root: Path, 
                 async with changed:  # the boards are woken (a new version) once the move is an event
                     await asyncio.wait_for(changed.wait_for(
                         lambda event=event: event in [e["text"] for e in feed.events]), 10)
+            assert feed.woken >= 2  # each move came from the change feed, never the rescan
             return [event["text"] for event in feed.events]
         finally:
             feed.stop()

@@ -164,35 +164,51 @@ def test_on_a_postgresql_tree_the_server_answers_the_hooks_and_the_board(project
     assert board.status == 200 and b"&lt;b&gt;on postgres&lt;/b&gt;" in board.body
 
 
-def test_the_server_keeps_one_database_connection_for_the_hooks(project: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """loki.serve.warm: every hook request on a PostgreSQL tree goes over the one connection the server keeps
-    (made again after a break); each still reads the team's settings afresh (a new store over it)."""
+def test_the_server_keeps_a_database_connection_per_hook_thread(project: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """loki.serve.warm: on a PostgreSQL tree each thread answering hooks keeps one connection (made again after a
+    break; at most HOOK_THREADS of them), never shared with a request running beside it; each request still reads
+    the team's settings afresh (a new store over it)."""
+    import threading
+
+    from loki.serve.app import HOOK_THREADS
     from loki.serve.warm import WarmStores
     from tests.pgserver import fresh_schema_url
 
     root = project / ".loki"
     (root / "config" / "loki.json").write_text(json.dumps(
         {"version": 1, "storage": {"backend": "postgresql", "database": fresh_schema_url()}}))
-    warm = WarmStores()
+    warm = WarmStores(per_thread=True)
     monkeypatch.setattr(handlers, "STORE_OPENER", warm.open)
     app = create_app(str(root), TOKEN, port=8800)
-    post(app, "post-tool-use-failure", failure(project))
-    kept = warm.db
-    assert kept is not None
-    connection = kept.conn
-    answers = [post(app, "post-tool-use-failure", failure(project)).json() for _ in range(2)]
-    assert "strike 2 of 3" in json.dumps(answers[0]) and "STOP" in json.dumps(answers[1])
-    assert warm.db is kept and kept.conn is connection  # one connection, every request
+    answers = [post(app, "post-tool-use-failure", failure(project)).json() for _ in range(3)]
+    assert "strike 2 of 3" in json.dumps(answers[1]) and "STOP" in json.dumps(answers[2])
+    assert 1 <= warm.connections <= HOOK_THREADS and warm.db is None
+
     first, second = warm.open(str(root)), warm.open(str(root))
-    assert first is not second and first.db is second.db is kept  # type: ignore[attr-defined]
-    connection.close()  # a break (the server restarted): the next request connects again
+    assert first is not second and first.db is second.db  # type: ignore[attr-defined]  # this thread's, kept
+    mine = first.db  # type: ignore[attr-defined]
+    elsewhere: list[Any] = []
+    thread = threading.Thread(target=lambda: elsewhere.append(warm.open(str(root)).db))  # type: ignore[attr-defined]
+    thread.start()
+    thread.join()
+    assert elsewhere[0] is not mine  # another thread: a connection of its own
+    connection = mine.conn
+    connection.close()  # a break (the server restarted): the next use connects again
+    from loki.queue.queue import Queue
+
+    assert Queue(warm.open(str(root))).list_tasks("all")["total"] == 0 and mine.conn is not connection
     assert post(app, "pre-tool-use", pre(project)).json()["hookSpecificOutput"]["permissionDecision"] == "deny"
     warm.close()
-    assert warm.db is None and connection.closed
+    assert warm.connections == 0 and connection.closed
+
+    single = WarmStores()  # the board's feed: one connection, one look at a time
+    assert single.open(str(root)).db is single.open(str(root)).db is single.db  # type: ignore[attr-defined]
+    single.close()
+    assert single.db is None
     # A file tree gets a store per request, as the command hooks do.
     (root / "config" / "loki.json").write_text(json.dumps({"version": 1}))
-    assert warm.open(str(root)).backend == "files" and warm.db is None
+    assert warm.open(str(root)).backend == "files" and warm.connections == 0
 
 
 def test_a_host_given_explicitly_is_answered_too(project: Path) -> None:

@@ -181,3 +181,24 @@ def test_open_logs_the_browser_in(tree: str, monkeypatch: pytest.MonkeyPatch) ->
     assert run is not None
     assert opened == [f"http://127.0.0.1:{run['port']}/login?token={files.token(tree)}"]
     assert f"board: {opened[0]}" in done.stdout
+
+
+def test_the_suites_cleanup_stops_the_servers_a_test_started_and_no_other(tmp_path: Path, template_tree: Path) -> None:
+    """`stop_servers` (tests/conftest.py): a server started for a tree under the test's directory is stopped; one
+    for a directory whose name merely begins the same way is left alone."""
+    import shutil
+
+    from tests.helpers import servers_under, stop_servers_under
+
+    mine, neighbour = tmp_path / "a" / ".loki", tmp_path / "a2" / ".loki"
+    for tree in (mine, neighbour):
+        shutil.copytree(template_tree, tree)
+    started = [files.start_detached(str(tree))["pid"] for tree in (mine, neighbour)]
+    try:
+        assert servers_under(tmp_path / "a") == [started[0]]
+        assert stop_servers_under(tmp_path / "a") == [started[0]]
+        assert process_gone(started[0])
+        assert servers_under(tmp_path / "a2") == [started[1]]
+    finally:
+        stop_servers_under(tmp_path)
+    assert process_gone(started[1])

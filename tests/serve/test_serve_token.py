@@ -47,6 +47,23 @@ def test_an_empty_token_file_is_written_over_0600(root: Path) -> None:
     assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
 
 
+def test_an_old_token_file_readable_by_others_is_tightened_when_read(root: Path) -> None:
+    """A token written 0644 (before the file was made 0600, or chmod'ed since) is 0600 after the next use, through
+    the library and through the CLI (`loki serve --env` reads it), and it is the same token."""
+    target = files.path(str(root), files.TOKEN_FILE)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    Path(target).write_text("an-old-token\n")
+    os.chmod(target, 0o644)
+    assert files.token(str(root)) == "an-old-token"
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
+    os.chmod(target, 0o640)
+    from tests.helpers import cli
+
+    shown = cli(["serve", "--env"], root=root)
+    assert shown.code == 0 and "an-old-token" in shown.stdout
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
+
+
 RACER = """
 import sys
 from loki.resident import files

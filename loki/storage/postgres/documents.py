@@ -288,4 +288,10 @@ class DocumentTxn:
             self.store._put(rel, data)
         for rel, records in self._appends.items():
             self.store.append_lines(rel, records, lock=False)  # type: ignore[attr-defined, unused-ignore]  # the logs' half
+        # Each directory written announces it on its channel (sent at commit): a breaker opened, a lease taken
+        # reach whoever observes state/ (the boards of `loki serve`) at once, as the file store's observer does.
+        from loki.storage.postgres import listen
+
+        for directory in dict.fromkeys(listen.directory_of(rel) for rel in self._staged):
+            listen.notify(self.store.db.conn, self.store.db, f"{directory}/", directory)
         self._staged, self._appends = {}, {}

@@ -191,13 +191,21 @@ class Items:
         """Replace an item's content (an escalation's resolution); False: no such item."""
         data = text.encode("utf-8")
         self.check_size(rel, len(data))
-        return bool(self.rows(query("replace_item"), (data, rel)))
+        with self.db.transaction() as conn:  # the change and its notification commit together
+            replaced = bool(conn.execute(query("replace_item"), (data, rel)).fetchall())
+            if replaced:
+                listen.notify(conn, self.db, rel, rel)
+        return replaced
 
     def item_exists(self, rel: str) -> bool:
         return self._item(rel) is not None
 
     def remove_item(self, rel: str) -> bool:
-        return bool(self.rows(query("delete_item_returning"), (rel,)))
+        with self.db.transaction() as conn:
+            removed = bool(conn.execute(query("delete_item_returning"), (rel,)).fetchall())
+            if removed:
+                listen.notify(conn, self.db, rel, rel)
+        return removed
 
     def item_names(self, rel_dir: str) -> set[str]:
         """The names under ``rel_dir`` (no trailing ``/``): items and directories of items."""

@@ -2,8 +2,10 @@
 
 Every publication -- an item created (:meth:`Items.create_unique`), a line appended to a log -- runs
 ``pg_notify`` on the channel of its directory in the same transaction, so the notification goes out
-when (and only if) it commits. A channel is named for the schema and the directory
-(``loki:<schema>:signals``): two teams (two schemas) in one database never wake each other.
+when (and only if) it commits. So does every other write a live view shows: a unit of work on the task table
+(``queue/``), a state document's transaction (its directory), an item rewritten or removed (docs/postgres.md).
+A channel is named for the schema and the directory (``loki:<schema>:signals``): two teams (two schemas) in
+one database never wake each other.
 
 :class:`Listener` is what ``store.observe(dir, wake)`` returns on PostgreSQL: a thread with a
 connection of its own that LISTENs and calls ``wake`` on every notification. A notification is a

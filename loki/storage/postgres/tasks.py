@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from loki.clock import format_ts, parse_ts
 from loki.errors import Conflict, LockTimeout, StateFileError
 from loki.storage import jsonio, layout
-from loki.storage.postgres import domains
+from loki.storage.postgres import domains, listen
 from loki.storage.postgres.connect import driver
 from loki.storage.postgres.queries import query
 from loki.storage.taskbase import ABANDONED, DEAD_LETTER, HOT_STATES, abandoned_record
@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 
 ANALYZE_AFTER = 500
 """Rows one unit adds beyond which the planner's statistics of ``loki_tasks`` are refreshed at once."""
+QUEUE_CHANNEL_REL = f"{layout.QUEUE_DIR}/tasks"
+"""What a write to the task table announces: a name under ``queue/``, so its notification goes to queue/'s channel."""
 CLAIMED_STATES = ("pending", "in-progress", "dead-letter")
 """The states a claim moves rows between: a unit that reads any of them whole reads all three in one
 statement, so a row a claimer moves at that moment is seen once, in the state it ends in."""
@@ -168,6 +170,8 @@ class PgTaskTxn:
         self._spend: tuple[dict[str, Any] | None] | None = None
         """The totals document as this unit read (or staged) it, once read."""
         self._spend_dirty = False
+        self._announced = False
+        """Whether this unit has sent its notification (queue/'s channel, at commit: :meth:`_announce`)."""
         self._unit: AbstractContextManager[psycopg.Connection[Any]] | None = None
 
     # -- the unit --------------------------------------------------------------------------------
@@ -299,8 +303,10 @@ class PgTaskTxn:
                                         "the dead-letter metadata")
             self._execute(query("write_dead_letter_metadata"), (jsonio.dumps_compact(self._metadata),))
             self._metadata_dirty = False
+            self._announce()
         if not self._dirty:
             return
+        self._announce()
         dirty, fresh = self._dirty, self._fresh
         self._dirty, self._fresh = {}, {}
         gone = [task_id for task_id in dirty if self._rows[task_id].state is None and self._rows[task_id].stored]
@@ -325,6 +331,15 @@ class PgTaskTxn:
             row.stored = True
         if batch:
             self._execute_many(statement, batch)
+
+    def _announce(self) -> None:
+        """NOTIFY queue/'s channel once per unit that writes (sent when it commits, with nothing if it rolls
+        back): the task table's change feed, which ``store.observe("queue", ...)`` listens to. A claim, a
+        completion, a lease renewal or a failure then reaches a board of ``loki serve`` at once, on any machine,
+        where it would wait for a look at the table (docs/serve.md, "The board")."""
+        if not self._announced:
+            self._announced = True
+            listen.notify(self.store.db.conn, self.store.db, QUEUE_CHANNEL_REL, "tasks")
 
     def _params(self, task_id: str, row: _Row, *, fresh: bool) -> dict[str, Any]:
         """The row as it is written: the record, validated, and the columns copied from it."""

@@ -158,3 +158,43 @@ def test_patterns_do_not_accept_a_trailing_newline() -> None:
         doc = task("t1", id=bad) if not bad.startswith("2026") else task("t1", available_at=bad)
         assert registry().problems("task.json", doc) != []
         assert not reference_ok("task.json", doc)
+
+
+def test_a_check_asked_for_while_another_thread_compiles_it_waits_for_the_whole_of_it() -> None:
+    """loki serve answers hooks in threads over one process-wide registry: a thread asking for a schema another
+    thread is compiling waits, and never meets the recursive-schema trampoline still empty (IndexError)."""
+    import threading
+
+    from loki.storage.schema import Registry
+
+    registry = Registry()
+    real = registry._compile
+    compiling, go_on = threading.Event(), threading.Event()
+
+    def slow_compile(schema: object, base: str) -> object:
+        compiling.set()
+        assert go_on.wait(30)
+        return real(schema, base)
+
+    registry._compile = slow_compile  # type: ignore[method-assign, assignment]
+    first = threading.Thread(target=registry.check, args=("strikes-file.json",))
+    first.start()
+    assert compiling.wait(30)
+    registry._compile = real  # type: ignore[method-assign]
+    found: list[object] = []
+    errors: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            found.append(registry.problems("strikes-file.json", {"keys": {}}))
+        except BaseException as exc:  # what the race raised: IndexError
+            errors.append(exc)
+
+    second = threading.Thread(target=ask)
+    second.start()
+    second.join(0.2)
+    assert errors == [] and found == []  # waiting for the compilation, not calling a half-made check
+    go_on.set()
+    first.join(30)
+    second.join(30)
+    assert errors == [] and len(found) == 1 and isinstance(found[0], list)

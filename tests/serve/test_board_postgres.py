@@ -1,0 +1,141 @@
+"""The board on a PostgreSQL tree is live from the database's own change feed: a claim made by `loki queue claim`
+in another process reaches an open board's server-sent event stream through LISTEN/NOTIFY (the task table's
+writes NOTIFY queue/'s channel at commit: loki/storage/postgres/tasks.py), with the feed's rescan set to an hour,
+so no look on a timer can be what delivered it."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loki.queue.queue import Queue
+from loki.serve.app import create_app
+from loki.serve.server import bind
+from loki.serve.tokens import derived
+from loki.storage.opening import open_store
+from tests.helpers import loki_proc
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "t0k3n-for-tests"
+
+
+@pytest.fixture
+def pg_root(root: Path) -> Path:
+    from tests.pgserver import fresh_schema_url
+
+    (root / "config" / "loki.json").write_text(json.dumps(
+        {"version": 1, "storage": {"backend": "postgresql", "database": fresh_schema_url()}}))
+    return root
+
+
+@pytest.fixture
+def served(pg_root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    """The board's application for ``pg_root`` under uvicorn in a thread of this process, its rescan an hour."""
+    import uvicorn
+
+    from loki.serve import routes
+
+    monkeypatch.setattr(routes, "RESCAN_SECONDS", 3600.0)
+    sock = bind("127.0.0.1", 0)
+    port = int(sock.getsockname()[1])
+    app = create_app(str(pg_root), TOKEN, port=port)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:  # an observable condition against a deadline
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.005)
+    yield port
+    server.should_exit = True
+    thread.join(timeout=30)
+    sock.close()
+
+
+class Stream:
+    """A board's /events stream, read one server-sent event at a time."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        cookie = f"loki_session={derived(TOKEN, 'session')}"
+        self.sock.sendall(f"GET /events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n"
+                          "Accept: text/event-stream\r\n\r\n".encode())
+        self.buffer = b""
+
+    def next_live(self) -> str:
+        """The next ``live`` event's region (a socket timeout of 30 s fails the test instead of hanging it)."""
+        while True:
+            end = self.buffer.find(b"\n\n")
+            while end < 0:
+                chunk = self.sock.recv(65536)
+                assert chunk, "the event stream closed"
+                self.buffer += chunk
+                end = self.buffer.find(b"\n\n")
+            event, self.buffer = self.buffer[:end], self.buffer[end + 2:]
+            lines = event.decode("utf-8", "replace").splitlines()
+            if any(line == "event: live" for line in lines):
+                return "\n".join(line[6:] for line in lines if line.startswith("data: "))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_a_claim_in_another_process_reaches_the_board_by_notify_not_by_a_poll(pg_root: Path, served: int) -> None:
+    Queue(open_store(str(pg_root))).add("Ship it on postgres", task_id="task-pg")
+    stream = Stream(served)
+    try:
+        first = stream.next_live()
+        assert 'data-task="task-pg"' in first and "bot-pg" not in first
+        claimed = loki_proc(["queue", "claim", "--agent", "bot-pg", "--json"], root=pg_root)
+        assert claimed.code == 0, claimed.stderr
+        region = stream.next_live()  # the rescan is an hour away: only the claim's NOTIFY can have woken the feed
+        assert "bot-pg" in region and "task-pg: pending -&gt; in-progress (bot-pg)" in region
+        completed = loki_proc(["queue", "complete", "task-pg", "--agent", "bot-pg"], root=pg_root)
+        assert completed.code == 0, completed.stderr
+        assert "task-pg: in-progress -&gt; completed" in stream.next_live()
+    finally:
+        stream.close()
+
+
+def test_the_writes_the_board_shows_each_notify_their_directory(pg_root: Path) -> None:
+    """Every kind of write the board shows announces itself at commit on its directory's channel: the task table
+    (queue/: an add, a claim), a state document (state/: a breaker's failure), an escalation resolved or removed
+    (escalations/)."""
+    from loki.breakers.breakers import Breakers
+
+    store: Any = open_store(str(pg_root))
+    woken = {name: threading.Event() for name in ("queue", "state", "escalations")}
+    listeners = [store.observe(name, event.set) for name, event in woken.items()]
+
+    def announced(name: str) -> bool:
+        seen = woken[name].wait(30)
+        woken[name].clear()
+        return seen
+
+    try:
+        for name in woken:  # a listener wakes once as it starts (for what it missed): start from quiet
+            announced(name)
+        queue = Queue(store)
+        queue.add("Ship it", task_id="task-n")
+        assert announced("queue")
+        queue.claim("bot-n")
+        assert announced("queue")
+        Breakers(store).record_failure("deploy", "connection refused")
+        assert announced("state")
+        name = store.create_unique("escalations", "esc-test", b"# an escalation\n", suffix=".md")
+        assert announced("escalations")
+        assert store.write_item_text(name, "# resolved\n")
+        assert announced("escalations")
+        assert store.remove_item(name)
+        assert announced("escalations")
+    finally:
+        for listener in listeners:
+            listener.stop()
