@@ -906,12 +906,12 @@ class Queue:
                 history.record(task, "completed", now, by=agent, to=LANDING, until=deadline,
                                detail=f"{forced}; {waits}" if forced else waits)
                 unit.move(task, IN_PROGRESS, LANDING)
-                return task
-            task["completed_at"] = now
-            history.record(task, "completed", now, by=agent, to=COMPLETED, detail=forced)
-            unit.move(task, IN_PROGRESS, COMPLETED)
-            self.rotate_hot(unit, COMPLETED)
-        self._paths_moved(task)
+            else:
+                task["completed_at"] = now
+                history.record(task, "completed", now, by=agent, to=COMPLETED, detail=forced)
+                unit.move(task, IN_PROGRESS, COMPLETED)
+                self.rotate_hot(unit, COMPLETED)
+        self._paths_moved(task)  # landing or completed, its claim ended: this machine's copy follows
         return task
 
     def fail(self, task_id: str, agent: str, *, error: str, error_type: str = "other", approach: str = "",
