@@ -998,10 +998,9 @@ class Queue:
         """A claim of a task with paths began, was renewed or ended here: on a database tree this machine's
         copy of the path holders, which the PreToolUse hook reads, is refreshed (docs/leases.md). A file
         tree's hook reads ``queue/in-progress.json`` itself."""
-        if task.get("paths") and self.store.keeps_local_copies:
-            from loki.leases.leases import PathLeases
+        from loki.leases.leases import claim_moved
 
-            PathLeases(self.store).refresh_index()
+        claim_moved(self.store, task)
 
     def _completed_by_this_claim(self, unit: TaskTxn, task_id: str, agent: str,
                                  token: str | None) -> dict[str, Any] | None:
@@ -1202,6 +1201,7 @@ class Queue:
             targets = ([found] if found else []) + (
                 [unit.find(d, ACTIVE_STATES) for d in dependents] if cascade else [])
             cancelled = []
+            freed = []  # the held ones: their paths are free now
             from loki.queue.edits import refuse_held
 
             for state, task in (t for t in targets if t is not None):
@@ -1219,7 +1219,11 @@ class Queue:
                 history.record(task, "cancelled", now, by=by, to=CANCELLED, detail=text + ended)
                 unit.move(task, state, CANCELLED)
                 cancelled.append(task["id"])
+                if state == IN_PROGRESS:
+                    freed.append(task)
             self.rotate_hot(unit, CANCELLED)
+        for task in freed:
+            self._paths_moved(task)
         return {"cancelled": cancelled, "dependents": dependents, "cascade": cascade}
 
     def dependents(self, unit: TaskTxn, task_id: str) -> list[str]:
