@@ -1202,6 +1202,7 @@ class Queue:
                 [unit.find(d, ACTIVE_STATES) for d in dependents] if cascade else [])
             cancelled = []
             freed = []  # the held ones: their paths are free now
+            answered: list[tuple[str, str]] = []  # a landing task's overdue escalation: its option 2 was taken
             from loki.queue.edits import refuse_held
 
             for state, task in (t for t in targets if t is not None):
@@ -1214,6 +1215,8 @@ class Queue:
                 if state == LANDING:  # verified, not landed: where its work was stays in the notes
                     waited = task.pop("landing", None) or {}
                     text += f" (it was landing: its work was commit {waited.get('commit')} for {waited.get('branch')})"
+                    if waited.get("escalation"):
+                        answered.append((str(waited["escalation"]), text))
                 ended = f" (the claim of {holder} ended: --force)" if holder and holder != by else ""
                 add_note(task, text + ended, now, by)
                 history.record(task, "cancelled", now, by=by, to=CANCELLED, detail=text + ended)
@@ -1224,6 +1227,11 @@ class Queue:
             self.rotate_hot(unit, CANCELLED)
         for task in freed:
             self._paths_moved(task)
+        if answered:
+            from loki.queue.escalations import mark_resolved
+
+            for file_name, text in answered:
+                mark_resolved(self.store, file_name, text)
         return {"cancelled": cancelled, "dependents": dependents, "cascade": cascade}
 
     def dependents(self, unit: TaskTxn, task_id: str) -> list[str]:
