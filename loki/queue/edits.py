@@ -149,8 +149,11 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
         changed = history.changes(task, new)
         if not changed:
             return {"task": task, "state": state, "changed": {}}
+        before = {"type": task.get("type"), "labels": list(task.get("labels") or [])}
         task.update(new)
         task["updated_at"] = now
+        if task.get("usage") and ("type" in changed or "labels" in changed):
+            _rescope_spend(unit, before, task)
         held = f"while held by {holder} (--force); the claim is unchanged" if holder and holder != by else None
         history.record(task, "edited", now, by=by, changes=changed, detail=held)
         if entry is not None:
@@ -362,6 +365,17 @@ def refuse_held(task: dict[str, Any], state: str, now: str, *, force: bool, by: 
         raise Conflict(f"{task['id']} is held by {holder!r}{lease}; {verb} it anyway with --force; nothing changed",
                        task_id=task["id"], holder=holder, state=state)
     return holder
+
+
+def _rescope_spend(unit: TaskTxn, before: dict[str, Any], task: dict[str, Any]) -> None:
+    """The task's type or labels changed after it spent: the running totals the budgets read count its entries
+    in its new scopes, in this unit of work (loki/tasks/totals.py), as a rebuild from the tasks would."""
+    totals = unit.spend_totals()
+    if totals is not None:
+        from loki.tasks import totals as running
+
+        if running.rescope(totals, before, task):
+            unit.set_spend_totals(totals)
 
 
 def _claim_moved(queue: Queue, task: dict[str, Any]) -> None:
