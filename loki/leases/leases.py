@@ -295,6 +295,14 @@ class PathLeases:
                            task_id=task)
 
 
+def claim_moved(store: Any, task: dict[str, Any]) -> None:
+    """A claim of a task with paths began, was renewed, changed its paths or ended here: on a database tree this
+    machine's copy of the path holders, which the PreToolUse hook reads, is rewritten at once (docs/leases.md).
+    A file tree's hook reads ``queue/in-progress.json`` itself."""
+    if task.get("paths") and store.keeps_local_copies:
+        PathLeases(store).refresh_index()
+
+
 def task_holders(in_progress: Iterable[dict[str, Any]], lease_now: str) -> list[dict[str, Any]]:
     """The in-progress tasks with paths and a live claim, each as a lease-shaped record (``lease_id``
     ``task:<id>``; its expiry the claim's ``lease_until``)."""

@@ -149,14 +149,19 @@ def edit(queue: Queue, task_id: str, *, by: str | None = None, force: bool = Fal
         changed = history.changes(task, new)
         if not changed:
             return {"task": task, "state": state, "changed": {}}
+        before = {"type": task.get("type"), "labels": list(task.get("labels") or [])}
         task.update(new)
         task["updated_at"] = now
+        if task.get("usage") and ("type" in changed or "labels" in changed):
+            _rescope_spend(unit, before, task)
         held = f"while held by {holder} (--force); the claim is unchanged" if holder and holder != by else None
         history.record(task, "edited", now, by=by, changes=changed, detail=held)
         if entry is not None:
             unit.update_dead_letter(entry)
         else:
             unit.update(state, task)
+    if state == "in-progress" and "paths" in changed:
+        _claim_moved(queue, {"paths": True})  # its old paths, or its new ones: the holders changed
     return {"task": task, "state": state, "changed": changed}
 
 
@@ -224,6 +229,8 @@ def close(queue: Queue, task_id: str, *, reason: str, wont_do: bool = False, by:
             queue.rotate_hot(unit, target)
             if wont_do:
                 dependents = queue.dependents(unit, task_id)
+    if state == "in-progress":
+        _claim_moved(queue, task)
     return {"task": task, "from": state, "state": target, "dependents": dependents,
             "resolved": _resolve_escalations(queue, task_id, text)}
 
@@ -277,6 +284,8 @@ def defer(queue: Queue, task_id: str, *, until: str | None, by: str | None = Non
             unit.move(task, "in-progress", "pending")
         else:
             unit.update("pending", task)
+    if released is not None:
+        _claim_moved(queue, task)
     return {"task": task, "state": "pending", "deferred_until": when, "released": released, "changed": True}
 
 
@@ -356,6 +365,24 @@ def refuse_held(task: dict[str, Any], state: str, now: str, *, force: bool, by: 
         raise Conflict(f"{task['id']} is held by {holder!r}{lease}; {verb} it anyway with --force; nothing changed",
                        task_id=task["id"], holder=holder, state=state)
     return holder
+
+
+def _rescope_spend(unit: TaskTxn, before: dict[str, Any], task: dict[str, Any]) -> None:
+    """The task's type or labels changed after it spent: the running totals the budgets read count its entries
+    in its new scopes, in this unit of work (loki/tasks/totals.py), as a rebuild from the tasks would."""
+    totals = unit.spend_totals()
+    if totals is not None:
+        from loki.tasks import totals as running
+
+        if running.rescope(totals, before, task):
+            unit.set_spend_totals(totals)
+
+
+def _claim_moved(queue: Queue, task: dict[str, Any]) -> None:
+    """The claim of a task with paths ended or changed its paths: this machine's copy of the holders follows."""
+    from loki.leases.leases import claim_moved
+
+    claim_moved(queue.store, task)
 
 
 def _why(reason: str | None, released: str | None) -> str | None:

@@ -248,6 +248,10 @@ def escalate(
         except BaseException:
             store.remove(rel)  # nothing was staged: no file may claim the task was parked
             raise
+    if located is not None and located[0] == "in-progress":
+        from loki.leases.leases import claim_moved
+
+        claim_moved(store, located[1])  # its claim ended: this machine's copy of the path holders follows
     emitted = signals.emit(
         store, signaltypes.HUMAN_REVIEW_NEEDED,
         {"reason": trigger, "context": values["error_summary"], "blocking": True,

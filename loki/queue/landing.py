@@ -193,6 +193,7 @@ class Landing:
             return waiting  # the common tick: nothing moved, no lock taken
         events: list[dict[str, Any]] = []
         signals: list[tuple[str, str, str]] = []
+        answered: list[tuple[str, str]] = []  # (escalation file, resolution): the overdue question is moot
         with self.store.tasks().transaction() as unit:
             now_dt = self.store.clock.now()  # again, inside the lock
             now = format_ts(now_dt)
@@ -211,6 +212,8 @@ class Landing:
                     history.record(task, "landed", now, by=SOURCE, to=COMPLETED, detail=detail)
                     unit.move(task, LANDING, COMPLETED)
                     events.append({"action": "landed", "task_id": task_id, "detail": f"{task_id}: landed: {detail}"})
+                    if landing.get("escalation"):
+                        answered.append((landing["escalation"], f"landed: {detail} ({SOURCE}, {now})"))
                 elif verdict == "lost":
                     task.pop("landing")
                     task.pop("completed_by", None)
@@ -222,6 +225,8 @@ class Landing:
                     history.record(task, "unlanded", now, by=SOURCE, to=PENDING, detail=text)
                     unit.move(task, LANDING, PENDING)
                     events.append({"action": "unlanded", "task_id": task_id, "detail": f"{task_id}: {text}"})
+                    if landing.get("escalation"):
+                        answered.append((landing["escalation"], f"unlanded: {why}; back to pending ({SOURCE}, {now})"))
                 elif task_id in overdue and _overdue(task, now_dt) and not landing.get("escalation"):
                     file_name = self._escalate(task, why, now)
                     landing["escalation"] = file_name
@@ -239,6 +244,11 @@ class Landing:
             unit.rotate(COMPLETED, int(setting(self.store.config, "queue", "completed_hot_limit")))
         for task_id, why, file_name in signals:
             self._signal(task_id, why, file_name)
+        if answered:
+            from loki.queue.escalations import mark_resolved
+
+            for file_name, text in answered:  # after the unit, as `queue close` resolves a task's escalations
+                mark_resolved(self.store, file_name, text)
         return events + waiting
 
     def _escalate(self, task: dict[str, Any], why: str, now: str) -> str:

@@ -906,12 +906,12 @@ class Queue:
                 history.record(task, "completed", now, by=agent, to=LANDING, until=deadline,
                                detail=f"{forced}; {waits}" if forced else waits)
                 unit.move(task, IN_PROGRESS, LANDING)
-                return task
-            task["completed_at"] = now
-            history.record(task, "completed", now, by=agent, to=COMPLETED, detail=forced)
-            unit.move(task, IN_PROGRESS, COMPLETED)
-            self.rotate_hot(unit, COMPLETED)
-        self._paths_moved(task)
+            else:
+                task["completed_at"] = now
+                history.record(task, "completed", now, by=agent, to=COMPLETED, detail=forced)
+                unit.move(task, IN_PROGRESS, COMPLETED)
+                self.rotate_hot(unit, COMPLETED)
+        self._paths_moved(task)  # landing or completed, its claim ended: this machine's copy follows
         return task
 
     def fail(self, task_id: str, agent: str, *, error: str, error_type: str = "other", approach: str = "",
@@ -998,10 +998,9 @@ class Queue:
         """A claim of a task with paths began, was renewed or ended here: on a database tree this machine's
         copy of the path holders, which the PreToolUse hook reads, is refreshed (docs/leases.md). A file
         tree's hook reads ``queue/in-progress.json`` itself."""
-        if task.get("paths") and self.store.keeps_local_copies:
-            from loki.leases.leases import PathLeases
+        from loki.leases.leases import claim_moved
 
-            PathLeases(self.store).refresh_index()
+        claim_moved(self.store, task)
 
     def _completed_by_this_claim(self, unit: TaskTxn, task_id: str, agent: str,
                                  token: str | None) -> dict[str, Any] | None:
@@ -1202,6 +1201,8 @@ class Queue:
             targets = ([found] if found else []) + (
                 [unit.find(d, ACTIVE_STATES) for d in dependents] if cascade else [])
             cancelled = []
+            freed = []  # the held ones: their paths are free now
+            answered: list[tuple[str, str]] = []  # a landing task's overdue escalation: its option 2 was taken
             from loki.queue.edits import refuse_held
 
             for state, task in (t for t in targets if t is not None):
@@ -1214,12 +1215,23 @@ class Queue:
                 if state == LANDING:  # verified, not landed: where its work was stays in the notes
                     waited = task.pop("landing", None) or {}
                     text += f" (it was landing: its work was commit {waited.get('commit')} for {waited.get('branch')})"
+                    if waited.get("escalation"):
+                        answered.append((str(waited["escalation"]), text))
                 ended = f" (the claim of {holder} ended: --force)" if holder and holder != by else ""
                 add_note(task, text + ended, now, by)
                 history.record(task, "cancelled", now, by=by, to=CANCELLED, detail=text + ended)
                 unit.move(task, state, CANCELLED)
                 cancelled.append(task["id"])
+                if state == IN_PROGRESS:
+                    freed.append(task)
             self.rotate_hot(unit, CANCELLED)
+        for task in freed:
+            self._paths_moved(task)
+        if answered:
+            from loki.queue.escalations import mark_resolved
+
+            for file_name, text in answered:
+                mark_resolved(self.store, file_name, text)
         return {"cancelled": cancelled, "dependents": dependents, "cascade": cascade}
 
     def dependents(self, unit: TaskTxn, task_id: str) -> list[str]:

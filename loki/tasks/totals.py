@@ -60,6 +60,34 @@ def add(doc: dict[str, Any], task: dict[str, Any], entry: dict[str, Any]) -> Non
     _prune(doc, at)
 
 
+def rescope(doc: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Move the usage entries of a task from the scope keys of ``before`` to those of ``after`` (the same task,
+    its type or labels edited), in place, in the buckets still kept; whether anything changed. A budget's spend is
+    the entries of its scope as the task is now, as a rebuild from the tasks counts them."""
+    changed = False
+    for entry in after.get("usage") or []:
+        at = str(entry.get("at") or "") if isinstance(entry, dict) else ""
+        old, new = keys_of(before, entry), keys_of(after, entry)
+        if len(at) < 13 or set(old) == set(new):
+            continue
+        usd, tokens = float(entry.get("usd") or 0.0), total_tokens(entry)
+        for section, bucket in (("hours", at[:13]), ("days", at[:10])):
+            counts = doc[section].get(bucket)
+            if counts is None:
+                continue  # pruned: no window of now reads it
+            for key in [k for k in old if k not in new]:
+                row = counts.get(key)
+                if row is not None:
+                    row[0], row[1], row[2] = round(row[0] - usd, 6), row[1] - tokens, row[2] - 1
+                    if row[2] <= 0:
+                        del counts[key]
+            for key in [k for k in new if k not in old]:
+                row = counts.setdefault(key, [0.0, 0, 0])
+                row[0], row[1], row[2] = round(row[0] + usd, 6), row[1] + tokens, row[2] + 1
+            changed = True
+    return changed
+
+
 def _prune(doc: dict[str, Any], at: str) -> None:
     try:
         newest = datetime.strptime(at[:13], "%Y-%m-%dT%H").replace(tzinfo=timezone.utc)

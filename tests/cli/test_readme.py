@@ -169,3 +169,16 @@ def test_the_readme_gives_no_unmeasured_suite_times_and_names_the_agent_download
     installs three agent CLIs, not one: no time without a date, and the download named with its size."""
     assert not re.search(r"~\s?\d+(-\d+)? ?(s|min)\b", README)
     assert re.search(r"Claude Code,\s+Gemini CLI and Codex CLI", README) and "867 MB" in README
+
+
+def test_the_readme_names_every_hook_event_and_how_many_are_installed() -> None:
+    """`loki hook EVENT`'s row names every event the command takes, and `hooks install` says how many it
+    installs (a new event, such as TaskCompleted, is added to both or the README is wrong)."""
+    from loki.hooks.boundary import EVENTS
+
+    row = next(line for line in README.splitlines() if line.startswith("| `loki hook "))
+    shown = re.search(r"`loki hook ([a-z|\\-]+)`", row)
+    assert shown is not None, row
+    assert shown.group(1).replace("\\|", "|").split("|") == list(EVENTS)
+    words = {5: "five", 6: "six", 7: "seven", 8: "eight"}
+    assert f"merge loki's {words[len(EVENTS)]} hooks into" in README

@@ -425,3 +425,28 @@ def drop_totals(store: Any) -> None:
         store.remove(layout.SPEND)
     else:
         store.tasks()._spend = None
+
+
+def test_a_task_relabelled_or_retyped_after_spending_moves_its_spend_in_the_totals(store: Any) -> None:
+    """A budget's spend is the usage entries of its scope (the task's type and labels as they are: what
+    ``loki usage --by label`` and a rebuild from the tasks count). ``queue edit`` of the type or labels of a task
+    that already spent moves its entries in the running totals, in the same unit: the index stays the tasks'."""
+    from loki.queue.edits import edit
+    from loki.spend.report import entries
+    from loki.tasks import totals
+
+    Budgets(store).set("auth", usd=1, per="day", scope="label:auth")
+    queue = Queue(store)
+    queue.add("login", task_id="t1", labels=["ui"])
+    claimed = queue.claim("b", task_id="t1")
+    usage = {"input_tokens": 5, "output_tokens": 0, "cache_read_tokens": 0, "cache_creation_tokens": 0,
+             "source": "result_file", "usd": 1.0, "usd_source": "agent"}
+    queue.fail("t1", "b", token=claimed["claim_token"], error="boom", usage=usage)
+    assert Budgets(store).show("auth").spent_usd == 0
+    edit(queue, "t1", add_labels=["auth"], remove_labels=["ui"], type="security", by="lead")
+    day = store.clock.now().strftime("%Y-%m-%d")
+    assert totals.build(entries(store))["days"][day] == store.tasks().spend_totals()["days"][day]
+    assert Budgets(store).show("auth").spent_usd == 1.0  # what it spent is now in the auth label's budget
+    queue.add("next", task_id="t2", labels=["auth"])
+    with pytest.raises(BudgetExceeded):
+        claim(Queue(store), "a")

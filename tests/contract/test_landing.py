@@ -191,6 +191,33 @@ def test_past_the_deadline_a_human_is_asked_once_and_the_task_still_lands(backen
     assert queue.show("t1")["state"] == "completed"
 
 
+@pytest.mark.parametrize("outcome", ["landed", "unlanded", "cancelled"])
+def test_the_deadlines_escalation_is_answered_when_the_task_lands_or_is_unlanded_by_itself(
+        backend_store: Any, repo: Path, clock: ManualClock, outcome: str) -> None:
+    """The overdue escalation asks a person to merge the commit; once the commit is on the branch (or its branch was
+    deleted and the task went back to pending, or a person cancelled it as the escalation offers) the question is
+    answered: the escalation is resolved, as a person's `queue close` resolves it, not left open asking to merge
+    what is merged."""
+    from loki.queue.escalations import list_escalations
+
+    queue = Queue(backend_store)
+    commit = verified(queue, "t1", repo, land="main")
+    clock.advance(24 * 3600)
+    assert [e["action"] for e in Landing(backend_store).resolve()] == ["landing_overdue"]
+    assert len(list_escalations(backend_store, open_only=True)) == 1
+    if outcome == "landed":
+        merge(repo, "feat")
+    elif outcome == "unlanded":
+        git(repo, "checkout", "-q", "main")
+        git(repo, "branch", "-q", "-D", "feat")
+    else:  # the escalation's second option
+        queue.cancel("t1", reason="not wanted", by="boss")
+    assert [e["action"] for e in Landing(backend_store).resolve()] == ([] if outcome == "cancelled" else [outcome])
+    assert list_escalations(backend_store, open_only=True) == []
+    row = list_escalations(backend_store)[0]
+    assert outcome in row["resolution"] and commit[:12] in row["resolution"]
+
+
 def test_the_deadline_comes_from_the_settings(make_store: Any, repo: Path) -> None:
     store = make_store(config={"version": 1, "verify": {"land_deadline_hours": 2}})
     queue = Queue(store)

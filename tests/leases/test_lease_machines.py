@@ -201,3 +201,66 @@ def test_an_old_copy_says_how_old_and_a_claim_elsewhere_arrives_with_the_watcher
     assert edit(two, env_two, "src/billing/a.py", "bob", now=NOW)[1] == "deny"  # not refreshed here yet
     assert loki_proc(["watch", "--once", "--no-tui"], root=two, env=env_two).code == 0
     assert edit(two, env_two, "src/billing/a.py", "bob", now=NOW)[1] is None
+
+
+def test_a_task_with_paths_that_goes_to_landing_leaves_this_machines_copy(tmp_path: Path) -> None:
+    """A completion that moves the task to ``landing`` ends its claim as a completion does: the task is no
+    longer in progress, so its paths are free (the file tree's hook reads ``queue/in-progress.json``), and
+    this machine's copy must say so at once, not at the watcher's next refresh."""
+    clock = ManualClock(NOW)
+    root = tmp_path / "here" / ".loki"
+    root.mkdir(parents=True)
+    store = postgres_store(root, clock)
+    try:
+        queue = Queue(store)
+        queue.add("billing", paths=["src/billing/**"], land="main")
+        claimed = queue.claim("carol")
+        copy = copy_of(root)
+        assert copy is not None and [h["lease_id"] for h in copy.everything()] == [f"task:{claimed['id']}"]
+        clock.advance(1)
+        done = queue.complete(claimed["id"], "carol", head="a" * 40, work_branch="feature")
+        assert done["status"] == "landing"
+        assert PathLeases(store).claims() == []  # the store: nobody holds the paths
+        copy = copy_of(root)
+        assert copy is not None and copy.everything() == [], copy.everything()  # and so says the hook's copy
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("end", ["cancel", "close", "defer", "escalate", "edit-paths"])
+def test_every_way_a_claim_of_a_task_with_paths_ends_or_changes_here_rewrites_this_machines_copy(
+        tmp_path: Path, end: str) -> None:
+    """docs/leases.md: complete, fail, release, cancel, close (and defer, an escalation's parking) free the paths
+    because the task then holds no live claim; ``edit --paths`` changes them. The hook reads this machine's copy,
+    so each must rewrite it at once, as a claim or a completion does, not leave the old holder until the
+    watcher's next refresh."""
+    from loki.queue import edits
+    from loki.queue.escalations import escalate
+
+    clock = ManualClock(NOW)
+    root = tmp_path / "here" / ".loki"
+    root.mkdir(parents=True)
+    store = postgres_store(root, clock)
+    try:
+        queue = Queue(store)
+        queue.add("billing", paths=["src/billing/**"])
+        claimed = queue.claim("carol")
+        copy = copy_of(root)
+        assert copy is not None and [h["patterns"] for h in copy.everything()] == [["src/billing/**"]]
+        clock.advance(1)
+        if end == "cancel":
+            queue.cancel(claimed["id"], force=True, by="boss")
+        elif end == "close":
+            edits.close(queue, claimed["id"], reason="done elsewhere", force=True, by="boss")
+        elif end == "defer":
+            edits.defer(queue, claimed["id"], until="1h", force=True, by="boss")
+        elif end == "escalate":
+            escalate(store, claimed["id"], trigger="security_decision", agent="carol")
+        else:
+            edits.edit(queue, claimed["id"], paths=["src/payments/**"], by="carol")
+        held = [h["patterns"] for h in PathLeases(store).claims()]
+        assert held == ([["src/payments/**"]] if end == "edit-paths" else [])
+        copy = copy_of(root)
+        assert copy is not None and [h["patterns"] for h in copy.everything()] == held
+    finally:
+        store.close()

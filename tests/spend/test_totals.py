@@ -74,3 +74,16 @@ def test_an_entry_without_a_time_counts_nowhere() -> None:
     doc = totals.empty()
     totals.add(doc, {}, {**entry("x"), "at": None})
     assert doc == totals.empty()
+
+
+def test_a_task_rescoped_counts_as_if_built_with_its_new_type_and_labels_in_the_buckets_kept() -> None:
+    spent = [entry("2026-11-17T08:00:00Z", usd=1.0), entry("2026-11-27T07:00:00Z", usd=0.25, tokens=5),
+             entry("2026-11-27T08:30:00Z", usd=0.5, tokens=7, agent="b")]
+    before = {"type": "docs", "labels": ["ui", "api"], "usage": spent}
+    after = {"type": "security", "labels": ["api", "auth"], "usage": spent}
+    other = {"type": "docs", "labels": ["ui"], "usage": [entry("2026-11-27T08:45:00Z", usd=2.0)]}
+    doc = totals.build([*((before, e) for e in spent), (other, other["usage"][0])])
+    assert "2026-11-17" not in doc["days"]  # pruned: moving it there would bring back a bucket no window reads
+    assert totals.rescope(doc, before, after)
+    assert doc == totals.build([*((after, e) for e in spent), (other, other["usage"][0])])
+    assert not totals.rescope(doc, after, {**after, "labels": ["auth", "api"]})  # the same scopes: nothing moves
