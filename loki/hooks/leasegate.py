@@ -1,7 +1,8 @@
 """The PreToolUse hook's path-lease check (docs/leases.md, "Enforced where the edit happens").
 
 Before a file-writing tool runs, the hook reads the live path leases and the claims of tasks with paths,
-lock-free, from the tree (``state/path-leases.json``, ``queue/in-progress.json``), and decides from the target
+lock-free, from the tree (``state/path-leases.json``, ``queue/in-progress.json``, ``queue/landing.json``: a
+verified task waiting to land keeps its paths), and decides from the target
 path: free or held by this agent, nothing to say; held by someone else, the ``leases.enforce`` setting's
 answer (``deny`` by default, ``ask``, ``warn``: context only, ``off``), naming the pattern, the holder, its task
 and the expiry. A shared lease of someone else only warns. A Bash command that names a leased path warns:
@@ -51,6 +52,8 @@ MODES = ("deny", "ask", "warn", "off")
 DEFAULT_MODE = "deny"
 """``leases.enforce``'s default (loki/config.py DEFAULTS says the same; the hot path does not import it)."""
 IN_PROGRESS = "queue/in-progress.json"
+LANDING = "queue/landing.json"
+"""Verified tasks waiting for their commit to land: a landing task with paths still holds them (docs/leases.md)."""
 REQUEST_AGENT: ContextVar[tuple[str | None] | None] = ContextVar("loki_request_agent", default=None)
 """The agent of the request being answered by ``loki serve`` (a 1-tuple: ``(None,)`` is a request that names
 no agent, "someone else"); unset (None) outside a request, where ``LOKI_AGENT`` says."""
@@ -97,19 +100,33 @@ def _live(holder: Any, now: str) -> bool:
 
 
 def claims(root: str, now: str) -> list[dict[str, Any]]:
-    """The claims of tasks with paths in ``queue/in-progress.json`` (a file tree), lease-shaped."""
+    """The claims of tasks with paths in ``queue/in-progress.json`` and the landing tasks with paths in
+    ``queue/landing.json`` (a file tree), lease-shaped, as ``loki.leases.leases.task_holders`` makes them.
+    Each file is read only when it exists: a tree with no task landing pays one ``stat`` for it."""
     found: list[dict[str, Any]] = []
-    queue = _read(root, IN_PROGRESS) if os.path.exists(os.path.join(root, IN_PROGRESS)) else None
-    if isinstance(queue, dict) and isinstance(queue.get("tasks"), list):
-        for task in queue["tasks"]:
-            if not isinstance(task, dict) or not isinstance(task.get("paths"), list) or not task["paths"]:
-                continue
-            until = task.get("lease_until")
-            if isinstance(until, str) and until > now and task.get("claimed_by"):
-                found.append({"lease_id": f"task:{task.get('id')}", "agent": task["claimed_by"],
-                              "patterns": task["paths"], "exclusive": True, "task": task.get("id"),
-                              "expires_at": until, "claim": True})
+    for task in _tasks_with_paths(root, IN_PROGRESS):
+        until = task.get("lease_until")
+        if isinstance(until, str) and until > now and task.get("claimed_by"):
+            found.append({"lease_id": f"task:{task.get('id')}", "agent": task["claimed_by"],
+                          "patterns": task["paths"], "exclusive": True, "task": task.get("id"),
+                          "expires_at": until, "claim": True})
+    for task in _tasks_with_paths(root, LANDING):
+        landing = task.get("landing")
+        deadline = landing.get("deadline") if isinstance(landing, dict) else None
+        if isinstance(deadline, str) and deadline > now:
+            found.append({"lease_id": f"task:{task.get('id')}", "agent": task.get("completed_by") or "(nobody)",
+                          "patterns": task["paths"], "exclusive": True, "task": task.get("id"),
+                          "expires_at": deadline, "claim": True, "landing": True})
     return found
+
+
+def _tasks_with_paths(root: str, rel: str) -> list[dict[str, Any]]:
+    """The tasks of the queue file ``rel`` that declare paths (none when it is absent or unusable)."""
+    queue = _read(root, rel) if os.path.exists(os.path.join(root, rel)) else None
+    if not isinstance(queue, dict) or not isinstance(queue.get("tasks"), list):
+        return []
+    return [task for task in queue["tasks"]
+            if isinstance(task, dict) and isinstance(task.get("paths"), list) and task["paths"]]
 
 
 class Known:

@@ -15,7 +15,8 @@ The header: ``version``, ``offsets`` (the byte offset of each group after the he
 ``count`` (holders), ``source`` (files: the ``[inode, size, mtime_ns]`` of ``state/path-leases.json`` it was
 built from; the hook uses the index only while the document is still that one, else it reads the
 document itself: an index that lags can cost time, never a missed holder), ``claims`` (true: the claims of
-tasks with paths are in it, a database tree's copy; false: the hook reads ``queue/in-progress.json``) and
+tasks with paths and the landing tasks with paths are in it, a database tree's copy; false: the hook reads
+``queue/in-progress.json`` and ``queue/landing.json``) and
 ``refreshed_at`` (a copy: when it was written, by this machine's clock).
 
 Hot path: standard library only (``json``, ``os``).
@@ -43,7 +44,7 @@ hook never connects)."""
 BUCKETS = 256
 DEPTH = 2
 """Literal leading segments a key keeps: two tell ``src/auth`` from ``src/billing``."""
-FIELDS = ("lease_id", "agent", "patterns", "exclusive", "task", "expires_at", "claim")
+FIELDS = ("lease_id", "agent", "patterns", "exclusive", "task", "expires_at", "claim", "landing")
 WILD = ("*", "?", "[", "\\")
 
 

@@ -34,6 +34,10 @@ MAX_PATTERNS = 100
 HISTORY_KEPT = 1000
 """Ended leases kept in the document's history (newest last); older ones are dropped."""
 LIVE_TASK_STATES = ("pending", "in-progress", "blocked")
+HOLDING_STATES = ("in-progress", "landing")
+"""The queue states whose tasks hold their paths: claimed, or verified and waiting to land."""
+NOBODY = "(nobody)"
+"""The holder of a landing task's paths when no agent completed it (a testing signal on an unheld task)."""
 
 EXPIRED, RELEASED, BROKEN = "expired", "released", "broken"
 
@@ -88,9 +92,11 @@ class PathLeases:
         return [lease for lease in self._doc()["leases"] if lease["expires_at"] > stamp]
 
     def claims(self, now: datetime | None = None) -> list[dict[str, Any]]:
-        """The paths held by task claims (in-progress tasks with paths and a live claim), lease-shaped."""
+        """The paths held by tasks (in-progress tasks with paths and a live claim, landing tasks with paths
+        before their landing deadline), lease-shaped."""
         stamp = format_ts(now or self.now())
-        return task_holders(self.store.tasks().view(["in-progress"])["in-progress"], stamp)
+        view = self.store.tasks().view(list(HOLDING_STATES))
+        return task_holders(view["in-progress"], stamp, view["landing"])
 
     def history(self) -> list[dict[str, Any]]:
         return list(self._doc()["history"])
@@ -160,7 +166,7 @@ class PathLeases:
             doc = _read(txn)
             now = self.now()
             changed = _sweep(doc, now)
-            claims = task_holders(unit.tasks("in-progress"), format_ts(now))
+            claims = task_holders(unit.tasks("in-progress"), format_ts(now), unit.tasks("landing"))
             if key is not None:
                 for held in doc["leases"]:
                     if held.get("key") == key and held["agent"] == agent:
@@ -277,7 +283,8 @@ class PathLeases:
                 doc = json.loads(text) if text else empty()
                 stamp = format_ts(self.now())
                 holders = [lease for lease in doc.get("leases", []) if lease["expires_at"] > stamp]
-                holders += task_holders(store.tasks().view(["in-progress"])["in-progress"], stamp)
+                view = store.tasks().view(list(HOLDING_STATES))
+                holders += task_holders(view["in-progress"], stamp, view["landing"])
                 hotcopy.write(path, hotcopy.build(holders, source=None, claims=True,
                                                   refreshed_at=format_ts(store.clock.now())))
             return path
@@ -296,16 +303,20 @@ class PathLeases:
 
 
 def claim_moved(store: Any, task: dict[str, Any]) -> None:
-    """A claim of a task with paths began, was renewed, changed its paths or ended here: on a database tree this
-    machine's copy of the path holders, which the PreToolUse hook reads, is rewritten at once (docs/leases.md).
-    A file tree's hook reads ``queue/in-progress.json`` itself."""
+    """A claim of a task with paths began, was renewed, changed its paths or ended here, or such a task landed
+    or left ``landing``: on a database tree this machine's copy of the path holders, which the PreToolUse hook
+    reads, is rewritten at once (docs/leases.md). A file tree's hook reads ``queue/in-progress.json`` and
+    ``queue/landing.json`` itself."""
     if task.get("paths") and store.keeps_local_copies:
         PathLeases(store).refresh_index()
 
 
-def task_holders(in_progress: Iterable[dict[str, Any]], lease_now: str) -> list[dict[str, Any]]:
+def task_holders(in_progress: Iterable[dict[str, Any]], lease_now: str,
+                 landing: Iterable[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """The in-progress tasks with paths and a live claim, each as a lease-shaped record (``lease_id``
-    ``task:<id>``; its expiry the claim's ``lease_until``)."""
+    ``task:<id>``; its expiry the claim's ``lease_until``), then the ``landing`` tasks with paths whose
+    landing deadline has not passed (held by the agent that completed them, until ``landing.deadline``,
+    ``"landing": True``; docs/leases.md, "Landing tasks keep their paths")."""
     found = []
     for task in in_progress:
         paths = task.get("paths")
@@ -314,6 +325,16 @@ def task_holders(in_progress: Iterable[dict[str, Any]], lease_now: str) -> list[
             continue
         found.append({"lease_id": f"task:{task['id']}", "agent": task["claimed_by"], "patterns": list(paths),
                       "exclusive": True, "task": task["id"], "expires_at": until, "claim": True})
+    for task in landing:
+        paths = task.get("paths")
+        deadline = (task.get("landing") or {}).get("deadline")
+        if not paths or not isinstance(deadline, str) or deadline <= lease_now:
+            continue
+        # completed_by None: a testing signal completed a task nobody held; its paths are still held, by nobody
+        # in particular (every agent is someone else), until it lands.
+        found.append({"lease_id": f"task:{task['id']}", "agent": task.get("completed_by") or NOBODY,
+                      "patterns": list(paths), "exclusive": True, "task": task["id"], "expires_at": deadline,
+                      "claim": True, "landing": True})
     return found
 
 
@@ -407,7 +428,8 @@ def describe_holder(holder: dict[str, Any]) -> str:
     mine, theirs = holder["overlap"]
     kind = "exclusive" if holder["exclusive"] else "shared"
     task = f" for task {esc(holder['task'])}" if holder.get("task") else ""
-    what = "its claim" if holder.get("claim") else f"{kind} lease {holder['lease_id']}"
+    what = ("waiting to land" if holder.get("landing") else "its claim") if holder.get("claim") else \
+        f"{kind} lease {holder['lease_id']}"
     return (f"{esc(mine)} is leased: {esc(theirs)} is held by {esc(holder['agent'])}{task} "
             f"({what}, until {holder['expires_at']})")
 

@@ -183,12 +183,14 @@ def roster(store: Store) -> dict[str, Any]:
 
 def _paths_held(store: Store) -> dict[str, list[str]]:
     """agent -> the patterns it holds now: its live path leases and its claims of tasks with paths."""
-    from loki.leases.leases import PathLeases
+    from loki.leases.leases import NOBODY, PathLeases
 
     leases = PathLeases(store)
     now = leases.now()
     held: dict[str, list[str]] = {}
     for holder in [*leases.live(now), *leases.claims(now)]:
+        if holder.get("landing") and holder["agent"] == NOBODY:
+            continue  # a landing task no agent completed: no agent to show it under
         mine = held.setdefault(holder["agent"], [])
         mine.extend(p for p in holder["patterns"] if p not in mine)
     return held

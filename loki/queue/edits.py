@@ -229,7 +229,7 @@ def close(queue: Queue, task_id: str, *, reason: str, wont_do: bool = False, by:
             queue.rotate_hot(unit, target)
             if wont_do:
                 dependents = queue.dependents(unit, task_id)
-    if state == "in-progress":
+    if state in ("in-progress", "landing"):  # its claim, or its landing, held its paths
         _claim_moved(queue, task)
     return {"task": task, "from": state, "state": target, "dependents": dependents,
             "resolved": _resolve_escalations(queue, task_id, text)}

@@ -132,9 +132,11 @@ def ready_rows(tasks: TaskStore, store: StateStore, *, now: str, not_after: str,
 
 
 def _path_holders(store: StateStore, view: QueueView, lease_now: str) -> Any:
-    """Who holds which paths (docs/leases.md): the live path leases and the claims of tasks with paths."""
+    """Who holds which paths (docs/leases.md): the live path leases, the claims of tasks with paths and the
+    landing tasks with paths."""
     from loki.clock import parse_ts
     from loki.leases.holders import PathHolders, task_holders
     from loki.leases.leases import PathLeases
 
-    return PathHolders(PathLeases(store).live(parse_ts(lease_now)), task_holders(view.tasks("in-progress"), lease_now))
+    return PathHolders(PathLeases(store).live(parse_ts(lease_now)), task_holders(view.tasks("in-progress"), lease_now,
+                                                                                   view.tasks("landing")))

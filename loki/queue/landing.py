@@ -192,6 +192,7 @@ class Landing:
         if not any(verdict[0] != "waiting" for _, verdict in verdicts.values()) and not overdue:
             return waiting  # the common tick: nothing moved, no lock taken
         events: list[dict[str, Any]] = []
+        moved: list[dict[str, Any]] = []  # landed or unlanded: their paths are free now
         signals: list[tuple[str, str, str]] = []
         answered: list[tuple[str, str]] = []  # (escalation file, resolution): the overdue question is moot
         with self.store.tasks().transaction() as unit:
@@ -211,6 +212,7 @@ class Landing:
                     detail = f"{commit[:12]} is on {why}"
                     history.record(task, "landed", now, by=SOURCE, to=COMPLETED, detail=detail)
                     unit.move(task, LANDING, COMPLETED)
+                    moved.append(task)
                     events.append({"action": "landed", "task_id": task_id, "detail": f"{task_id}: landed: {detail}"})
                     if landing.get("escalation"):
                         answered.append((landing["escalation"], f"landed: {detail} ({SOURCE}, {now})"))
@@ -224,6 +226,7 @@ class Landing:
                     add_note(task, text, now, SOURCE)
                     history.record(task, "unlanded", now, by=SOURCE, to=PENDING, detail=text)
                     unit.move(task, LANDING, PENDING)
+                    moved.append(task)
                     events.append({"action": "unlanded", "task_id": task_id, "detail": f"{task_id}: {text}"})
                     if landing.get("escalation"):
                         answered.append((landing["escalation"], f"unlanded: {why}; back to pending ({SOURCE}, {now})"))
@@ -242,6 +245,10 @@ class Landing:
                                              f" ({why}): escalations/{file_name}"})
             # what Queue.rotate_hot does (the queue module imports this one, not the other way round)
             unit.rotate(COMPLETED, int(setting(self.store.config, "queue", "completed_hot_limit")))
+        from loki.leases.leases import claim_moved
+
+        for task in moved:  # a landing task held its paths (docs/leases.md): this machine's copy follows, as
+            claim_moved(self.store, task)  # Queue._paths_moved does when a claim ends
         for task_id, why, file_name in signals:
             self._signal(task_id, why, file_name)
         if answered:

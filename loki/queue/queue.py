@@ -329,13 +329,14 @@ class Queue:
         return list(dict.fromkeys(normalise(p, self.repo_root()).text for p in paths))
 
     def path_holders(self, unit: Any, lease_now: datetime) -> Any:
-        """Who holds which paths at ``lease_now``: the live path leases and the claims of tasks with paths
-        (:class:`loki.leases.holders.PathHolders`), read in ``unit``."""
+        """Who holds which paths at ``lease_now``: the live path leases, the claims of tasks with paths and the
+        landing tasks with paths (:class:`loki.leases.holders.PathHolders`), read in ``unit``."""
         from loki.leases.holders import PathHolders, task_holders
         from loki.leases.leases import PathLeases
 
         stamp = format_ts(lease_now)
-        return PathHolders(PathLeases(self.store).live(lease_now), task_holders(unit.tasks(IN_PROGRESS), stamp))
+        return PathHolders(PathLeases(self.store).live(lease_now),
+                           task_holders(unit.tasks(IN_PROGRESS), stamp, unit.tasks(LANDING)))
 
     def _checked(self, task: dict[str, Any], where: str) -> dict[str, Any]:
         from loki.text.textsafe import check_name
@@ -1222,7 +1223,7 @@ class Queue:
                 history.record(task, "cancelled", now, by=by, to=CANCELLED, detail=text + ended)
                 unit.move(task, state, CANCELLED)
                 cancelled.append(task["id"])
-                if state == IN_PROGRESS:
+                if state in (IN_PROGRESS, LANDING):  # a landing task holds its paths too (docs/leases.md)
                     freed.append(task)
             self.rotate_hot(unit, CANCELLED)
         for task in freed:

@@ -154,3 +154,33 @@ def test_complete_runs_git_only_for_a_task_that_must_land(root: Path, repo: Path
     assert done.json()["task"]["status"] == "landing"
     assert done.json()["task"]["landing"]["commit"] == git(repo, "rev-parse", "HEAD")
     assert calls.read_text().split() == ["rev-parse", "symbolic-ref"]
+
+
+def test_a_landing_task_with_paths_holds_them_through_the_cli_until_it_lands(root: Path, repo: Path) -> None:
+    """docs/leases.md, "Landing tasks keep their paths": `queue claim --id`, `ready --explain`, `lease acquire`,
+    `lease list` and `agents` name the landing task as the holder; once it lands they are free."""
+    assert cli(["queue", "add", "auth", "--id", "t1", "--paths", "src/auth/**", "--land", "main"], root=root).code == 0
+    assert cli(["queue", "add", "login", "--id", "t2", "--paths", "src/auth/login.py"], root=root).code == 0
+    assert cli(["queue", "claim", "--agent", "eng-1", "--id", "t1", "-q"], root=root).stdout == "t1\n"
+    git(repo, "checkout", "-q", "-b", "feat")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "fix")
+    assert cli(["queue", "complete", "t1", "--agent", "eng-1"], root=root).code == 0
+    deadline = cli(["queue", "show", "t1", "--json"], root=root).json()["task"]["landing"]["deadline"]
+    held = f"src/auth/login.py is leased: src/auth/** is held by eng-1 for task t1 (waiting to land, until {deadline})"
+    refused = cli(["queue", "claim", "--agent", "eng-2", "--id", "t2"], root=root)
+    assert (refused.code, refused.stderr) == (3, f"t2 is not ready: its paths are held: {held}\n")
+    assert held in cli(["queue", "ready", "--explain"], root=root).stdout
+    reason = cli(["queue", "ready", "--explain", "--json"], root=root).json()["not_ready"][0]["reasons"][0]
+    assert (reason["reason"], reason["task"], reason["holder"], reason["until"]) == ("paths", "t1", "eng-1", deadline)
+    acquire = cli(["lease", "acquire", "src/auth/x.py", "--agent", "eng-2"], root=root)
+    assert acquire.code == 4 and "held by eng-1 for task t1 (waiting to land" in acquire.stderr
+    listed = cli(["lease", "list", "--json"], root=root).json()["leases"]
+    assert [(x["lease_id"], x["agent"], x["expires_at"], x["landing"]) for x in listed] == [
+        ("task:t1", "eng-1", deadline, True)]
+    agents = {row["agent"]: row["paths"] for row in cli(["agents", "--json"], root=root).json()["agents"]}
+    assert agents["eng-1"] == ["src/auth/**"]
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "feat", "-m", "merge")
+    assert cli(["queue", "land-check"], root=root).stdout.startswith("t1: landed")
+    assert cli(["lease", "list", "--json"], root=root).json()["leases"] == []
+    assert cli(["queue", "claim", "--agent", "eng-2", "--id", "t2", "-q"], root=root).stdout == "t2\n"

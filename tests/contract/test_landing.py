@@ -456,3 +456,51 @@ def test_a_head_that_is_not_a_commit_id_is_refused(backend_store: Any, repo: Pat
     with pytest.raises(InvalidArgument, match="head must be a commit id"):
         queue.complete("t1", "eng-1", token=claimed["claim_token"], head="main; rm -rf /")
     assert state_snapshot(backend_store) == before
+
+
+@pytest.mark.parametrize("end", ["landed", "unlanded", "cancelled", "deadline"])
+def test_a_landing_task_keeps_its_paths_until_it_leaves_landing_or_its_deadline(
+        backend_store: Any, repo: Path, clock: ManualClock, end: str) -> None:
+    """docs/leases.md, "Landing tasks keep their paths": verified, its work not on its branch yet, a task with paths
+    still holds them (by the agent that completed it, until its landing deadline): another task with overlapping
+    paths is not ready (its reason names the landing task), a lease on them is refused, `lease list` and `agents`
+    show them; landed, unlanded (its branch deleted), cancelled or past its deadline, they are free."""
+    from loki.errors import Conflict, NothingToDo
+    from loki.leases.leases import PathLeases
+    from loki.queue.agents import roster
+
+    queue = Queue(backend_store)
+    verified(queue, "t1", repo, land="main", paths=["src/auth/**"])
+    deadline = queue.show("t1")["task"]["landing"]["deadline"]
+    queue.add("Touch login", task_id="t2", paths=["src/auth/login.py"])
+    leases = PathLeases(backend_store)
+    held = leases.claims()
+    assert [(h["lease_id"], h["agent"], h["task"], h["expires_at"], h["landing"]) for h in held] == [
+        ("task:t1", "eng-1", "t1", deadline, True)]
+    with pytest.raises(NothingToDo):
+        queue.claim("eng-2")
+    (row,) = queue.ready()["not_ready"]
+    reason = next(r for r in row["reasons"] if r["reason"] == "paths")
+    assert (reason["task"], reason["holder"], reason["until"]) == ("t1", "eng-1", deadline)
+    assert f"held by eng-1 for task t1 (waiting to land, until {deadline})" in reason["text"]
+    with pytest.raises(Conflict, match="for task t1 \\(waiting to land"):
+        leases.acquire(["src/auth/**"], agent="eng-2")
+    assert {a["agent"]: a["paths"] for a in roster(backend_store)["agents"]}["eng-1"] == ["src/auth/**"]
+    assert queue.claim("eng-1")["id"] == "t2"  # the holder itself may take overlapping work
+    queue.release("t2", "eng-1")
+    assert queue.show("t1")["state"] == "landing"
+    if end == "landed":
+        merge(repo, "feat")
+        assert [e["action"] for e in queue.land_check()] == ["landed"]
+    elif end == "unlanded":
+        git(repo, "checkout", "-q", "main")
+        git(repo, "branch", "-q", "-D", "feat")
+        assert [e["action"] for e in queue.land_check()] == ["unlanded"]
+    elif end == "cancelled":
+        queue.cancel("t1", by="boss", reason="not wanted")
+    else:
+        clock.advance(24 * 3600)  # the deadline is the fixed expiry: nothing renews a landing task
+        assert queue.show("t1")["state"] == "landing"
+    assert leases.claims() == []
+    assert queue.claim("eng-2", task_id="t2")["id"] == "t2"
+    assert leases.acquire(["src/auth/x.py"], agent="eng-3")["agent"] == "eng-3"

@@ -97,6 +97,54 @@ def test_a_task_claim_holds_its_paths_until_it_ends(project: Path, root: Path) -
     assert decision(hook(project, "Edit", {"file_path": "src/auth/x.py"}, agent="bob")) == (None, "")
 
 
+GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
+                          env=GIT_ENV).stdout.strip()
+
+
+@pytest.mark.parametrize("end", ["landed", "unlanded"])
+def test_a_landing_task_keeps_its_paths_until_it_lands_or_is_unlanded(root: Path, end: str) -> None:
+    """docs/leases.md, "Landing tasks keep their paths": the hook reads ``queue/landing.json`` as it reads
+    ``queue/in-progress.json`` (with and without the index beside the leases); a real git repository decides
+    when the task lands (its commit merged) or is unlanded (its branch deleted)."""
+    from loki.queue.landing import Landing
+    from loki.queue.queue import Queue
+
+    top = root.parent
+    subprocess.run(["git", "init", "-q", "-b", "main", str(top)], check=True, env=GIT_ENV)
+    git(top, "commit", "-q", "--allow-empty", "-m", "one")
+    store = Store(root, clock=ManualClock(NOW))
+    queue = Queue(store)
+    queue.add("auth", task_id="t1", paths=["src/auth/**"], land="main")
+    claim = queue.claim("alice", task_id="t1")
+    git(top, "checkout", "-q", "-b", "feat")
+    git(top, "commit", "-q", "--allow-empty", "-m", "fix")
+    done = queue.complete("t1", "alice", token=claim["claim_token"], head=git(top, "rev-parse", "HEAD"),
+                          work_branch="feat")
+    assert done["status"] == "landing"
+    target = {"file_path": "src/auth/x.py"}
+    for with_index in (False, True):
+        if with_index:  # a lease elsewhere: the hook reads the index beside the leases, and the queue files
+            PathLeases(store, root=str(top)).acquire(["docs/**"], agent="carol")
+        said, why = decision(hook(top, "Edit", target, agent="bob"))
+        assert said == "deny", why
+        assert "held by alice for task t1 (waiting to land, until 2026-01-26T10:00:00Z)" in why
+        assert decision(hook(top, "Edit", target, agent="alice")) == (None, "")
+        assert decision(hook(top, "Edit", target, agent="bob", now="2026-01-26T10:00:00Z")) == (None, "")
+    if end == "landed":
+        git(top, "checkout", "-q", "main")
+        git(top, "merge", "-q", "--no-ff", "feat", "-m", "merge")
+    else:
+        git(top, "checkout", "-q", "main")
+        git(top, "branch", "-q", "-D", "feat")
+    assert [e["action"] for e in Landing(store, repo=str(top)).resolve()] == [end]
+    assert decision(hook(top, "Edit", target, agent="bob")) == (None, "")
+
+
 def test_a_bash_command_naming_a_leased_path_warns(leased: Path) -> None:
     said, why = decision(hook(leased, "Bash", {"command": "sed -i s/a/b/ src/auth/login.py"}, agent="bob"))
     assert said == "context" and why.startswith("loki: this command names src/auth/login.py, which is leased")

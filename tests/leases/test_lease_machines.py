@@ -203,13 +203,26 @@ def test_an_old_copy_says_how_old_and_a_claim_elsewhere_arrives_with_the_watcher
     assert edit(two, env_two, "src/billing/a.py", "bob", now=NOW)[1] is None
 
 
-def test_a_task_with_paths_that_goes_to_landing_leaves_this_machines_copy(tmp_path: Path) -> None:
-    """A completion that moves the task to ``landing`` ends its claim as a completion does: the task is no
-    longer in progress, so its paths are free (the file tree's hook reads ``queue/in-progress.json``), and
-    this machine's copy must say so at once, not at the watcher's next refresh."""
+@pytest.mark.parametrize("end", ["landed", "unlanded", "cancel", "close"])
+def test_a_task_with_paths_in_landing_stays_in_this_machines_copy_until_it_leaves_landing(tmp_path: Path,
+                                                                                        end: str) -> None:
+    """docs/leases.md, "Landing tasks keep their paths": a completion that moves the task to ``landing`` hands its
+    paths from its claim to its landing (held by the agent that completed it, until the landing deadline), and this
+    machine's copy says so at once; when it lands or is unlanded (a real git repository: its commit merged, its
+    branch deleted), cancelled or closed, the copy is rewritten at once, not at the watcher's next refresh."""
+    from loki.queue import edits
+
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root.parent), *args], capture_output=True, text=True, check=True,
+                              env={**os.environ, **env}).stdout.strip()
+
     clock = ManualClock(NOW)
     root = tmp_path / "here" / ".loki"
     root.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root.parent)], check=True, env={**os.environ, **env})
+    git("commit", "-q", "--allow-empty", "-m", "one")
     store = postgres_store(root, clock)
     try:
         queue = Queue(store)
@@ -218,11 +231,30 @@ def test_a_task_with_paths_that_goes_to_landing_leaves_this_machines_copy(tmp_pa
         copy = copy_of(root)
         assert copy is not None and [h["lease_id"] for h in copy.everything()] == [f"task:{claimed['id']}"]
         clock.advance(1)
-        done = queue.complete(claimed["id"], "carol", head="a" * 40, work_branch="feature")
+        git("checkout", "-q", "-b", "feature")
+        git("commit", "-q", "--allow-empty", "-m", "fix")
+        done = queue.complete(claimed["id"], "carol", head=git("rev-parse", "HEAD"), work_branch="feature")
         assert done["status"] == "landing"
-        assert PathLeases(store).claims() == []  # the store: nobody holds the paths
+        deadline = done["landing"]["deadline"]
+        held = [(h["lease_id"], h["agent"], h["expires_at"], h.get("landing")) for h in PathLeases(store).claims()]
+        assert held == [(f"task:{claimed['id']}", "carol", deadline, True)]
         copy = copy_of(root)
-        assert copy is not None and copy.everything() == [], copy.everything()  # and so says the hook's copy
+        assert copy is not None
+        assert [(h["lease_id"], h["agent"], h["expires_at"], h["landing"]) for h in copy.everything()] == held
+        git("checkout", "-q", "main")
+        if end == "landed":
+            git("merge", "-q", "--no-ff", "feature", "-m", "merge")
+            assert [e["action"] for e in queue.land_check()] == ["landed"]
+        elif end == "unlanded":
+            git("branch", "-q", "-D", "feature")
+            assert [e["action"] for e in queue.land_check()] == ["unlanded"]
+        elif end == "cancel":
+            queue.cancel(claimed["id"], by="boss", reason="not wanted")
+        else:
+            edits.close(queue, claimed["id"], reason="merged by hand", by="boss")
+        assert PathLeases(store).claims() == []
+        copy = copy_of(root)
+        assert copy is not None and copy.everything() == [], copy.everything()
     finally:
         store.close()
 
