@@ -143,7 +143,7 @@ def status(ctx: typer.Context, json_output: bool = typer.Option(False, "--json",
             + landing_text(landing))
 
     leased = report["path_leases"]
-    say(f"path leases: {leased['live']} live, {leased['task_claims']} task claims holding paths"
+    say(f"path leases: {leased['live']} live, {leased['task_claims']} tasks holding paths"
         + (f", {leased['conflicts']} overlapping (loki lease list --conflicts)" if leased["conflicts"] else "")
         + (f"; in the last 24 h: {plural(leased['denied'], 'edit')} denied, {leased['broken']} broken, "
            f"{leased['expired']} expired" if leased["denied"] or leased["broken"] or leased["expired"] else ""))

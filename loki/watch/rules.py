@@ -133,6 +133,13 @@ def _queue_change(store: Store, task_id: str | None,
         if _has_marker(task, marker):
             return outcome("already_applied", f"{task_id} already carries {marker} ({state})", state=state)
         result = change(unit, state, task, store.clock.now())
+    if result.get("state_change") and task.get("paths"):
+        # A signal that moved a task with paths (in-progress -> landing or completed, a requeue, a pause) moved
+        # who holds them: on a database tree this machine's copy for the hook is rewritten now, as the queue's
+        # own verbs do, not at the watcher's next look.
+        from loki.leases.leases import claim_moved
+
+        claim_moved(store, task)
     return result
 
 

@@ -139,7 +139,7 @@ def test_edit_of_a_held_tasks_paths_meets_the_other_holders_through_the_cli(root
 
 def test_status_and_agents_show_the_leases(root: Path) -> None:
     run(root, "lease", "acquire", "src/**", "--agent", "alice")
-    assert "path leases: 1 live, 0 task claims holding paths\n" in run(root, "status").stdout
+    assert "path leases: 1 live, 0 tasks holding paths\n" in run(root, "status").stdout
     [row] = run(root, "agents", "--json").json()["agents"]
     assert (row["agent"], row["paths"]) == ("alice", ["src/**"])
 

@@ -160,7 +160,7 @@ def test_through_the_cli_watch_json_and_status(store: Store, clock: ManualClock,
     assert done.code == 0, done.stderr
     assert json.loads(done.stdout)["path_leases"]["broken"] == 1
     said = cli(["status"], root=store.root, env=env).stdout
-    assert "path leases: 0 live, 0 task claims holding paths; in the last 24 h: 0 edits denied, 1 broken, 0 expired" \
+    assert "path leases: 0 live, 0 tasks holding paths; in the last 24 h: 0 edits denied, 1 broken, 0 expired" \
         in said
     # `loki watch --json` writes each event as it is (loki/cli/watch.py): the facts, not only the words
     broke = json.loads(json.dumps([e for e in seen if e["event"] == "lease"][-1]))

@@ -259,7 +259,8 @@ def test_a_task_with_paths_in_landing_stays_in_this_machines_copy_until_it_leave
         store.close()
 
 
-@pytest.mark.parametrize("end", ["cancel", "close", "defer", "escalate", "edit-paths"])
+@pytest.mark.parametrize("end", ["cancel", "close", "defer", "escalate", "edit-paths", "TESTS_PASSED_billing",
+                                 "TESTS_FAILED_billing"])
 def test_every_way_a_claim_of_a_task_with_paths_ends_or_changes_here_rewrites_this_machines_copy(
         tmp_path: Path, end: str) -> None:
     """docs/leases.md: complete, fail, release, cancel, close (and defer, an escalation's parking) free the paths
@@ -288,6 +289,12 @@ def test_every_way_a_claim_of_a_task_with_paths_ends_or_changes_here_rewrites_th
             edits.defer(queue, claimed["id"], until="1h", force=True, by="boss")
         elif end == "escalate":
             escalate(store, claimed["id"], trigger="security_decision", agent="carol")
+        elif end.startswith("TESTS_"):  # the testing stream's word, applied by a watcher (loki/watch/rules.py)
+            from loki.watch import rules
+
+            body = {"timestamp": "2026-01-25T10:00:00Z", "task_id": claimed["id"]}
+            applied = rules.apply(store, rules.Signal(f"{end}.20260125T100000Z-00000001", end, body))
+            assert applied["outcome"] == "applied", applied
         else:
             edits.edit(queue, claimed["id"], paths=["src/payments/**"], by="carol")
         held = [h["patterns"] for h in PathLeases(store).claims()]
