@@ -22,11 +22,13 @@ succeeds: the common path of a session. Session start-up (SessionStart's briefin
 the gaps; the whole session's wall time is in the note.
 
 The HTTP configurations run the server under bench/serve_timed.py, which logs each request's time at the server:
-the note gives its p50/p99, so a loaded machine's session numbers can be told from the server's own cost.
+the note gives its p50/p99, so a loaded machine's session numbers can be told from the server's own cost, and
+splits a call's gap at the two hook requests (the log's ``at`` and the model's request times share one clock).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shlex
@@ -43,7 +45,7 @@ ROUNDS = int(os.environ.get("LOKI_BENCH_ROUNDS", "0")) or (1 if QUICK else 3)
 CONTROLS = {"true": "true", "python -c pass": f"{shlex.quote(sys.executable)} -c pass"}
 
 
-def _session(binary: Path, project: Path, home: Path) -> tuple[list[float], float]:
+def _session(binary: Path, project: Path, home: Path) -> tuple[list[float], float, list[float]]:
     from loki.resident import files
     from tests.agents.claude import claude_session
     from tests.agents.modelserver import bash, text
@@ -55,7 +57,7 @@ def _session(binary: Path, project: Path, home: Path) -> tuple[list[float], floa
     gaps = model.gaps_ms()
     if len(gaps) != CALLS:
         raise RuntimeError(f"expected {CALLS} tool calls, the model saw {len(gaps)}")
-    return gaps, run.seconds * 1000
+    return gaps, run.seconds * 1000, [request.at for request in model.conversation]
 
 
 def _projects(top: Path) -> tuple[dict[str, Path], dict[str, Any]]:
@@ -119,7 +121,7 @@ def _http_project(path: Path, servers: dict[str, Any], name: str, url: str | Non
     return project
 
 
-def _at_server(log: Path) -> str:
+def _at_server(log: Path, turns: list[list[float]]) -> str:
     from bench.common import percentile
 
     times = [json.loads(line) for line in log.read_text().splitlines()]
@@ -127,7 +129,30 @@ def _at_server(log: Path) -> str:
     if not hooks:
         return "no hook request reached the server"
     return (f"at the server: p50 {median(hooks):.2f} ms, p99 {percentile(hooks, 99):.2f} ms over {len(hooks)} "
-            "hook requests")
+            f"hook requests; {_parts(times, turns)}")
+
+
+def _parts(times: list[dict[str, Any]], turns: list[list[float]]) -> str:
+    """Where a call's gap goes, from the model's request times and the server's (one monotonic clock): Claude
+    Code before PreToolUse, the request, the command between the two hooks, PostToolUse, and Claude Code after
+    it until the next request to the model (medians over the calls with exactly one of each hook)."""
+    parts: dict[str, list[float]] = {"to PreToolUse": [], "PreToolUse": [], "to PostToolUse": [],
+                                     "PostToolUse": [], "to the next model request": []}
+    for session in turns:
+        for start, end in itertools.pairwise(session):
+            inside = [t for t in times if "at" in t and start <= t["at"] <= end]
+            pre = [t for t in inside if t["path"] == "/hook/pre-tool-use"]
+            post = [t for t in inside if t["path"] == "/hook/post-tool-use"]
+            if len(pre) != 1 or len(post) != 1:
+                continue
+            parts["to PreToolUse"].append((pre[0]["at"] - start) * 1000)
+            parts["PreToolUse"].append(pre[0]["ms"])
+            parts["to PostToolUse"].append((post[0]["at"] - pre[0]["at"]) * 1000 - pre[0]["ms"])
+            parts["PostToolUse"].append(post[0]["ms"])
+            parts["to the next model request"].append((end - post[0]["at"]) * 1000 - post[0]["ms"])
+    if not parts["PreToolUse"]:
+        return "no call's hooks matched to its gap"
+    return "a call's gap: " + ", ".join(f"{name} {median(values):.1f} ms" for name, values in parts.items())
 
 
 def run() -> list[dict[str, Any]]:
@@ -141,13 +166,15 @@ def run() -> list[dict[str, Any]]:
         projects, servers = _projects(Path(tmp))
         samples: dict[str, list[float]] = {name: [] for name in projects}
         walls: dict[str, list[float]] = {name: [] for name in projects}
+        turns: dict[str, list[list[float]]] = {name: [] for name in projects}
         try:
             for index in range(ROUNDS):  # alternate, so drift in the machine's load hits every configuration alike
                 for number, (name, project) in enumerate(projects.items()):
-                    gaps, wall = _session(binary, project, Path(tmp) / f"home-{number}-{index}")
+                    gaps, wall, at = _session(binary, project, Path(tmp) / f"home-{number}-{index}")
                     samples[name] += gaps
                     walls[name].append(wall)
-            served = {name: _at_server(log) for name, (_server, log) in
+                    turns[name].append(at)
+            served = {name: _at_server(log, turns[name]) for name, (_server, log) in
                       ((k, v) for k, v in servers.items() if k != "where")}
         finally:
             for key, value in servers.items():

@@ -24,13 +24,13 @@ def main(root: str, log_path: str) -> None:
             if scope["type"] != "http":
                 await inner(scope, receive, send)
                 return
-            started = time.perf_counter()
+            started, at = time.perf_counter(), time.monotonic()  # at: the model server's clock (tests/agents)
 
             async def sent(message: Any) -> None:
                 await send(message)
                 if message["type"] == "http.response.body" and not message.get("more_body"):
-                    log.write(json.dumps({"path": scope["path"], "ms": (time.perf_counter() - started) * 1000})
-                              + "\n")
+                    log.write(json.dumps({"path": scope["path"], "ms": (time.perf_counter() - started) * 1000,
+                                          "at": at}) + "\n")
 
             await inner(scope, receive, sent)
 
