@@ -6,15 +6,19 @@ store would write, a text item its UTF-8 text. ``version`` takes a new number fr
 ``loki_version_seq`` on every write, and is the change token.
 
 A lock domain is an advisory transaction lock on the domain's lock name (``layout.lock_for``), so
-:meth:`Documents.transaction` is one PostgreSQL transaction holding it: the documents it writes are
+:meth:`PgDocuments.transaction` is one PostgreSQL transaction holding it: the documents it writes are
 committed together or not at all, and a unit of the task store opened inside it is a savepoint of
 the same transaction. Readers take no lock: one statement reads from one snapshot, so
-:meth:`Documents.snapshot` of several documents is consistent without the domain's lock.
+:meth:`PgDocuments.snapshot` of several documents is consistent without the domain's lock.
 
 Writes are checked as the file store checks them: the document's schema (the envelope and the
 ``changed`` records, or all of it with ``validate_all``), and the state-file size limit, before
 anything is sent. The team's settings are the ``config/loki.json`` document of the database
-(:meth:`Documents.write_config`): every machine runs by the same rules.
+(:meth:`PgDocuments.write_config`): every machine runs by the same rules.
+
+A part of :class:`loki.storage.postgres.store.PgStore`, which owns one and hands it the whole store (typed
+as :class:`loki.storage.postgres.shape.PgState`) for what is the store's: the size limit, the schemas, the
+lock timeout, and a transaction's appended log lines (the logs' part).
 """
 
 from __future__ import annotations
@@ -32,67 +36,34 @@ if TYPE_CHECKING:
 
     import psycopg
 
-    from loki.clock import Clock
-    from loki.storage.postgres.session import Database
-    from loki.storage.schema import Registry
+    from loki.storage.postgres.shape import PgState
 
 
 DOCUMENT_HINT = ("the document was changed outside loki (psql?): fix it there, from what `loki validate` lists; on a "
                  "database `loki doctor` reports it and changes nothing (there is no file to set aside)")
 
-class Documents:
+class PgDocuments:
     """``transaction``, ``read``, ``snapshot``, ``exists``, ``read_bytes``, ``read_text``, ``write_text``,
-    ``remove``, ``list``, ``change_token``, ``config``, ``setting``, ``write_config`` (see the module)."""
+    ``remove``, ``list``, ``change_token``, ``config``, ``setting``, ``write_config`` (see the module): the
+    documents' own answers; :class:`loki.storage.postgres.store.PgStore` asks the items and the logs first."""
 
-    db: Database
-    clock: Clock
-    schemas: Registry
-    validate_all: bool
-    max_file_bytes: int
-    notes: list[str]
-    _config: dict[str, Any] | None
-
-    @property
-    def lock_timeout(self) -> float:
-        raise NotImplementedError  # PgStore's
-
-    # -- reading rows ------------------------------------------------------------------------------
-
-    def rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
-        """The rows of one statement: in the current unit of work, else on its own (one snapshot).
-
-        Outside a unit, a connection that broke since the last statement (a server restart) is
-        replaced and the read tried once more: a read changes nothing, so it is safe to repeat.
-        """
-        if self.db.in_transaction:
-            return _fetched(self.db.conn.execute(sql, params))
-        from loki.storage.postgres import connect
-
-        psycopg = connect.driver()  # missing: the error names the extra that installs it
-        for attempt in (1, 2):
-            conn = self.db.conn
-            try:
-                return _fetched(conn.execute(sql, params))
-            except psycopg.OperationalError as exc:
-                if not (conn.broken or connect.is_transient(exc)):
-                    raise connect.as_loki_error(self.db.url, exc, conn=conn) from None
-                if attempt == 2:
-                    raise connect.unreachable(self.db.url, exc, mid_run=True) from None
-            except psycopg.Error as exc:
-                raise connect.as_loki_error(self.db.url, exc, conn=conn) from None
-        raise AssertionError("unreachable")
+    def __init__(self, store: PgState) -> None:
+        self.store = store
+        self.db = store.db
+        self._config: dict[str, Any] | None = None
+        """The team's settings, read once (:attr:`config`)."""
 
     def _data(self, rel: str) -> bytes | None:
-        found = self.rows(query("document_data"), (rel,))
+        found = self.db.rows(query("document_data"), (rel,))
         return bytes(found[0][0]) if found else None
 
     def _decode(self, rel: str, data: bytes | None) -> Any:
         kind = layout.kind_for(rel)
         if data is None:
             return kind.empty() if kind is not None else None
-        if len(data) > self.max_file_bytes:
-            raise FileTooLarge(rel, f"is {len(data)} bytes, over the {self.max_file_bytes}-byte limit for a "
-                                    "state document")
+        limit = self.store.max_file_bytes
+        if len(data) > limit:
+            raise FileTooLarge(rel, f"is {len(data)} bytes, over the {limit}-byte limit for a state document")
         try:
             doc = jsonio.loads_strict(data)
         except jsonio.JsonError as exc:
@@ -100,7 +71,7 @@ class Documents:
         if kind is not None:
             # A row has no digest saying loki wrote it (psql edits bytes as easily as a file): checked in full
             # on every read, as the file store checks a file it did not write.
-            found = self.schemas.problems(kind.schema, doc)
+            found = self.store.schemas.problems(kind.schema, doc)
             if found:
                 pointer, reason = found[0]
                 raise StateFileError(rel, reason, pointer or "/", hint=DOCUMENT_HINT)
@@ -110,7 +81,7 @@ class Documents:
 
     def check_size(self, rel: str, size: int) -> None:
         """Refuse to write a document loki would then refuse to read (as the file store does)."""
-        limit = self.max_file_bytes
+        limit = self.store.max_file_bytes
         if size > limit:
             raise InvalidInput(f"{rel}: this change would make it {size} bytes, over the {limit}-byte limit for a "
                                "state file (loki refuses to read larger ones); nothing was changed",
@@ -126,18 +97,18 @@ class Documents:
         return data
 
     def _validate(self, rel: str, kind: layout.FileKind, doc: Any, changed: Iterable[Any] | None) -> None:
-        if changed is None or kind.record_schema is None or self.validate_all:
-            self.schemas.validate(kind.schema, doc, rel)
+        if changed is None or kind.record_schema is None or self.store.validate_all:
+            self.store.schemas.validate(kind.schema, doc, rel)
             return
-        self.schemas.validate(kind.schema, kind.envelope(doc), rel)
+        self.store.schemas.validate(kind.schema, kind.envelope(doc), rel)
         for record in changed:
-            found = self.schemas.problems(kind.record_schema, record)
+            found = self.store.schemas.problems(kind.record_schema, record)
             if found:
                 prefix = kind.record_pointer(doc, record)
                 raise SchemaViolation(rel, [(prefix + pointer, reason) for pointer, reason in found])
 
-    def _put(self, rel: str, data: bytes, mtime_ns: int | None = None) -> None:
-        self.rows(query("put_document"), (rel, data, mtime_ns))
+    def put(self, rel: str, data: bytes, mtime_ns: int | None = None) -> None:
+        self.db.rows(query("put_document"), (rel, data, mtime_ns))
 
     # -- settings ----------------------------------------------------------------------------------
 
@@ -157,7 +128,7 @@ class Documents:
         """Make ``config`` the team's settings (validated in full against schemas/config.json)."""
         data = self.encode(layout.CONFIG, config)
         with self.transaction(layout.CONFIG):
-            self._put(layout.CONFIG, data)
+            self.put(layout.CONFIG, data)
         self._config = jsonio.loads_strict(data)
 
     # -- documents ---------------------------------------------------------------------------------
@@ -174,18 +145,18 @@ class Documents:
         """Several documents as of one instant: one statement, so one snapshot, and no lock."""
         names = list(rels)
         found = {name: bytes(data) for name, data in
-                 self.rows(query("documents_snapshot"), (names,))}
+                 self.db.rows(query("documents_snapshot"), (names,))}
         return {rel: self._decode(rel, found.get(rel)) for rel in names}
 
     def exists(self, rel: str) -> bool:
         """Whether ``rel`` is a document, or a "directory": the prefix of some (as ``lexists`` says)."""
         low, high = _prefix_range(rel)
-        return bool(self.rows(query("document_exists"), (rel, low, high))[0][0])
+        return bool(self.db.rows(query("document_exists"), (rel, low, high))[0][0])
 
     def read_bytes(self, rel: str, *, limit: int | None = None) -> bytes | None:
         """An item's bytes (None: absent), refused over ``limit`` (the state-file limit unless given)."""
-        limit = self.max_file_bytes if limit is None else limit
-        found = self.rows(query("document_bytes_up_to"), (limit, rel))
+        limit = self.store.max_file_bytes if limit is None else limit
+        found = self.db.rows(query("document_bytes_up_to"), (limit, rel))
         if not found:
             return None
         size, data = found[0]
@@ -206,28 +177,23 @@ class Documents:
         """Replace a text item (CONTINUITY.md, an escalation's edit, a hint) in one statement."""
         data = text.encode("utf-8")
         self.check_size(rel, len(data))
-        self._put(rel, data)
+        self.put(rel, data)
 
     def remove(self, rel: str) -> bool:
         """Delete an item loki derived and can rebuild (a hint); True if it existed."""
-        return bool(self.rows(query("delete_document"), (rel,)))
+        return bool(self.db.rows(query("delete_document"), (rel,)))
 
     def list(self, rel_dir: str) -> list[str]:
         """The names directly under ``rel_dir``, sorted ([] when there are none), as ``os.listdir`` sorted."""
         low, high = _prefix_range(rel_dir)
         names = {name[len(low):].split("/", 1)[0] for (name,) in
-                 self.rows(query("documents_in_range"), (low, high))}
+                 self.db.rows(query("documents_in_range"), (low, high))}
         return sorted(names)
 
     def change_token(self, rel: str) -> int | None:
         """The row's version: a new number on every write (None: absent)."""
-        found = self.rows(query("document_version"), (rel,))
+        found = self.db.rows(query("document_version"), (rel,))
         return int(found[0][0]) if found else None
-
-
-def _fetched(cursor: psycopg.Cursor[Any]) -> list[tuple[Any, ...]]:
-    """The rows a statement returned ([] for one that returns none: an UPDATE, ANALYZE)."""
-    return cursor.fetchall() if cursor.description is not None else []
 
 
 def _prefix_range(rel_dir: str) -> tuple[str, str]:
@@ -239,8 +205,9 @@ def _prefix_range(rel_dir: str) -> tuple[str, str]:
 class DocumentTxn:
     """Reads and staged writes of one lock domain: one PostgreSQL transaction holding the domain's lock."""
 
-    def __init__(self, store: Documents, lock: str) -> None:
-        self.store = store
+    def __init__(self, documents: PgDocuments, lock: str) -> None:
+        self.documents = documents
+        self.store = documents.store
         self.lock_rel = lock
         self._docs: dict[str, Any] = {}
         self._staged: dict[str, bytes] = {}
@@ -249,7 +216,7 @@ class DocumentTxn:
         self.recovered = False
 
     def __enter__(self) -> DocumentTxn:
-        self._unit = domains.begin(self.store.db, self.lock_rel, self.store.lock_timeout)
+        self._unit = domains.begin(self.documents.db, self.lock_rel, self.store.lock_timeout)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -268,13 +235,13 @@ class DocumentTxn:
         """The current document of ``rel`` (its empty form when absent); staged writes are seen."""
         if rel not in self._docs:
             self._check_domain(rel)
-            self._docs[rel] = self.store.read(rel)
+            self._docs[rel] = self.documents.read(rel)
         return self._docs[rel]
 
     def write(self, rel: str, doc: Any, *, changed: Iterable[Any] | None = None) -> None:
         """Stage ``doc`` (checked now: schema, size); nothing is sent before commit."""
         self._check_domain(rel)
-        self._staged[rel] = self.store.encode(rel, doc, changed)
+        self._staged[rel] = self.documents.encode(rel, doc, changed)
         self._docs[rel] = doc
 
     def append(self, rel: str, records: Iterable[Any]) -> None:
@@ -285,13 +252,13 @@ class DocumentTxn:
     def commit(self) -> None:
         """Write what is staged now; the transaction (and the lock) lasts until the ``with`` block ends."""
         for rel, data in self._staged.items():
-            self.store._put(rel, data)
+            self.documents.put(rel, data)
         for rel, records in self._appends.items():
-            self.store.append_lines(rel, records, lock=False)  # type: ignore[attr-defined, unused-ignore]  # the logs' half
+            self.store.append_lines(rel, records, lock=False)  # the logs' part
         # Each directory written announces it on its channel (sent at commit): a breaker opened, a lease taken
         # reach whoever observes state/ (the boards of `loki serve`) at once, as the file store's observer does.
         from loki.storage.postgres import listen
 
         for directory in dict.fromkeys(listen.directory_of(rel) for rel in self._staged):
-            listen.notify(self.store.db.conn, self.store.db, f"{directory}/", directory)
+            listen.notify(self.documents.db.conn, self.documents.db, f"{directory}/", directory)
         self._staged, self._appends = {}, {}

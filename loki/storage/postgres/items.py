@@ -11,23 +11,29 @@ keyed by their name (``signals/HUMAN_REVIEW_NEEDED.2``, ``escalations/<ts>-<task
   clock is behind must not overtake the HUMAN_REVIEW_NEEDED it answers).
 * ``claim_into`` moves an item into ``signals/.processing/<id>`` with one ``UPDATE`` of a row
   locked ``FOR UPDATE SKIP LOCKED``: exactly one claimer gets it and none waits for another; the
-  claim is one step, so there is never a twin to drop (``drop_twin`` does nothing). ``finish``
+  claim is one step, so there is never a twin to drop (``claims_in_one_step``: no ``drop_twin``). ``finish``
   deletes it or moves it to quarantine or archive.
-* ``read_text``, ``write_text``, ``exists``, ``remove``, ``list`` and ``change_token`` answer for
-  items and pass every other name down the chain (:mod:`.logs`, then :mod:`.documents`): an
-  escalation is written by ``create_unique`` and then read, resolved and listed like a document.
+* ``item_text``, ``write_item_text``, ``item_exists``, ``remove_item``, ``item_names`` and ``item_token``
+  answer for items only (None, False: not an item); :class:`loki.storage.postgres.store.PgStore` asks them
+  first for the store's ``read_text``, ``write_text``, ``exists``, ``remove``, ``list`` and
+  ``change_token``, then the logs, then the documents: an escalation is written by ``create_unique`` and
+  then read, resolved and listed like a document.
 
 **Long-held locks** (the signal consumer's ``state/watch.consumer.lock``: one consuming watcher per
 database schema) are session-level advisory locks on a connection of their own, so the lock is free
 the moment its holder's connection ends (``kill -9``, a machine gone: the server notices the closed
 socket; a network that silently drops packets: TCP keepalives). ``loki_lock_holders`` names the
-holder (pid, command, host, since); :meth:`Items.lock_holder` believes that row only while
+holder (pid, command, host, since); :meth:`PgItems.lock_holder` believes that row only while
 ``pg_locks`` shows its backend holding the lock, as the file store checks ``/proc/locks``.
 
-**This machine's copies** (:meth:`Items.keep_local`): the PreToolUse hook reads strike state, the
+**This machine's copies** (:meth:`PgItems.keep_local`): the PreToolUse hook reads strike state, the
 prefix hints and the strike settings from local files without importing a database driver (its
 cold-start budget, docs/postgres.md). The hooks that connect anyway write those copies under
 ``.loki/cache/`` from the database, each under the document's lock, so copies follow commit order.
+
+A part of :class:`loki.storage.postgres.store.PgStore`, which owns one and hands it the whole store (typed
+as :class:`loki.storage.postgres.shape.PgState`) for what is the store's: the size limit, the lock timeout,
+and a document read or listed whole for a local copy.
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ if TYPE_CHECKING:
     import psycopg
 
     from loki.storage.postgres.memorysearch import PgMemorySearch
-    from loki.storage.postgres.session import Database
+    from loki.storage.postgres.shape import PgState
     from loki.storage.state import MemoryRules
 
 HELD_NAMESPACE = "loki:held"
@@ -74,20 +80,13 @@ def _range(rel_dir: str) -> tuple[str, str]:
     return rel_dir + "/", rel_dir + "0"
 
 
-class Items:
-    """``create_unique``, ``claim_into``, ``drop_twin``, ``finish``, ``scan``, ``entry``, ``lock`` ..."""
+class PgItems:
+    """``create_unique``, ``claim_into``, ``finish``, ``scan``, ``entry``, ``lock``, ``observe``, ``keep_local`` ...
+    (see the module)."""
 
-    db: Database
-    local_root: str | None
-    max_file_bytes: int
-    if TYPE_CHECKING:  # what the other parts of PgStore provide (no definitions at run time: the MRO decides)
-        @property
-        def lock_timeout(self) -> float: ...
-        def check_size(self, rel: str, size: int) -> None: ...
-        def now_ts(self) -> str: ...
-        def rows(self, sql: str, params: Any = ()) -> builtins.list[tuple[Any, ...]]: ...
-        def read_text(self, rel: str) -> str | None: ...
-        def list(self, rel_dir: str) -> builtins.list[str]: ...
+    def __init__(self, store: PgState) -> None:
+        self.store = store
+        self.db = store.db
 
     # -- publishing --------------------------------------------------------------------------------
 
@@ -96,7 +95,7 @@ class Items:
         """Publish ``rel_dir/name`` (else ``name-2`` ...) without overwriting anything; returns the key.
         ``mtime_ns`` is not used: the database's clock orders items (see the module)."""
         if state_file:
-            self.check_size(f"{rel_dir}/{name}{suffix}", len(data))
+            self.store.check_size(f"{rel_dir}/{name}{suffix}", len(data))
         first = f"{rel_dir}/{name}{suffix}"
         with self.db.transaction() as conn:
             taken: set[str] | None = None
@@ -139,7 +138,7 @@ class Items:
 
     def _children(self, rel_dir: str) -> builtins.list[tuple[Any, ...]]:
         low, high = _range(rel_dir)
-        return self.rows(query("item_children"), {"cut": len(low) + 1, "dir": rel_dir, "low": low, "high": high})
+        return self.db.rows(query("item_children"), {"cut": len(low) + 1, "dir": rel_dir, "low": low, "high": high})
 
     def scan(self, rel_dir: str) -> builtins.list[dict[str, Any]]:
         """Every item directly under ``rel_dir`` (``{"name", "kind", "bytes", "mtime_ns"}``), and the
@@ -152,7 +151,7 @@ class Items:
         """What is at ``rel``: an item (a file), a directory of items, or None."""
         name = rel.rsplit("/", 1)[-1]
         low, high = _range(rel)
-        found = self.rows(query("item_entry"), {"rel": rel, "low": low, "high": high})
+        found = self.db.rows(query("item_entry"), {"rel": rel, "low": low, "high": high})
         if not found:
             return None
         size, mtime = found[0]
@@ -166,15 +165,15 @@ class Items:
         if item is None:
             return None
         data = item
-        bound = self.max_file_bytes if limit is None else limit
+        bound = self.store.max_file_bytes if limit is None else limit
         if len(data) > bound:
             raise StateFileError(rel, f"is {len(data)} bytes, over the {bound}-byte limit")
         return data
 
-    # -- names shared with logs and documents: items answer first (PgStore routes, loki/storage/postgres/store.py)
+    # -- the items' answers to names the logs and the documents share (PgStore asks them first: store.py)
 
     def _item(self, rel: str) -> bytes | None:
-        found = self.rows(query("item_data"), (rel,))
+        found = self.db.rows(query("item_data"), (rel,))
         return bytes(found[0][0]) if found else None
 
     def item_text(self, rel: str) -> str | None:
@@ -190,7 +189,7 @@ class Items:
     def write_item_text(self, rel: str, text: str) -> bool:
         """Replace an item's content (an escalation's resolution); False: no such item."""
         data = text.encode("utf-8")
-        self.check_size(rel, len(data))
+        self.store.check_size(rel, len(data))
         with self.db.transaction() as conn:  # the change and its notification commit together
             replaced = bool(conn.execute(query("replace_item"), (data, rel)).fetchall())
             if replaced:
@@ -213,7 +212,7 @@ class Items:
 
     def item_token(self, rel: str) -> Hashable | None:
         """An item's change token (None: no such item)."""
-        found = self.rows(query("item_version"), (rel,))
+        found = self.db.rows(query("item_version"), (rel,))
         if found:
             return ("item", int(found[0][0]), int(found[0][1]))
         return None
@@ -231,7 +230,7 @@ class Items:
 
     def lock(self, rel: str, timeout: float) -> PgHeldLock:
         """A session-level advisory lock (not yet taken) that a process holds while it runs."""
-        return PgHeldLock(self, rel, timeout)
+        return PgHeldLock(self.store, rel, timeout)
 
     def lock_holder(self, rel: str) -> dict[str, Any] | None:
         """Who holds the lock ``rel`` now (pid, command, host, since), or None when nobody does."""
@@ -253,7 +252,7 @@ class Items:
         """Error memory's search in the database (tsvector, ts_rank), shared by every machine."""
         from loki.storage.postgres.memorysearch import PgMemorySearch
 
-        return PgMemorySearch(self, rules)  # type: ignore[arg-type]  # Items is always a part of a PgStore
+        return PgMemorySearch(self.store, rules)
 
     def index_database(self, rel: str, side_files: Iterable[str] = ()) -> str:
         """Not used on PostgreSQL (error memory searches the database: :meth:`memory_search`); an
@@ -266,14 +265,14 @@ class Items:
         """Refresh this machine's copies of documents the hot path reads (``rels``; every document
         under ``dirs``) under ``.loki/cache/``; a copy of a document that is gone is removed. Returns
         the names copied. Nothing when the store was opened without a local tree."""
-        if self.local_root is None:
+        if self.store.local_root is None:
             return []
         copied = []
         for rel in rels:
             self._copy_local(rel)
             copied.append(rel)
         for rel_dir in dirs:
-            names = [n for n in self.list(rel_dir) if n.endswith(".json") and not n.startswith(".")]
+            names = [n for n in self.store.list(rel_dir) if n.endswith(".json") and not n.startswith(".")]
             for name in names:
                 self._copy_local(f"{rel_dir}/{name}")
                 copied.append(f"{rel_dir}/{name}")
@@ -281,8 +280,9 @@ class Items:
         return copied
 
     def local_path(self, rel: str) -> str:
-        assert self.local_root is not None
-        return os.path.join(self.local_root, layout.LOCAL_CACHE_DIR, *rel.split("/"))
+        local_root = self.store.local_root
+        assert local_root is not None
+        return os.path.join(local_root, layout.LOCAL_CACHE_DIR, *rel.split("/"))
 
     def _copy_local(self, rel: str) -> None:
         from loki.storage.store import atomic_write
@@ -290,8 +290,8 @@ class Items:
         path = self.local_path(rel)
         with self.db.transaction():
             # The document's writers hold it: copies are written in commit order.
-            domains.hold(self.db, layout.lock_for(rel), self.lock_timeout)
-            text = self.read_text(rel)
+            domains.hold(self.db, layout.lock_for(rel), self.store.lock_timeout)
+            text = self.store.read_text(rel)  # the store's: items, logs, documents
             if text is None:
                 with suppress(FileNotFoundError):
                     os.unlink(path)
@@ -314,7 +314,7 @@ class Items:
 class PgHeldLock:
     """A session-level advisory lock on a connection of its own, with a holder record (see the module)."""
 
-    def __init__(self, store: Items, rel: str, timeout: float) -> None:
+    def __init__(self, store: PgState, rel: str, timeout: float) -> None:
         self.store = store
         self.rel = rel
         self.timeout = timeout

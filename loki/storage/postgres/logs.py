@@ -7,17 +7,22 @@ number of the last line read: ``None`` or ``base`` is the start, ``last_seq`` th
 numbered ``n`` starts at position ``n - 1``. Appenders take the log's lock domain (``<log>.lock``, the
 advisory lock ``transaction(log)`` takes too: compaction and ``record_resolutions`` hold it), so numbers
 are dense and given in commit order. A rewrite (compaction) or a removal starts the numbering again
-*after* every old position, so a position saved before it is no longer valid (:meth:`Logs.log_valid`)
+*after* every old position, so a position saved before it is no longer valid (:meth:`PgLogs.log_valid`)
 and a line's number is never reused: ``DRIFT_DETECTED@<position>`` stays a unique id forever.
 
 Each line also keeps the byte offset it would have in a file, so sizes for reports (``log_size``,
 ``log_bytes_after``, the drift backlog) and ``read_tail``'s window are what the file store says.
 A Markdown file that is appended to but read back whole (``CONTINUITY.md``,
 ``institutional-knowledge.md``: ``read_whole=True``) is a document, not a log: it is appended under
-its lock through the documents' ``read_text``/``write_text``, bounded by the state-file limit.
+its lock through the store's ``read_text``/``write_text``, bounded by the state-file limit.
 
 Publishing a line notifies the channel of the log's directory (LISTEN/NOTIFY: a drift line wakes the
 watchers at once on every machine, :mod:`loki.storage.postgres.listen`).
+
+A part of :class:`loki.storage.postgres.store.PgStore`, which owns one and hands it the whole store (typed
+as :class:`loki.storage.postgres.shape.PgState`) for what is the store's: the size limit, the lock timeout,
+and the document a Markdown file read whole is. ``log_text``, ``log_exists``, ``remove_log``, ``log_names``
+and ``log_token`` answer for logs only (None, False: not a log); the store asks them after the items.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ if TYPE_CHECKING:
 
     import psycopg
 
-    from loki.storage.postgres.session import Database
+    from loki.storage.postgres.shape import PgState
 
 BATCH_ROWS = 1000
 """Lines fetched or inserted per statement (a log may be far larger than memory should hold)."""
@@ -67,17 +72,12 @@ def _split(payload: bytes) -> tuple[list[bytes], bool]:
     return (lines if torn else lines[:-1]), torn
 
 
-class Logs:
+class PgLogs:
     """``append_lines``, ``append_text``, ``rewrite_lines``, ``log_end``, ``read_after`` ... on rows."""
 
-    db: Database
-    if TYPE_CHECKING:  # what the other parts of PgStore provide (no definitions at run time: the MRO decides)
-        @property
-        def lock_timeout(self) -> float: ...
-        def check_size(self, rel: str, size: int) -> None: ...
-        def write_text(self, rel: str, text: str) -> None: ...
-        def read_text(self, rel: str) -> str | None: ...
-        def rows(self, sql: str, params: Any = ()) -> builtins.list[tuple[Any, ...]]: ...
+    def __init__(self, store: PgState) -> None:
+        self.store = store
+        self.db = store.db
 
     # -- appending ---------------------------------------------------------------------------------
 
@@ -100,7 +100,7 @@ class Logs:
         size = len(payload)
         with self.db.transaction() as conn:
             if lock:
-                domains.hold(self.db, layout.lock_for(rel), self.lock_timeout)
+                domains.hold(self.db, layout.lock_for(rel), self.store.lock_timeout)
             row = conn.execute(query("reserve_log_lines"),
                                {"name": rel, "count": len(lines), "size": size, "torn": torn}).fetchone()
             assert row is not None
@@ -123,12 +123,12 @@ class Logs:
     def _append_document(self, rel: str, payload: bytes) -> int:
         """A Markdown file read back whole: appended under its lock, bounded like any document."""
         with self.db.transaction():
-            domains.hold(self.db, layout.lock_for(rel), self.lock_timeout)
-            current = (self.read_text(rel) or "").encode("utf-8")
+            domains.hold(self.db, layout.lock_for(rel), self.store.lock_timeout)
+            current = (self.store.read_text(rel) or "").encode("utf-8")
             if current and not current.endswith(b"\n"):
                 current += b"\n"  # a torn last line is never glued onto (docs/storage.md)
-            self.check_size(rel, len(current) + len(payload))
-            self.write_text(rel, (current + payload).decode("utf-8"))
+            self.store.check_size(rel, len(current) + len(payload))
+            self.store.write_text(rel, (current + payload).decode("utf-8"))
         return len(current)
 
     def rewrite_lines(self, rel: str, records: Iterable[Any]) -> int:
@@ -139,7 +139,7 @@ class Logs:
         count = 0
         with self.db.transaction() as conn:
             # Re-entrant: the caller's transaction(rel) holds it already.
-            domains.hold(self.db, layout.lock_for(rel), self.lock_timeout)
+            domains.hold(self.db, layout.lock_for(rel), self.store.lock_timeout)
             conn.execute(query("ensure_log"), (rel,))
             row = conn.execute(query("lock_log"), (rel,)).fetchone()
             assert row is not None
@@ -171,19 +171,19 @@ class Logs:
     # -- reading: one statement each, no unit of work (a reader takes no lock) ---------------------------
 
     def _meta(self, rel: str) -> _Meta:
-        found = self.rows(query("log_meta"), (rel,))
+        found = self.db.rows(query("log_meta"), (rel,))
         return _Meta(found[0] if found else None)
 
     def log_names(self, rel_dir: str) -> set[str]:
         """The names under ``rel_dir`` that are logs, or directories of logs (as a file tree lists its log files)."""
         low = rel_dir.rstrip("/") + "/"
         names = {str(name)[len(low):].split("/", 1)[0] for (name,) in
-                 self.rows(query("logs_in_range"),
+                 self.db.rows(query("logs_in_range"),
                            (low, low[:-1] + "0"))}
         return names
 
     def _is_log(self, rel: str) -> bool:
-        return bool(self.rows(query("log_has_lines"), (rel,)))
+        return bool(self.db.rows(query("log_has_lines"), (rel,)))
 
     def log_end(self, rel: str) -> int:
         """The position after the last line now (its start when the log is absent)."""
@@ -201,7 +201,7 @@ class Logs:
         """The byte offset where the line after ``position`` starts (the log's size at its end)."""
         if position >= meta.last:
             return int(meta.size)
-        found = self.rows(query("log_line_offset"), (rel, position + 1))
+        found = self.db.rows(query("log_line_offset"), (rel, position + 1))
         return int(found[0][0]) if found else int(meta.size)
 
     def log_bytes_after(self, rel: str, position: Any) -> int:
@@ -225,7 +225,7 @@ class Logs:
         here = meta.base if position is None else int(position)
         stop = meta.last if final else meta.readable
         while here < stop:
-            found = self.rows(
+            found = self.db.rows(
                 query("log_lines_after"),
                 {"limit": limit, "whole": whole, "log": rel, "here": here, "stop": stop, "rows": BATCH_ROWS})
             for seq, length, data in found:
@@ -240,12 +240,12 @@ class Logs:
 
     def read_line(self, rel: str, position: Any) -> bytes:
         """The line starting at ``position`` (one :meth:`read_after` returned), without its newline."""
-        found = self.rows(query("log_line"), (rel, int(position) + 1))
+        found = self.db.rows(query("log_line"), (rel, int(position) + 1))
         return bytes(found[0][0]) if found else b""
 
     def read_tail(self, rel: str, limit: int) -> builtins.list[bytes]:
         """The complete lines within the last ``limit`` bytes, oldest first (not a torn last line)."""
-        found = self.rows(query("log_tail"), (rel, limit))
+        found = self.db.rows(query("log_tail"), (rel, limit))
         return [bytes(row[0]) for row in found]
 
     def log_windows(self, rel: str, position: Any, window: int) -> tuple[bytes, bytes]:
@@ -262,14 +262,14 @@ class Logs:
         """The log's bytes ``[start, end)`` as a file would hold them."""
         if end <= start:
             return b""
-        found = self.rows(query("log_lines_between"), (rel, end, start))
+        found = self.db.rows(query("log_lines_between"), (rel, end, start))
         if not found:
             return b""
         first = int(found[0][1])
         text = b"".join(bytes(data) + (b"" if meta.torn and seq == meta.last else b"\n") for seq, _, data in found)
         return text[start - first:end - first]
 
-    # -- the same names as documents and items (PgStore routes, loki/storage/postgres/store.py) ------------
+    # -- the logs' answers to names the items and the documents share (PgStore asks them: store.py) -------
 
     def log_text(self, rel: str) -> str | None:
         """A log read whole as text (a test's or an inspection's look); None: no such log."""
@@ -295,7 +295,7 @@ class Logs:
 
     def log_token(self, rel: str) -> Hashable | None:
         """A log's token: where its numbering starts and ends (appends and rewrites both change it); None: no log."""
-        found = self.rows(query("log_token"), (rel,))
+        found = self.db.rows(query("log_token"), (rel,))
         if found:
             return ("log", *found[0])
         return None

@@ -159,6 +159,28 @@ class Database:
             unit.__enter__()
         return conn, unit
 
+    def rows(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        """The rows of one statement: in the current unit of work, else on its own (one snapshot).
+
+        Outside a unit, a connection that broke since the last statement (a server restart) is
+        replaced and the read tried once more: a read changes nothing, so it is safe to repeat.
+        """
+        if self.in_transaction:
+            return _fetched(self.conn.execute(sql, params))
+        pg = connecting.driver()  # missing: the error names the extra that installs it
+        for attempt in (1, 2):
+            conn = self.conn
+            try:
+                return _fetched(conn.execute(sql, params))
+            except pg.OperationalError as exc:
+                if not (conn.broken or connecting.is_transient(exc)):
+                    raise connecting.as_loki_error(self.url, exc, conn=conn) from None
+                if attempt == 2:
+                    raise connecting.unreachable(self.url, exc, mid_run=True) from None
+            except pg.Error as exc:
+                raise connecting.as_loki_error(self.url, exc, conn=conn) from None
+        raise AssertionError("unreachable")
+
     def now(self) -> datetime:
         """The database's clock, in whole seconds (``loki.now`` when the session sets it: see the module)."""
         pg = connecting.driver()
@@ -188,6 +210,11 @@ class Database:
         assert self._depth > 0, "a named lock is taken inside a transaction"
         row = self.conn.execute(query("try_lock_domain"), (name,)).fetchone()
         return bool(row and row[0])
+
+
+def _fetched(cursor: psycopg.Cursor[Any]) -> list[tuple[Any, ...]]:
+    """The rows a statement returned ([] for one that returns none: an UPDATE, ANALYZE)."""
+    return cursor.fetchall() if cursor.description is not None else []
 
 
 class BadJson:
