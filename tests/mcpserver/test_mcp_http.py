@@ -15,15 +15,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from loki.storage.store import Store
-from tests.helpers import cli, process_gone, snapshot_bytes, tasks_in, tree_problems
+from tests.helpers import LazyModule, cli, lazy_module_or_skip, process_gone, snapshot_bytes, tasks_in, tree_problems
 from tests.mcpserver.test_mcp_stdio import Barrier, call
 from tests.mcpserver.test_tools import BAD_ARGUMENTS
 
-mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install -e '.[dev]')")
+mcp = lazy_module_or_skip("mcp", reason="the mcp extra is not installed (pip install -e '.[dev]')")
+anyio = LazyModule("anyio")  # both imported by the tests that use them, not by collection
 
 pytestmark = pytest.mark.slow  # real server processes
 

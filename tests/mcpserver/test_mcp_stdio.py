@@ -10,14 +10,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from loki.storage.store import Store
-from tests.helpers import cli, snapshot_bytes, tasks_in, tree_problems
+from tests.helpers import LazyModule, cli, lazy_module_or_skip, snapshot_bytes, tasks_in, tree_problems
 from tests.mcpserver.test_tools import BAD_ARGUMENTS, count_tokens
 
-mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install -e '.[dev]')")
+mcp = lazy_module_or_skip("mcp", reason="the mcp extra is not installed (pip install -e '.[dev]')")
+anyio = LazyModule("anyio")  # both imported by the tests that use them, not by collection
 
 
 def server(root: Path, agent: str | None = "a1", *extra: str) -> Any:

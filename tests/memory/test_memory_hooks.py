@@ -143,6 +143,7 @@ def test_a_javascript_type_error_run_here(project: Path) -> None:
     assert f"at name ({project / 'app.js'}:2:15)" in hit["stack_trace"]
 
 
+@pytest.mark.slow  # two real rustc compiles and a link: ~11 s at load ~7, the slowest test of the fast lane
 @pytest.mark.skipif(shutil.which("rustc") is None, reason="rustc is not installed here")
 def test_a_rust_compile_error_and_a_rust_panic_run_here(project: Path) -> None:
     (project / "mismatch.rs").write_text('fn port(raw: &str) -> u16 {\n    raw\n}\n\nfn main() {\n    port("80");\n}\n')

@@ -13,15 +13,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from loki.resident import files
 from loki.storage.store import Store
-from tests.helpers import cli, loki_proc, process_gone, snapshot_bytes, tasks_in, tree_problems
+from tests.helpers import (
+    LazyModule,
+    cli,
+    lazy_module_or_skip,
+    loki_proc,
+    process_gone,
+    snapshot_bytes,
+    tasks_in,
+    tree_problems,
+)
 from tests.serve.asgi import request
 
-mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install -e '.[dev]')")
+mcp = lazy_module_or_skip("mcp", reason="the mcp extra is not installed (pip install -e '.[dev]')")
+anyio = LazyModule("anyio")  # both imported by the tests that use them, not by collection
 
 from tests.mcpserver.test_mcp_stdio import Barrier, call  # noqa: E402 (needs the SDK)
 from tests.mcpserver.test_tools import BAD_ARGUMENTS  # noqa: E402
