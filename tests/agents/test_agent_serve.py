@@ -95,7 +95,10 @@ def test_server_killed_mid_session(claude_code: Path, project: Path, home: Path)
 
     pre = run.hook_runs("PreToolUse")
     assert [h["outcome"] for h in pre] == ["success", "success", "error", "error", "error"]
-    assert all("ECONNREFUSED" in h["stderr"] for h in pre[2:])
+    # Refused (no server on the port), or reset (the kept-alive connection of the session, cut by the kill, is
+    # found dead on the first call after it): either way Claude Code's "cannot reach the hook" error.
+    gone = ("ECONNREFUSED", "ECONNRESET", "socket hang up")
+    assert all(any(word in h["stderr"] for word in gone) for h in pre[2:]), [h["stderr"] for h in pre[2:]]
     # Nothing recorded after the kill: the one strike from before it, no denial although the call failed 4 times.
     (key,) = loki_json(project, "errors", "list")["strikes"]
     assert key["strike_count"] == 1
