@@ -14,23 +14,23 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 LOKI = REPO / "loki"
+KEPT = (LOKI, REPO / "bench")
+"""The folders whose files are kept once read: the code the checks read. Anything else (a check's own test
+writes a scratch package into tmp_path and rewrites its files between two checks) is read again each time."""
+
+
+def _kept(path: Path) -> bool:
+    return any(path.is_relative_to(folder) for folder in KEPT)
 
 
 def python_files(top: Path) -> tuple[Path, ...]:
-    """Every ``*.py`` under ``top``, sorted: kept when ``top`` is in the repository, listed again otherwise
-    (the checks' own tests build a scratch package in tmp_path)."""
-    return _kept_files(top) if top.is_relative_to(REPO) else tuple(sorted(top.rglob("*.py")))
-
-
-def source(path: Path) -> str:
-    """The file's text: kept when it is the repository's own, read again otherwise (the checks' own tests
-    write a scratch package into tmp_path and rewrite its files between two checks)."""
-    return _kept_source(path) if path.is_relative_to(REPO) else path.read_text(encoding="utf-8")
+    """Every ``*.py`` under ``top``, sorted (kept: see KEPT)."""
+    return _kept_files(top) if _kept(top) else tuple(sorted(top.rglob("*.py")))
 
 
 def parsed(path: Path) -> ast.Module:
-    """The file's tree, on the same terms as :func:`source`."""
-    return _kept_tree(path) if path.is_relative_to(REPO) else ast.parse(path.read_text(encoding="utf-8"))
+    """The file's tree (kept: see KEPT)."""
+    return _kept_tree(path) if _kept(path) else ast.parse(path.read_text(encoding="utf-8"))
 
 
 @functools.cache
@@ -39,19 +39,14 @@ def _kept_files(top: Path) -> tuple[Path, ...]:
 
 
 @functools.cache
-def _kept_source(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
-
-
-@functools.cache
 def _kept_tree(path: Path) -> ast.Module:
-    return ast.parse(_kept_source(path))
+    return ast.parse(path.read_text(encoding="utf-8"))
 
 
 def walked(path: Path) -> tuple[ast.AST, ...]:
-    """Every node of the file's tree in ``ast.walk`` order, on the same terms as :func:`source` (several
-    checks visit each node of every module)."""
-    return _kept_walk(path) if path.is_relative_to(REPO) else tuple(ast.walk(parsed(path)))
+    """Every node of the file's tree in ``ast.walk`` order (kept: see KEPT): several checks visit each node
+    of every module."""
+    return _kept_walk(path) if _kept(path) else tuple(ast.walk(parsed(path)))
 
 
 @functools.cache
