@@ -235,8 +235,6 @@ def driver() -> object:
 class _Worker:
     url: str
     conn: Any
-    check: str
-    shape: tuple[Any, ...]
     reset: str
 
 
@@ -264,23 +262,26 @@ def _new_worker() -> _Worker:
     functions = [row[0] for row in conn.execute(
         "SELECT oid::int FROM pg_proc WHERE pronamespace = %s::regnamespace", (schema,))]
     tables, sequences = relations["r"].values(), relations["S"].values()
-    check = (f"SELECT (SELECT count(*) FROM pg_class WHERE oid = ANY({_oids([*tables, *sequences])})), "
-             "(SELECT md5(string_agg(attrelid::text || attname || atttypid::text, ',' ORDER BY attrelid, attnum)) "
-             f"FROM pg_attribute WHERE attrelid = ANY({_oids(tables)}) AND attnum > 0 AND NOT attisdropped), "
-             f"(SELECT md5(string_agg(prosrc, ',' ORDER BY oid)) FROM pg_proc WHERE oid = ANY({_oids(functions)}))")
+    shape_of = (f"(SELECT count(*) FROM pg_class WHERE oid = ANY({_oids([*tables, *sequences])})), "
+                "(SELECT md5(string_agg(attrelid::text || attname || atttypid::text, ',' ORDER BY attrelid, attnum)) "
+                f"FROM pg_attribute WHERE attrelid = ANY({_oids(tables)}) AND attnum > 0 AND NOT attisdropped), "
+                f"(SELECT md5(string_agg(prosrc, ',' ORDER BY oid)) FROM pg_proc WHERE oid = ANY({_oids(functions)}))")
     seeded = [table for table in relations["r"]
               if conn.execute(f'SELECT EXISTS (SELECT FROM "{seed}"."{table}")').fetchone()[0]]
-    # One round trip: no commit fsync to wait for, no foreign-key order to keep (replica role: the rows
-    # go and come back as a whole), a leftover lock fails it at once instead of hanging it.
-    steps = ["SET LOCAL synchronous_commit = off", "SET LOCAL session_replication_role = replica",
+    count, columns, sources = conn.execute(f"SELECT {shape_of}").fetchone()
+    # One round trip: the shape checked first (a division by zero when it changed: the reset fails and a
+    # fresh schema is made), no commit fsync to wait for, no foreign-key order to keep (replica role: the
+    # rows go and come back as a whole), a leftover lock fails it at once instead of hanging it.
+    digests = ", ".join("NULL" if digest is None else f"'{digest}'" for digest in (columns, sources))  # md5 hex
+    steps = [f"SELECT 1 / (ROW({shape_of}) IS NOT DISTINCT FROM ROW({int(count)}::bigint, {digests}))::int",
+             "SET LOCAL synchronous_commit = off", "SET LOCAL session_replication_role = replica",
              "SET LOCAL lock_timeout = '2s'"]
     steps += [f'DELETE FROM "{schema}"."{table}"' for table in relations["r"]]
     steps += [f'INSERT INTO "{schema}"."{table}" SELECT * FROM "{seed}"."{table}"' for table in seeded]
     steps += [f"SELECT setval('\"{schema}\".\"{sequence}\"', last_value, is_called) FROM \"{seed}\".\"{sequence}\""
               for sequence in relations["S"]]
     reset = "BEGIN; " + "; ".join(steps) + "; COMMIT"
-    shape = tuple(conn.execute(check).fetchone())
-    return _Worker(url=url, conn=conn, check=check, shape=shape, reset=reset)
+    return _Worker(url=url, conn=conn, reset=reset)
 
 
 def _reset(worker: _Worker) -> bool:
@@ -288,8 +289,6 @@ def _reset(worker: _Worker) -> bool:
     import psycopg
 
     try:
-        if tuple(worker.conn.execute(worker.check).fetchone()) != worker.shape:
-            return False
         worker.conn.execute(worker.reset)
     except psycopg.Error:
         with contextlib.suppress(psycopg.Error):
@@ -298,8 +297,19 @@ def _reset(worker: _Worker) -> bool:
     return True
 
 
+_worker_taken_by: list[str] = []
+"""The test the worker's schema was last handed to: a second ask of the same test gets a schema of its own."""
+
+
 def worker_schema_url() -> str:
-    """The URL of this process's migrated schema, emptied back to its just-migrated state (see above)."""
+    """The URL of this process's migrated schema, emptied back to its just-migrated state (see above).
+
+    Once per test: a test that asks again (``make_store`` and ``postgres_store`` in one test) is given a fresh
+    schema, never the one it already uses emptied under it."""
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]  # "<nodeid> (setup|call|teardown)"
+    if test and _worker_taken_by == [test]:
+        return fresh_schema_url()
+    _worker_taken_by[:] = [test]
     worker = _worker.get("worker")
     if worker is not None and _reset(worker):
         return worker.url
