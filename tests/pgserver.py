@@ -107,8 +107,9 @@ PASSWORD = "s3cret-Pw-for-tests"
 _ports = itertools.count(55432 + (os.getpid() % 500) * 8)
 
 
-def start_cluster() -> Cluster:
-    """initdb + pg_ctl start in a new temporary directory; removed at exit."""
+def start_cluster(*, removed_at_exit: bool = True) -> Cluster:
+    """initdb + pg_ctl start in a new temporary directory; removed at this process's exit (unless told not:
+    the cluster a run's workers share, see :func:`_run_cluster`)."""
     initdb = _binary("initdb")
     if initdb is None or _binary("pg_ctl") is None:
         unavailable("initdb and pg_ctl were not found on PATH or under /usr/lib/postgresql")
@@ -135,7 +136,8 @@ def start_cluster() -> Cluster:
     with open(hba, "w") as handle:
         handle.write(f"local all {PASSWORD_ROLE} scram-sha-256\n{rules}")
     cluster.start()
-    atexit.register(cluster.remove)
+    if removed_at_exit:
+        atexit.register(cluster.remove)
     import psycopg
 
     with psycopg.connect(cluster.url(), autocommit=True) as conn:
@@ -147,15 +149,92 @@ _shared: dict[str, object] = {}
 
 
 def server_url() -> str:
-    """The URL of the database the tests use (LOKI_TEST_DATABASE_URL, else a session-wide cluster)."""
+    """The URL of the database the tests use (LOKI_TEST_DATABASE_URL, else a run-wide cluster)."""
     url = os.environ.get(URL_ENV)
     if url:
         return url
     if "cluster" not in _shared:
-        _shared["cluster"] = start_cluster()
+        _shared["cluster"] = _run_cluster() if os.environ.get(RUN_ENV) else start_cluster()
     cluster = _shared["cluster"]
     assert isinstance(cluster, Cluster)
     return cluster.url()
+
+
+# -- one throwaway cluster for all pytest-xdist workers of a run -----------------------------------------
+# Each worker used to initdb and start a cluster of its own (~1-2 s each, two servers' background processes
+# on 2 cores). The first worker that needs PostgreSQL starts it, under a file lock in a directory named by
+# the run (PYTEST_XDIST_TESTRUNUID); the others find it there. Every worker using it holds a shared lock on
+# ``users`` until its exit; the last to leave (it gets that lock exclusively) stops and removes it. A run
+# killed before that (SIGKILL of pytest) is cleaned up by a watchdog process that waits for the run's
+# controller (the workers' parent) to end. Each worker still has its own schemas in it (the names carry the
+# pid); tests that stop or kill a server start a cluster of their own (start_cluster), never this one.
+
+RUN_ENV = "PYTEST_XDIST_TESTRUNUID"
+
+_WATCHDOG = """
+import os, select, shutil, subprocess, sys, time
+controller, directory, home, pg_ctl, *runuser = sys.argv[1:]
+try:
+    select.select([os.pidfd_open(int(controller))], [], [])
+except (AttributeError, OSError):  # no pidfd: ask every second
+    while os.path.exists(f"/proc/{controller}"):
+        time.sleep(1)
+if os.path.isdir(f"{directory}/data"):
+    subprocess.run([*runuser, pg_ctl, "-D", f"{directory}/data", "-m", "immediate", "-w", "stop"],
+                   capture_output=True, check=False)
+shutil.rmtree(directory, ignore_errors=True)
+shutil.rmtree(home, ignore_errors=True)
+"""
+
+
+def _run_cluster() -> Cluster:
+    """The cluster this run's workers share, started by the first that asks (see above)."""
+    import fcntl
+    import json
+    import sys
+
+    home = os.path.join(tempfile.gettempdir(), f"loki-pg-run-{os.environ[RUN_ENV]}")
+    os.makedirs(home, exist_ok=True)
+    found = os.path.join(home, "cluster.json")
+    with open(os.path.join(home, "lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        users = open(os.path.join(home, "users"), "a")  # noqa: SIM115 (held until this process ends)
+        fcntl.flock(users, fcntl.LOCK_SH)
+        atexit.register(_leave_run_cluster, home, users)
+        if os.path.exists(found):
+            with open(found) as handle:
+                return Cluster(**json.load(handle))
+        cluster = start_cluster(removed_at_exit=False)
+        pg_ctl = _binary("pg_ctl")
+        assert pg_ctl
+        runuser = ["runuser", "-u", cluster.owner, "--"] if cluster.owner else []
+        subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getppid()), cluster.directory, home, pg_ctl,
+                          *runuser], start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+        with open(found + ".new", "w") as handle:
+            json.dump({"directory": cluster.directory, "port": cluster.port, "owner": cluster.owner,
+                       "log": cluster.log, "pid": cluster.pid}, handle)
+        os.replace(found + ".new", found)
+        return cluster
+
+
+def _leave_run_cluster(home: str, users: Any) -> None:
+    """At a worker's exit: the last worker using the run's cluster stops and removes it."""
+    import fcntl
+    import json
+
+    with open(os.path.join(home, "lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        fcntl.flock(users, fcntl.LOCK_UN)
+        try:
+            fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # another worker still uses it
+        found = os.path.join(home, "cluster.json")
+        if os.path.exists(found):
+            with open(found) as handle:
+                Cluster(**json.load(handle)).remove()
+            os.remove(found)
 
 
 _schemas = itertools.count(1)
