@@ -172,17 +172,23 @@ def server_url() -> str:
 RUN_ENV = "PYTEST_XDIST_TESTRUNUID"
 
 _WATCHDOG = """
-import os, select, shutil, subprocess, sys, time
-controller, directory, home, pg_ctl, *runuser = sys.argv[1:]
+import json, os, select, shutil, subprocess, sys, time
+controller, home = sys.argv[1:]
 try:
     select.select([os.pidfd_open(int(controller))], [], [])
 except (AttributeError, OSError):  # no pidfd: ask every second
     while os.path.exists(f"/proc/{controller}"):
         time.sleep(1)
-if os.path.isdir(f"{directory}/data"):
-    subprocess.run([*runuser, pg_ctl, "-D", f"{directory}/data", "-m", "immediate", "-w", "stop"],
-                   capture_output=True, check=False)
-shutil.rmtree(directory, ignore_errors=True)
+try:
+    with open(os.path.join(home, "cluster.json")) as handle:
+        cluster = json.load(handle)
+except OSError:
+    cluster = None  # never started, or the last worker removed it
+if cluster is not None:
+    runuser = ["runuser", "-u", cluster["owner"], "--"] if cluster["owner"] else []
+    subprocess.run([*runuser, cluster["pg_ctl"], "-D", cluster["directory"] + "/data", "-m", "immediate", "-w",
+                    "stop"], capture_output=True, check=False)
+    shutil.rmtree(cluster["directory"], ignore_errors=True)
 shutil.rmtree(home, ignore_errors=True)
 """
 
@@ -194,7 +200,13 @@ def _run_cluster() -> Cluster:
     import sys
 
     home = os.path.join(tempfile.gettempdir(), f"loki-pg-run-{os.environ[RUN_ENV]}")
-    os.makedirs(home, exist_ok=True)
+    try:
+        os.mkdir(home)
+    except FileExistsError:
+        pass
+    else:  # the first worker here: whatever happens next, the directory goes when the run ends
+        subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getppid()), home], start_new_session=True,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     found = os.path.join(home, "cluster.json")
     with open(os.path.join(home, "lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -203,17 +215,13 @@ def _run_cluster() -> Cluster:
         atexit.register(_leave_run_cluster, home, users)
         if os.path.exists(found):
             with open(found) as handle:
-                return Cluster(**json.load(handle))
+                saved = json.load(handle)
+            saved.pop("pg_ctl")
+            return Cluster(**saved)
         cluster = start_cluster(removed_at_exit=False)
-        pg_ctl = _binary("pg_ctl")
-        assert pg_ctl
-        runuser = ["runuser", "-u", cluster.owner, "--"] if cluster.owner else []
-        subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getppid()), cluster.directory, home, pg_ctl,
-                          *runuser], start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
         with open(found + ".new", "w") as handle:
             json.dump({"directory": cluster.directory, "port": cluster.port, "owner": cluster.owner,
-                       "log": cluster.log, "pid": cluster.pid}, handle)
+                       "log": cluster.log, "pid": cluster.pid, "pg_ctl": _binary("pg_ctl")}, handle)
         os.replace(found + ".new", found)
         return cluster
 
@@ -233,7 +241,9 @@ def _leave_run_cluster(home: str, users: Any) -> None:
         found = os.path.join(home, "cluster.json")
         if os.path.exists(found):
             with open(found) as handle:
-                Cluster(**json.load(handle)).remove()
+                saved = json.load(handle)
+            saved.pop("pg_ctl")
+            Cluster(**saved).remove()
             os.remove(found)
 
 
