@@ -172,13 +172,13 @@ def backend_store(make_store: Callable[..., Any]) -> Any:
 
 
 def postgres_store(root: Path, clock: ManualClock, config: dict[str, Any] | None = None) -> Any:
-    """A PgStore over a fresh schema of the test server, with ``root`` as this machine's tree (for tests that
-    need a PostgreSQL store outside the backend fixture: tests/storage/postgres/test_postgres_state.py,
-    *_processes.py)."""
+    """A PgStore over this worker's migrated schema, emptied (a fresh one when the test already has it), with
+    ``root`` as this machine's tree (for tests that need a PostgreSQL store outside the backend fixture:
+    tests/storage/postgres/test_postgres_state.py, *_processes.py)."""
     from loki.storage.postgres.store import PgStore
-    from tests.pgserver import fresh_schema_url
+    from tests.pgserver import worker_schema_url
 
-    return PgStore.open(fresh_schema_url(), root=str(root), clock=clock, lease_clock=clock, config=config)
+    return PgStore.open(worker_schema_url(), root=str(root), clock=clock, lease_clock=clock, config=config)
 
 
 # -- the real agents (tests/agents/) -------------------------------------------------------------------

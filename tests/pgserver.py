@@ -107,8 +107,9 @@ PASSWORD = "s3cret-Pw-for-tests"
 _ports = itertools.count(55432 + (os.getpid() % 500) * 8)
 
 
-def start_cluster() -> Cluster:
-    """initdb + pg_ctl start in a new temporary directory; removed at exit."""
+def start_cluster(*, removed_at_exit: bool = True) -> Cluster:
+    """initdb + pg_ctl start in a new temporary directory; removed at this process's exit (unless told not:
+    the cluster a run's workers share, see :func:`_run_cluster`)."""
     initdb = _binary("initdb")
     if initdb is None or _binary("pg_ctl") is None:
         unavailable("initdb and pg_ctl were not found on PATH or under /usr/lib/postgresql")
@@ -135,7 +136,8 @@ def start_cluster() -> Cluster:
     with open(hba, "w") as handle:
         handle.write(f"local all {PASSWORD_ROLE} scram-sha-256\n{rules}")
     cluster.start()
-    atexit.register(cluster.remove)
+    if removed_at_exit:
+        atexit.register(cluster.remove)
     import psycopg
 
     with psycopg.connect(cluster.url(), autocommit=True) as conn:
@@ -147,15 +149,102 @@ _shared: dict[str, object] = {}
 
 
 def server_url() -> str:
-    """The URL of the database the tests use (LOKI_TEST_DATABASE_URL, else a session-wide cluster)."""
+    """The URL of the database the tests use (LOKI_TEST_DATABASE_URL, else a run-wide cluster)."""
     url = os.environ.get(URL_ENV)
     if url:
         return url
     if "cluster" not in _shared:
-        _shared["cluster"] = start_cluster()
+        _shared["cluster"] = _run_cluster() if os.environ.get(RUN_ENV) else start_cluster()
     cluster = _shared["cluster"]
     assert isinstance(cluster, Cluster)
     return cluster.url()
+
+
+# -- one throwaway cluster for all pytest-xdist workers of a run -----------------------------------------
+# Each worker used to initdb and start a cluster of its own (~1-2 s each, two servers' background processes
+# on 2 cores). The first worker that needs PostgreSQL starts it, under a file lock in a directory named by
+# the run (PYTEST_XDIST_TESTRUNUID); the others find it there. Every worker using it holds a shared lock on
+# ``users`` until its exit; the last to leave (it gets that lock exclusively) stops and removes it. A run
+# killed before that (SIGKILL of pytest) is cleaned up by a watchdog process that waits for the run's
+# controller (the workers' parent) to end. Each worker still has its own schemas in it (the names carry the
+# pid); tests that stop or kill a server start a cluster of their own (start_cluster), never this one.
+
+RUN_ENV = "PYTEST_XDIST_TESTRUNUID"
+
+_WATCHDOG = """
+import json, os, select, shutil, subprocess, sys, time
+controller, home = sys.argv[1:]
+try:
+    select.select([os.pidfd_open(int(controller))], [], [])
+except (AttributeError, OSError):  # no pidfd: ask every second
+    while os.path.exists(f"/proc/{controller}"):
+        time.sleep(1)
+try:
+    with open(os.path.join(home, "cluster.json")) as handle:
+        cluster = json.load(handle)
+except OSError:
+    cluster = None  # never started, or the last worker removed it
+if cluster is not None:
+    runuser = ["runuser", "-u", cluster["owner"], "--"] if cluster["owner"] else []
+    subprocess.run([*runuser, cluster["pg_ctl"], "-D", cluster["directory"] + "/data", "-m", "immediate", "-w",
+                    "stop"], capture_output=True, check=False)
+    shutil.rmtree(cluster["directory"], ignore_errors=True)
+shutil.rmtree(home, ignore_errors=True)
+"""
+
+
+def _run_cluster() -> Cluster:
+    """The cluster this run's workers share, started by the first that asks (see above)."""
+    import fcntl
+    import json
+    import sys
+
+    home = os.path.join(tempfile.gettempdir(), f"loki-pg-run-{os.environ[RUN_ENV]}")
+    try:
+        os.mkdir(home)
+    except FileExistsError:
+        pass
+    else:  # the first worker here: whatever happens next, the directory goes when the run ends
+        subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getppid()), home], start_new_session=True,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    found = os.path.join(home, "cluster.json")
+    with open(os.path.join(home, "lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        users = open(os.path.join(home, "users"), "a")  # noqa: SIM115 (held until this process ends)
+        fcntl.flock(users, fcntl.LOCK_SH)
+        atexit.register(_leave_run_cluster, home, users)
+        if os.path.exists(found):
+            with open(found) as handle:
+                saved = json.load(handle)
+            saved.pop("pg_ctl")
+            return Cluster(**saved)
+        cluster = start_cluster(removed_at_exit=False)
+        with open(found + ".new", "w") as handle:
+            json.dump({"directory": cluster.directory, "port": cluster.port, "owner": cluster.owner,
+                       "log": cluster.log, "pid": cluster.pid, "pg_ctl": _binary("pg_ctl")}, handle)
+        os.replace(found + ".new", found)
+        return cluster
+
+
+def _leave_run_cluster(home: str, users: Any) -> None:
+    """At a worker's exit: the last worker using the run's cluster stops and removes it."""
+    import fcntl
+    import json
+
+    with open(os.path.join(home, "lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        fcntl.flock(users, fcntl.LOCK_UN)
+        try:
+            fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # another worker still uses it
+        found = os.path.join(home, "cluster.json")
+        if os.path.exists(found):
+            with open(found) as handle:
+                saved = json.load(handle)
+            saved.pop("pg_ctl")
+            Cluster(**saved).remove()
+            os.remove(found)
 
 
 _schemas = itertools.count(1)
@@ -235,8 +324,6 @@ def driver() -> object:
 class _Worker:
     url: str
     conn: Any
-    check: str
-    shape: tuple[Any, ...]
     reset: str
 
 
@@ -264,23 +351,26 @@ def _new_worker() -> _Worker:
     functions = [row[0] for row in conn.execute(
         "SELECT oid::int FROM pg_proc WHERE pronamespace = %s::regnamespace", (schema,))]
     tables, sequences = relations["r"].values(), relations["S"].values()
-    check = (f"SELECT (SELECT count(*) FROM pg_class WHERE oid = ANY({_oids([*tables, *sequences])})), "
-             "(SELECT md5(string_agg(attrelid::text || attname || atttypid::text, ',' ORDER BY attrelid, attnum)) "
-             f"FROM pg_attribute WHERE attrelid = ANY({_oids(tables)}) AND attnum > 0 AND NOT attisdropped), "
-             f"(SELECT md5(string_agg(prosrc, ',' ORDER BY oid)) FROM pg_proc WHERE oid = ANY({_oids(functions)}))")
+    shape_of = (f"(SELECT count(*) FROM pg_class WHERE oid = ANY({_oids([*tables, *sequences])})), "
+                "(SELECT md5(string_agg(attrelid::text || attname || atttypid::text, ',' ORDER BY attrelid, attnum)) "
+                f"FROM pg_attribute WHERE attrelid = ANY({_oids(tables)}) AND attnum > 0 AND NOT attisdropped), "
+                f"(SELECT md5(string_agg(prosrc, ',' ORDER BY oid)) FROM pg_proc WHERE oid = ANY({_oids(functions)}))")
     seeded = [table for table in relations["r"]
               if conn.execute(f'SELECT EXISTS (SELECT FROM "{seed}"."{table}")').fetchone()[0]]
-    # One round trip: no commit fsync to wait for, no foreign-key order to keep (replica role: the rows
-    # go and come back as a whole), a leftover lock fails it at once instead of hanging it.
-    steps = ["SET LOCAL synchronous_commit = off", "SET LOCAL session_replication_role = replica",
+    count, columns, sources = conn.execute(f"SELECT {shape_of}").fetchone()
+    # One round trip: the shape checked first (a division by zero when it changed: the reset fails and a
+    # fresh schema is made), no commit fsync to wait for, no foreign-key order to keep (replica role: the
+    # rows go and come back as a whole), a leftover lock fails it at once instead of hanging it.
+    digests = ", ".join("NULL" if digest is None else f"'{digest}'" for digest in (columns, sources))  # md5 hex
+    steps = [f"SELECT 1 / (ROW({shape_of}) IS NOT DISTINCT FROM ROW({int(count)}::bigint, {digests}))::int",
+             "SET LOCAL synchronous_commit = off", "SET LOCAL session_replication_role = replica",
              "SET LOCAL lock_timeout = '2s'"]
     steps += [f'DELETE FROM "{schema}"."{table}"' for table in relations["r"]]
     steps += [f'INSERT INTO "{schema}"."{table}" SELECT * FROM "{seed}"."{table}"' for table in seeded]
     steps += [f"SELECT setval('\"{schema}\".\"{sequence}\"', last_value, is_called) FROM \"{seed}\".\"{sequence}\""
               for sequence in relations["S"]]
     reset = "BEGIN; " + "; ".join(steps) + "; COMMIT"
-    shape = tuple(conn.execute(check).fetchone())
-    return _Worker(url=url, conn=conn, check=check, shape=shape, reset=reset)
+    return _Worker(url=url, conn=conn, reset=reset)
 
 
 def _reset(worker: _Worker) -> bool:
@@ -288,8 +378,6 @@ def _reset(worker: _Worker) -> bool:
     import psycopg
 
     try:
-        if tuple(worker.conn.execute(worker.check).fetchone()) != worker.shape:
-            return False
         worker.conn.execute(worker.reset)
     except psycopg.Error:
         with contextlib.suppress(psycopg.Error):
@@ -298,8 +386,19 @@ def _reset(worker: _Worker) -> bool:
     return True
 
 
+_worker_taken_by: list[str] = []
+"""The test the worker's schema was last handed to: a second ask of the same test gets a schema of its own."""
+
+
 def worker_schema_url() -> str:
-    """The URL of this process's migrated schema, emptied back to its just-migrated state (see above)."""
+    """The URL of this process's migrated schema, emptied back to its just-migrated state (see above).
+
+    Once per test: a test that asks again (``make_store`` and ``postgres_store`` in one test) is given a fresh
+    schema, never the one it already uses emptied under it."""
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]  # "<nodeid> (setup|call|teardown)"
+    if test and _worker_taken_by == [test]:
+        return fresh_schema_url()
+    _worker_taken_by[:] = [test]
     worker = _worker.get("worker")
     if worker is not None and _reset(worker):
         return worker.url

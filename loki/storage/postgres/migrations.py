@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 
-from loki.storage.postgres.connect import DatabaseError, without_password
+from loki.storage.postgres.connect import DatabaseError, driver, without_password
 from loki.storage.postgres.queries import query
 
 TYPE_CHECKING = False  # see loki/__init__.py: keep typing off the import path
@@ -40,8 +40,14 @@ def migrations() -> list[tuple[int, str, str]]:
     return found
 
 
+_latest: list[int] = []
+
+
 def latest() -> int:
-    return len(migrations())
+    """The version this loki's migrations lead to (their files are counted once per process)."""
+    if not _latest:
+        _latest.append(len(migrations()))
+    return _latest[0]
 
 
 def _tables(conn: psycopg.Connection[Any]) -> list[str]:
@@ -93,6 +99,23 @@ def check(conn: psycopg.Connection[Any]) -> int:
         raise DatabaseError(f"{_where(conn)} has loki schema version {have}; this loki needs {want}: "
                             "run `loki db upgrade`", schema_version=have, supported=want)
     return have
+
+
+def schema_and_version(conn: psycopg.Connection[Any]) -> tuple[str, int]:
+    """:func:`schema_name` and :func:`check` of a connection just opened, in one round trip when the schema
+    is loki's at this loki's version (every open of a tree but the first); anything else (no loki tables,
+    another application's, an older or newer version) is asked again one query at a time, for the error
+    that says which."""
+    psycopg = driver()
+    try:
+        row = conn.execute(query("schema_at_open")).fetchone()
+    except psycopg.Error:
+        if conn.broken:
+            raise
+        row = None  # no loki_migrations on the search_path (autocommit: nothing was aborted)
+    if row is not None and row[0] is not None and row[1] and row[2] == latest():
+        return str(row[0]), int(row[2])
+    return schema_name(conn), check(conn)
 
 
 def upgrade(conn: psycopg.Connection[Any]) -> list[tuple[int, str]]:

@@ -76,9 +76,10 @@ class Database:
         psycopg = connecting.driver()
         try:
             strict_json(conn)
-            self.schema = migrations.schema_name(conn)
             if self.check_schema:
-                self.schema_version = migrations.check(conn)
+                self.schema, self.schema_version = migrations.schema_and_version(conn)
+            else:
+                self.schema = migrations.schema_name(conn)
         except psycopg.Error as exc:  # the server went away again right after accepting us
             conn.close()
             raise connecting.as_loki_error(self.url, exc, conn=conn) from None

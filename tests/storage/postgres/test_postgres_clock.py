@@ -47,7 +47,7 @@ def shifted(when: datetime, hours: float) -> str:
 
 @pytest.fixture
 def url() -> str:
-    return pgserver.fresh_schema_url()
+    return pgserver.worker_schema_url()  # migrated and emptied: as a fresh schema, without migrating one per test
 
 
 @pytest.fixture

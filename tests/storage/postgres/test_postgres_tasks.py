@@ -30,9 +30,9 @@ NOW = "2026-01-25T10:00:00Z"
 
 @pytest.fixture
 def url() -> str:
-    from tests.pgserver import fresh_schema_url
+    from tests.pgserver import worker_schema_url
 
-    return fresh_schema_url()
+    return worker_schema_url()  # migrated and emptied: as a fresh schema, without migrating one per test
 
 
 @pytest.fixture

@@ -547,6 +547,17 @@ SELECT current_schema()
 -- The highest migration applied.
 SELECT coalesce(max(version), 0) FROM loki_migrations
 
+-- schema_at_open --
+-- Opening a tree in one round trip: the schema the connection uses, whether loki's tables are in it
+-- (loki_meta visible to this role, and the loki_migrations the statement reads is that schema's own), and
+-- the schema's version. Fails when no loki_migrations is on the search_path: the caller then asks
+-- schema_tables, current_schema and schema_version one by one, for the error that says what is there.
+SELECT current_schema(),
+       coalesce(has_table_privilege(to_regclass(format('%I.loki_meta', current_schema())),
+                                    'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'), false)
+         AND 'loki_migrations'::regclass = to_regclass(format('%I.loki_migrations', current_schema())),
+       (SELECT coalesce(max(version), 0) FROM loki_migrations)
+
 -- lock_migrations --
 -- One upgrader per schema at a time, across machines; released at commit.
 SELECT pg_advisory_xact_lock(hashtext('loki:migrate:' || current_schema()))
