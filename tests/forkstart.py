@@ -255,11 +255,9 @@ class Spawned:
     worker tests use (``pid``, ``stdout``, ``send_signal``, ``poll``, ``wait``, ``communicate``,
     ``returncode``); stderr goes to a file (``stderr`` reads it: all of it once the process has ended)."""
 
-    def __init__(self, zygote: _Zygote, pid: int, stdout: Any, stderr_path: str) -> None:
-        self._zygote, self.pid, self.stdout = zygote, pid, stdout
-        # what the process wrote so far, all of it once it ended (closed by communicate)
-        self.stderr = open(stderr_path, errors="replace")  # noqa: SIM115
-        os.unlink(stderr_path)
+    def __init__(self, zygote: _Zygote, pid: int, stdout: Any, stderr: Any) -> None:
+        # stderr: the file the process writes, unlinked (what it wrote so far; all of it once it ended)
+        self._zygote, self.pid, self.stdout, self.stderr = zygote, pid, stdout, stderr
         self.returncode: int | None = None
 
     def send_signal(self, sig: int) -> None:
@@ -285,10 +283,12 @@ class Spawned:
             self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
-    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+    def communicate(self, timeout: float | None = None) -> tuple[Any, Any]:
         """Everything left on stdout (to its end: the process and its children closed it), then the exit."""
-        out = self.stdout.read()
-        self.stdout.close()
+        out = None
+        if self.stdout is not None:
+            out = self.stdout.read()
+            self.stdout.close()
         self.wait(timeout)
         text = self.stderr.read()
         self.stderr.close()
@@ -352,13 +352,21 @@ class _Zygote:
             return self.exits.pop(pid)
 
 
+def _start_of(env: dict[str, str]) -> dict[str, str]:
+    """What of ``env`` sets how an interpreter starts, but PYTHONDONTWRITEBYTECODE: a forked child sets
+    ``sys.dont_write_bytecode`` from its own environment (:func:`_module_child`), as a start would."""
+    return {k: v for k, v in env.items() if k.startswith(_START_KEYS) and k != "PYTHONDONTWRITEBYTECODE"}
+
+
 _zygote_proc: _Zygote | None = None
 _zygote_pid: int | None = None
 
 
 def spawn_module(module: str, args: list[str], *, cwd: str | os.PathLike[str] | None = None,
-                 env: dict[str, str] | None = None) -> Spawned | subprocess.Popen[str]:
-    """``subprocess.Popen([python, "-m", module, *args], stdout=PIPE, stderr=PIPE, text=True)``, forked warm.
+                 env: dict[str, str] | None = None, stdout: int = subprocess.PIPE,
+                 text: bool = True) -> Spawned | subprocess.Popen[Any]:
+    """``subprocess.Popen([python, "-m", module, *args], stdout=PIPE, stderr=PIPE, text=text)``, forked warm
+    (``stdout=subprocess.DEVNULL``: its output thrown away, ``.stdout`` None).
 
     An environment that changes how an interpreter starts (see :func:`run`) gets a cold ``Popen`` instead."""
     global _zygote_proc, _zygote_pid
@@ -367,18 +375,23 @@ def spawn_module(module: str, args: list[str], *, cwd: str | os.PathLike[str] | 
     if _zygote_proc is None or _zygote_pid != os.getpid() or _zygote_proc.proc.poll() is not None:
         _zygote_proc, _zygote_pid = _Zygote(), os.getpid()
     zygote = _zygote_proc
-    starts = {k: v for k, v in full_env.items() if k.startswith(_START_KEYS)}
-    if starts != {k: v for k, v in zygote.env.items() if k.startswith(_START_KEYS)}:
+    if _start_of(full_env) != _start_of(zygote.env):
         return subprocess.Popen([sys.executable, "-m", module, *args], cwd=where, env=full_env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    reader, writer = os.pipe()
+                                stdout=stdout, stderr=subprocess.PIPE, text=text)
+    if stdout == subprocess.DEVNULL:
+        reader, writer = None, os.open(os.devnull, os.O_WRONLY)
+    else:
+        reader, writer = os.pipe()
     handle, err_path = tempfile.mkstemp(prefix="loki-spawn-", suffix=".err")
     try:
         pid = zygote.spawn({"module": module, "argv": list(args), "cwd": where, "env": full_env}, [writer, handle])
     finally:
         os.close(writer)  # the child holds the only writer now: its end is the pipe's end
         os.close(handle)
-    return Spawned(zygote, pid, open(reader, errors="replace"), err_path)
+    mode: dict[str, Any] = {"mode": "r", "errors": "replace"} if text else {"mode": "rb"}
+    err = open(err_path, **mode)  # noqa: SIM115 (Spawned's stderr, closed by communicate)
+    os.unlink(err_path)
+    return Spawned(zygote, pid, None if reader is None else open(reader, **mode), err)
 
 
 def _zygote(preload: tuple[str, ...], fd: int) -> None:
@@ -440,6 +453,7 @@ def _module_child(request: dict[str, Any], out: int, err: int) -> None:
     os.dup2(err, 2)
     os.close(out)
     os.close(err)
+    sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
     sys.argv = [request["module"], *request["argv"]]
     sys.path[0] = request["cwd"]
     code: Any = 0
