@@ -32,8 +32,10 @@ test: $(STAMP_DEV)
 
 # The inner loop: everything but the tests marked slow (crash, torture, fuzz, model, process races), on two
 # workers (pytest-xdist: the fast lane mostly waits on fsync, subprocesses and PostgreSQL, so two overlap).
+# worksteal: an idle worker takes tests queued on the other; with the default `load` one worker ended ~10 s before
+# the other (BENCHMARKS.md, "Test suite").
 test-fast: $(STAMP_DEV)
-	$(PY) -m pytest -q -m "not slow" -n 2
+	$(PY) -m pytest -q -m "not slow" -n 2 --dist worksteal
 
 # The end-to-end tests with the real agents alone (tests/agents/: Claude Code, installed with npm into
 # .cache/agents/ on first use). `make test` runs them too; without node and npm they skip, saying why.

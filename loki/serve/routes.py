@@ -32,6 +32,19 @@ MAX_FORM_BYTES = 64 * 1024
 FILTERS = ("state", "type", "agent", "q")
 
 
+def waker(loop: asyncio.AbstractEventLoop, dirty: asyncio.Event) -> Any:
+    """What the store's observer calls, from its own thread, to wake the feed's loop. The observer can outlive that
+    loop (a server shutting down, an app whose client closed): a wake then finds nobody to wake and is dropped,
+    instead of raising "Event loop is closed" in the observer's thread."""
+
+    def wake() -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed between the check and the call
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(dirty.set)
+
+    return wake
+
+
 def _store(root: str) -> Any:
     from loki.storage.opening import open_store
 
@@ -69,8 +82,7 @@ class Feed:
             self._changed, self._dirty = asyncio.Condition(), asyncio.Event()
             dirty = self._dirty
 
-            def wake() -> None:  # from the observer's thread
-                loop.call_soon_threadsafe(dirty.set)
+            wake = waker(loop, dirty)
 
             store = await run_in_threadpool(self._open)
             self._observers = [store.observe(name, wake) for name in WATCHED]

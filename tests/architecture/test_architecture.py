@@ -9,6 +9,7 @@ they never run.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +17,9 @@ from pathlib import Path
 import typer.main
 
 from loki.cli.app import build_app
+from tests.architecture import codebase
 
-LOKI = Path(__file__).resolve().parents[2] / "loki"
+LOKI = codebase.LOKI
 
 KNOWN_CIRCLES: list[set[str]] = []  # none: the last one (queue/deadletter/escalations) went with the task store
 
@@ -58,13 +60,20 @@ def imports_of(name: str, path: Path, modules: set[str]) -> set[str]:
                     found.add(target if target in modules else base)
             visit(child)
 
-    visit(ast.parse(path.read_text(encoding="utf-8")))
+    visit(codebase.parsed(path))
     return {module for module in found if module in modules and module != name}
 
 
 def import_graph(package: Path) -> dict[str, set[str]]:
-    paths = {module_name(package, path): path for path in package.rglob("*.py")}
+    paths = {module_name(package, path): path for path in codebase.python_files(package)}
     return {name: imports_of(name, path, set(paths)) for name, path in paths.items()}
+
+
+@functools.cache
+def loki_graph() -> dict[str, set[str]]:
+    """loki's graph, built once for the tests below that read it (type-only imports left out, unlike
+    test_layers.py's)."""
+    return import_graph(LOKI)
 
 
 def circles(graph: dict[str, set[str]]) -> list[set[str]]:
@@ -110,7 +119,7 @@ def circles(graph: dict[str, set[str]]) -> list[set[str]]:
 
 
 def test_loki_has_no_import_circles() -> None:
-    found = circles(import_graph(LOKI))
+    found = circles(loki_graph())
     assert [sorted(c) for c in found if c not in KNOWN_CIRCLES] == []
 
 
@@ -135,7 +144,7 @@ def test_the_cli_package_fast_lanes_and_hook_boundary_import_no_typer_rich_or_cl
 
 def test_only_the_entry_point_imports_the_fast_lanes() -> None:
     """What the typer app and the fast lanes share is in loki.cli.output: the dependency points inward."""
-    graph = import_graph(LOKI)
+    graph = loki_graph()
     importers = sorted(name for name, targets in graph.items() if targets & {"loki.cli.fast", "loki.cli_fast"})
     assert importers == []  # loki.entry names it as a string, imported only when a lane may take the command
     assert "loki.cli.output" in graph["loki.cli.fast"] and "loki.cli.output" in graph["loki.cli.app"]
@@ -165,9 +174,9 @@ def test_each_concept_is_a_folder_and_the_top_level_holds_only_what_they_share()
 def test_package_inits_import_nothing() -> None:
     """An ``__init__`` that imported its package's modules would make every hook pay for all of them
     (docs/STYLE.md); ``loki/__init__.py`` itself imports only importlib, for its lazy exports."""
-    for path in sorted(LOKI.rglob("__init__.py")):
+    for path in [path for path in codebase.python_files(LOKI) if path.name == "__init__.py"]:
         imports = {alias.name if isinstance(node, ast.Import) else node.module or "."
-                   for node in ast.parse(path.read_text(encoding="utf-8")).body  # top level: what importing runs
+                   for node in codebase.parsed(path).body  # top level: what importing runs
                    if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
         allowed = {"__future__", "importlib"} if path.parent == LOKI else {"__future__"}
         assert imports <= allowed, f"{path.relative_to(LOKI.parent)} imports {sorted(imports - allowed)}"

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-LOKI = Path(__file__).resolve().parents[2] / "loki"
+from tests.architecture import codebase
+
+LOKI = codebase.LOKI
 
 LAYERS: list[tuple[str, ...]] = [
     ("shared",),    # errors clock config wording stopsignals regularfile argv: the ground every floor stands on
@@ -55,7 +57,7 @@ KNOWN_CIRCLES: list[set[str]] = []  # none: the storage-internal ones went with 
 
 def module_names(package: Path) -> dict[str, Path]:
     found = {}
-    for path in package.rglob("*.py"):
+    for path in codebase.python_files(package):
         parts = list(path.relative_to(package.parent).with_suffix("").parts)
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
@@ -67,7 +69,7 @@ def imports_of(name: str, path: Path, modules: set[str]) -> set[str]:
     else ``loki.x``; a name that is not a module counts its nearest enclosing module."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in codebase.walked(path):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -9,12 +9,16 @@ on purpose, with its own.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
-LOKI = Path(os.environ.get("LOKI_SEAM_TREE") or Path(__file__).resolve().parents[2] / "loki")
+from tests.architecture import codebase
+
+LOKI = Path(os.environ.get("LOKI_SEAM_TREE") or codebase.LOKI)
 
 STORAGE_LAYER = "storage/"
 """The layer is a folder, loki/storage/: the file store, its locks, strict JSON, the file kinds, the paths, the
@@ -76,8 +80,18 @@ FORBIDDEN_OS = {"listdir", "scandir", "link", "rename", "replace", "unlink", "op
 
 def file_calls(source: str) -> list[tuple[str, int]]:
     """(what, line) for every filesystem call of the kinds the seam forbids."""
+    return calls_among(ast.walk(ast.parse(source)))
+
+
+@functools.cache
+def file_calls_in(path: Path) -> tuple[tuple[str, int], ...]:
+    """:func:`file_calls` of a module of loki/, found once: two tests below ask it of every module."""
+    return tuple(calls_among(codebase.walked(path)))
+
+
+def calls_among(nodes: Iterable[ast.AST]) -> list[tuple[str, int]]:
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in nodes:
         if isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Name) and func.id == "open":
@@ -101,11 +115,11 @@ def file_calls(source: str) -> list[tuple[str, int]]:
 
 def test_no_module_outside_the_storage_layer_touches_the_files() -> None:
     offences = []
-    for path in sorted(LOKI.rglob("*.py")):
+    for path in codebase.python_files(LOKI):
         rel = path.relative_to(LOKI).as_posix()
         if in_storage_layer(rel):
             continue
-        for what, line in file_calls(path.read_text(encoding="utf-8")):
+        for what, line in file_calls_in(path):
             if (rel, what) not in EXCEPTIONS:
                 offences.append(f"loki/{rel}:{line}: {what}")
     assert offences == [], "state I/O outside the storage layer (go through the store, or add a documented " \
@@ -133,9 +147,9 @@ def test_the_checker_sees_each_kind_of_call() -> None:
 def test_every_exception_is_still_needed() -> None:
     """An exception whose call is gone is removed, so the list stays the true list."""
     used = set()
-    for path in sorted(LOKI.rglob("*.py")):
+    for path in codebase.python_files(LOKI):
         rel = path.relative_to(LOKI).as_posix()
-        used.update((rel, what) for what, _ in file_calls(path.read_text(encoding="utf-8")))
+        used.update((rel, what) for what, _ in file_calls_in(path))
     assert sorted(set(EXCEPTIONS) - used) == []
 
 
@@ -188,8 +202,12 @@ def _computes(node: ast.AST) -> str | None:
 
 def position_arithmetic(source: str) -> list[tuple[str, int]]:
     """(what, line) for every byte-offset read and every computation with a position (beyond equality)."""
+    return arithmetic_among(ast.walk(ast.parse(source)))
+
+
+def arithmetic_among(nodes: Iterable[ast.AST]) -> list[tuple[str, int]]:
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in nodes:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in BYTE_OFFSET_READS:
             found.append((node.func.attr, node.lineno))
         elif (what := _computes(node)) is not None:
@@ -199,10 +217,10 @@ def position_arithmetic(source: str) -> list[tuple[str, int]]:
 
 def test_no_module_outside_the_storage_layer_computes_with_a_log_position() -> None:
     offences = []
-    for path in sorted(LOKI.rglob("*.py")):
+    for path in codebase.python_files(LOKI):
         rel = path.relative_to(LOKI).as_posix()
         if not in_storage_layer(rel):
-            offences += [f"loki/{rel}:{line}: {what}" for what, line in position_arithmetic(path.read_text("utf-8"))]
+            offences += [f"loki/{rel}:{line}: {what}" for what, line in arithmetic_among(codebase.walked(path))]
     assert offences == [], "a log position used as a number outside the storage layer (keep it, hand it back, " \
                            "compare it for equality; ask the store the rest):\n" + "\n".join(offences)
 
@@ -215,7 +233,7 @@ def test_the_position_checker_sees_each_kind_of_use() -> None:
 
 
 def test_the_state_store_protocol_hands_out_no_byte_offsets() -> None:
-    tree = ast.parse((LOKI / "storage" / "state.py").read_text("utf-8"))
+    tree = codebase.parsed(LOKI / "storage" / "state.py")
     # StateStore is the union of the role protocols (Documents, Logs, Items ...): every one of them counts.
     methods = {n.name for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body
                if isinstance(n, ast.FunctionDef)}

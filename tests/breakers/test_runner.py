@@ -7,6 +7,7 @@ backoff. The commands are tiny real processes (``python -c``, ``sh -c``).
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from loki.breakers import runner as runner_module
 from loki.breakers.breakers import Breakers
 from loki.breakers.runner import (
     TAIL_BYTES,
@@ -170,6 +172,55 @@ def test_only_a_bounded_tail_is_kept_for_detection(tmp_path: Path) -> None:
 
 def test_a_command_killed_by_a_signal_exits_128_plus_the_signal() -> None:
     assert make_runner(["sh", "-c", "kill -9 $$"], retries=0).run().exit_code == 137
+
+
+def test_the_exit_is_waited_for_not_polled(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Popen.wait(timeout=...) polls with sleeps of up to 50 ms: every exit would be noticed that late.
+    timeouts: list[float | None] = []
+    real_wait = subprocess.Popen.wait
+
+    def recording_wait(child: subprocess.Popen[bytes], timeout: float | None = None) -> int:
+        timeouts.append(timeout)
+        return real_wait(child, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", recording_wait)
+    assert make_runner([PY, "-c", "raise SystemExit(3)"], retries=0).run().exit_code == 3
+    assert timeouts == [None]  # one blocking wait, once the exit is known
+
+
+def unreaped(pid: int) -> bool:
+    """Running or a zombie (its group id still taken); False once it has been reaped."""
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)  # looks, reaps nothing
+    except ChildProcessError:
+        return False
+    return True
+
+
+def test_a_stopped_command_that_ignores_the_signal_is_killed_with_its_group_while_unreaped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[int, bool]] = []
+    real_signal_group = runner_module.signal_group
+
+    def recording(child: subprocess.Popen[bytes], signum: int) -> None:
+        seen.append((signum, unreaped(child.pid)))
+        real_signal_group(child, signum)
+
+    monkeypatch.setattr(runner_module, "signal_group", recording)
+    stoppable: list[Runner] = []
+
+    def stop_once_running(data: bytes) -> None:  # the command's first output: it is running, SIGTERM ignored
+        if not seen:
+            stoppable[0].request_stop(signal.SIGTERM)
+
+    runner = Runner(["sh", "-c", "trap '' TERM; echo up; while :; do sleep 1; done"],
+                    policy=RetryPolicy(retries=3), sleep=FakeSleep(), stdout=stop_once_running,
+                    stderr=lambda data: None, kill_grace=0.0)
+    stoppable.append(runner)
+    result = runner.run_unguarded()
+    assert (result.exit_code, result.outcome) == (143, "interrupted")
+    assert [attempt.exit_code for attempt in result.attempts] == [137]  # killed by the SIGKILL, not retried
+    assert seen == [(signal.SIGTERM, True), (signal.SIGKILL, True)]
 
 
 # -- rate limits -----------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ def claude_result(usd: float, cache_read: int) -> dict[str, object]:
 
 
 def run_agent(root: Path, agent: str, doc: object, *types: str, code: int = 0) -> None:
-    command = [PY, "-c", f"print({json.dumps(doc)!r})"]
+    command = ["printf", "%s\n", json.dumps(doc)]  # the agent's report on stdout, without an interpreter's start
     options = [arg for type_ in types for arg in ("--type", type_)]
     result = cli(["work", "--agent", agent, *options, "--", *command], root=root)
     assert result.code == code, result.stderr

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import forkstart
 from tests.helpers import cli
 
 PY = sys.executable
@@ -19,6 +20,14 @@ REPO = Path(__file__).resolve().parents[2]
 def add(root: Path, *titles: str) -> None:
     for n, title in enumerate(titles, start=1):
         assert cli(["queue", "add", title, "--id", f"t{n}"], root=root).code == 0
+
+
+def work_process(args: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None) -> forkstart.Done:
+    """``python -m loki ARGS`` in a real process, forked warm (tests/forkstart.py). What the command runs is cold
+    and real; a nested ``$PY -m loki`` finds this checkout through ``export PYTHONPATH="$CHECKOUT"`` in its script
+    (PYTHONPATH on the outer process would make forkstart start it cold: it changes how an interpreter starts)."""
+    return forkstart.run(args, cwd=cwd, timeout=120,
+                         env={**(os.environ if env is None else env), "PY": PY, "CHECKOUT": str(REPO)})
 
 
 def test_nothing_ready_is_exit_3_with_the_reason(root: Path) -> None:
@@ -108,16 +117,14 @@ def test_a_real_process_with_nested_loki_commands_on_the_same_tree(root: Path, t
     add(root, "Nested")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    script = ('loki_show() { "$PY" -m loki queue show "$LOKI_TASK_ID" --json; }; '
+    script = ('export PYTHONPATH="$CHECKOUT"; loki_show() { "$PY" -m loki queue show "$LOKI_TASK_ID" --json; }; '
               'loki_show > "$LOKI_RESULT_FILE.tmp" && '
               '"$PY" -c "import json,sys; t=json.load(open(sys.argv[1]))[\'task\']; '
               'json.dump({\'held_by\': t[\'claimed_by\']}, open(sys.argv[2], \'w\'))" '
               '"$LOKI_RESULT_FILE.tmp" "$LOKI_RESULT_FILE"')
     # Run from a directory with no .loki/ above it: only LOKI_ROOT can lead the nested command to the tree.
-    done = subprocess.run([PY, "-m", "loki", "--root", str(root), "work", "--agent", "eng-007", "--", "sh", "-c",
-                           script], cwd=elsewhere, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PY": PY, "PYTHONPATH": str(REPO)})
-    assert done.returncode == 0, done.stderr
+    done = work_process(["--root", str(root), "work", "--agent", "eng-007", "--", "sh", "-c", script], cwd=elsewhere)
+    assert done.returncode == 0, done.stderr.decode()
     result = cli(["queue", "show", "t1", "--json"], root=root).json()["task"]["result"]
     assert result["data"] == {"held_by": "eng-007"}  # the nested `loki` found the tree through LOKI_ROOT
 
@@ -131,10 +138,9 @@ def test_an_agent_on_a_tree_with_http_hooks_gets_the_serve_token(root: Path, tmp
     add(root, "Over HTTP")
     out = tmp_path / "token"
     env = {k: v for k, v in os.environ.items() if k != files.TOKEN_ENV}
-    done = subprocess.run([PY, "-m", "loki", "--root", str(root), "work", "--agent", "eng-008", "--", "sh", "-c",
-                           f'printf %s "${{LOKI_SERVE_TOKEN-unset}}" > {out}'], capture_output=True, text=True,
-                          timeout=120, env={**env, "PYTHONPATH": str(REPO)})
-    assert done.returncode == 0, done.stderr
+    done = work_process(["--root", str(root), "work", "--agent", "eng-008", "--", "sh", "-c",
+                         f'printf %s "${{LOKI_SERVE_TOKEN-unset}}" > {out}'], env=env)
+    assert done.returncode == 0, done.stderr.decode()
     assert out.read_text() == files.token(str(root))
 
 
@@ -169,13 +175,12 @@ def test_checks_added_mid_run_refuse_the_completion_and_the_release_keeps_the_us
     add(root, "Edited while it runs")
     report = json.dumps({"type": "result", "subtype": "success", "total_cost_usd": 0.5,
                          "usage": {"input_tokens": 1, "output_tokens": 2}})
-    script = ('"$PY" -m loki queue edit "$LOKI_TASK_ID" --verify false --force --by lead >/dev/null && '
+    script = ('export PYTHONPATH="$CHECKOUT"; '
+              '"$PY" -m loki queue edit "$LOKI_TASK_ID" --verify false --force --by lead >/dev/null && '
               f"echo '{report}'")
-    done = subprocess.run([PY, "-m", "loki", "--root", str(root), "work", "--agent", "eng-007", "--", "sh", "-c",
-                           script], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PY": PY, "PYTHONPATH": str(REPO)})
-    assert done.returncode == 1, done.stderr
-    assert "loki work: released t1 (back to pending, untouched)" in done.stderr
+    done = work_process(["--root", str(root), "work", "--agent", "eng-007", "--", "sh", "-c", script], cwd=tmp_path)
+    assert done.returncode == 1, done.stderr.decode()
+    assert "loki work: released t1 (back to pending, untouched)" in done.stderr.decode()
     shown = cli(["queue", "show", "t1", "--json"], root=root).json()
     assert shown["state"] == "pending"
     assert [(e["outcome"], e["usd"]) for e in shown["task"]["usage"]] == [("released", 0.5)]

@@ -8,9 +8,12 @@ standing in for the completion system (they print what they were given). zsh and
 
 from __future__ import annotations
 
+import os
+import select
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,9 @@ import pytest
 from loki.breakers.breakers import Breakers
 from loki.cli.app import build_app
 from loki.cli.completion import render_table
+from loki.clock import ManualClock
 from loki.storage.store import Store
+from loki.storage.tree import init_tree
 from tests.helpers import NOW, cli, loki_proc
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,8 +35,11 @@ def test_the_committed_table_is_the_apps() -> None:
     assert committed == render_table(build_app()), "run `make completion-table`"
 
 
-@pytest.fixture
-def tree(root: Path, store: Store) -> Path:
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tree for the module (Tab only reads it): built once, not once for each of the ~30 lines below."""
+    root = tmp_path_factory.mktemp("completion") / ".loki"
+    init_tree(str(root))
     for args in (["queue", "add", "Login endpoint", "--id", "login-1", "--type", "eng-backend", "-l", "auth"],
                  ["queue", "add", "Logout", "--id", "logout-2"],
                  ["queue", "add", "Docs", "--id", "docs-3", "--max-attempts", "1"],
@@ -41,50 +49,97 @@ def tree(root: Path, store: Store) -> Path:
                  ["queue", "fail", "docs-3", "--agent", "eng-003", "--error", "boom"],
                  ["escalate", "login-1", "--trigger", "security_decision"]):
         assert cli(args, root=root, env={"LOKI_NOW": NOW}).code == 0, args
+    store = Store(root, clock=ManualClock(NOW))
     Breakers(store).record_failure("api/claude")
     Breakers(store).record_failure("api/codex")
     return root
 
 
-@pytest.fixture
-def bin_dir(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A `loki` on PATH that runs this checkout, as the console script would."""
-    directory = tmp_path / "bin"
-    directory.mkdir()
+    directory = tmp_path_factory.mktemp("bin")
     (directory / "loki").write_text(f'#!/bin/sh\nexec {sys.executable} -m loki "$@"\n')
     (directory / "loki").chmod(0o755)
     return directory
 
 
 def _env(bin_dir: Path, tree: Path) -> dict[str, str]:
-    import os
-
     return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "LOKI_ROOT": str(tree)}
 
 
+# One bash session serves every line, as one interactive shell serves every Tab: the script is sourced once
+# (`loki completion bash` starts the full CLI, ~0.15 s of CPU), then for each line read from stdin the driver
+# sets what readline sets and calls the function `complete -p` names, which starts `loki __complete` afresh.
 BASH_DRIVER = r'''
 source <(loki completion bash)
-complete -p loki
-COMP_LINE="$1"; COMP_POINT=${#COMP_LINE}
-# the words as bash splits them: at blanks, and around the characters of COMP_WORDBREAKS ('=' ':' ...)
-read -ra COMP_WORDS <<< "$(printf '%s' "$COMP_LINE" | sed -e 's/\([=:]\)/ \1 /g')"
-[[ "$COMP_LINE" == *" " ]] && COMP_WORDS+=("")
-COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
 compopt() { NOSPACE="$1 $2"; }  # the builtin works only under readline: record what the function asks of it
-_loki_completion
-printf '%s\n' "${COMPREPLY[@]}"
-[[ "$NOSPACE" == "-o nospace" ]] && echo '(nospace)'
-exit 0
+while IFS= read -r COMP_LINE; do
+    complete -p loki
+    unset COMPREPLY NOSPACE  # bash starts every completion without the last one's answer
+    COMP_POINT=${#COMP_LINE}
+    # the words as bash splits them: at blanks, and around the characters of COMP_WORDBREAKS ('=' ':' ...)
+    read -ra COMP_WORDS <<< "$(printf '%s' "$COMP_LINE" | sed -e 's/\([=:]\)/ \1 /g')"
+    [[ "$COMP_LINE" == *" " ]] && COMP_WORDS+=("")
+    COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+    _loki_completion </dev/null  # as under readline, the completer's stdin is not the line feed
+    printf '%s\n' "${COMPREPLY[@]}"
+    [[ "$NOSPACE" == "-o nospace" ]] && echo '(nospace)'
+    echo "$END_OF_ANSWER"
+done
 '''
+END_OF_ANSWER = "--- end of the answer ---"
 
 
-def bash_complete(line: str, bin_dir: Path, tree: Path) -> list[str]:
-    done = subprocess.run(["bash", "-c", BASH_DRIVER, "bash", line], capture_output=True, text=True,
-                          env=_env(bin_dir, tree), timeout=60)
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert lines[0] == "complete -o default -o nosort -F _loki_completion loki"  # what `complete -p` shows
-    return [line for line in lines[1:] if line]
+class BashSession:
+    """A bash running BASH_DRIVER: :meth:`complete` gives it one line and reads back what Tab would offer."""
+
+    def __init__(self, bin_dir: Path, tree: Path, errors: Path) -> None:
+        self.errors = errors
+        self.pending = b""  # read from bash's stdout, not yet returned
+        with errors.open("wb") as stderr:  # a file, not a pipe: nobody reads it until something failed
+            self.proc = subprocess.Popen(["bash", "-c", BASH_DRIVER, "bash"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=stderr,
+                                         env={**_env(bin_dir, tree), "END_OF_ANSWER": END_OF_ANSWER})
+
+    def complete(self, line: str) -> list[str]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+        lines = []
+        while (got := self._readline()) != END_OF_ANSWER:
+            assert got is not None, f"bash ended: {self.errors.read_text()}"
+            lines.append(got)
+        assert lines[0] == "complete -o default -o nosort -F _loki_completion loki"  # what `complete -p` shows
+        return [line for line in lines[1:] if line]
+
+    def _readline(self) -> str | None:
+        """The next line bash printed (None once it has ended); a bash that hangs fails the test after 60 s."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.pending:
+            if not select.select([fd], [], [], 60)[0]:
+                raise TimeoutError(f"bash gave no answer in 60 s: {self.errors.read_text()}")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode()
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=60) == 0, self.errors.read_text()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def bash(bin_dir: Path, tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BashSession]:
+    session = BashSession(bin_dir, tree, tmp_path_factory.mktemp("bash") / "stderr")
+    yield session
+    session.close()
 
 
 @pytest.mark.parametrize(("line", "expected"), [
@@ -116,9 +171,8 @@ def bash_complete(line: str, bin_dir: Path, tree: Path) -> list[str]:
     ("loki queue add --from-file ", []),  # nothing: `-o default` offers file names
     ("loki run -- ", []),
 ])
-def test_bash_completes_from_the_app_and_the_tree(line: str, expected: list[str], bin_dir: Path,
-                                                   tree: Path) -> None:
-    got = bash_complete(line, bin_dir, tree)
+def test_bash_completes_from_the_app_and_the_tree(line: str, expected: list[str], bash: BashSession) -> None:
+    got = bash.complete(line)
     assert sorted(got) == sorted(expected), got
 
 

@@ -13,6 +13,8 @@ import os
 import re
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +58,12 @@ class FakeSleep:
         self.clock.advance(seconds)
 
 
-def work(store: Any, command: list[str], notes: list[str] | None = None, **options: Any) -> Summary:
+def work(store: Any, command: list[str], notes: list[str] | None = None, *,
+         timer: Callable[[], float] = time.monotonic, **options: Any) -> Summary:
     options.setdefault("agent", "eng-001")
     seen: list[str] = [] if notes is None else notes
     worker = Worker(store, WorkOptions(command=command, **options), sleep=FakeSleep(store.clock),
-                    stdout=lambda data: None, stderr=lambda data: None, notify=seen.append)
+                    stdout=lambda data: None, stderr=lambda data: None, notify=seen.append, timer=timer)
     return worker.run_unguarded()
 
 
@@ -115,7 +118,15 @@ def test_a_check_that_hangs_is_killed_with_its_process_group_at_its_timeout(back
     pidfile = repo / "child.pid"
     hang = f"sh -c 'sleep 300 & echo $! > {pidfile}; echo waiting; wait'"
     queue.add("Hangs", task_id="t1", verify=[hang], max_attempts=2)
-    summary = work(backend_store, ["true"], max_tasks=1, check_timeout_seconds=1.0)
+
+    def past_the_timeout_once_hanging() -> float:
+        # The checks' timer stands still until the check's child is running (its pid written whole), then
+        # jumps past the timeout: the kill comes after the hang began, however loaded the machine, without
+        # the test waiting out a real second.
+        return 3600.0 if pidfile.exists() and pidfile.read_text().endswith("\n") else 0.0
+
+    summary = work(backend_store, ["true"], max_tasks=1, check_timeout_seconds=0.05,
+                   timer=past_the_timeout_once_hanging)
     run = summary.runs[0]
     assert run.outcome == "failed" and run.error_type == "timeout" and run.error_class == "timeout"
     assert run.checks[0]["exit_code"] == TIMEOUT_EXIT and run.checks[0]["timed_out"] is True

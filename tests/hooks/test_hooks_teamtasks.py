@@ -79,11 +79,16 @@ def test_the_claude_task_maps_to_the_loki_task_it_names(project: Path, queue: Qu
 
 def test_a_check_type_default_counts_and_a_timeout_fails(project: Path, queue: Queue) -> None:
     config = project / ".loki" / "config" / "loki.json"
-    config.write_text(json.dumps({"version": 1, "verify": {"types": {"bugfix": ["sh check.sh"]},
-                                                          "timeout_seconds": 0.5}}))
+
+    def settings(timeout_seconds: float) -> str:
+        return json.dumps({"version": 1, "verify": {"types": {"bugfix": ["sh check.sh"]},
+                                                    "timeout_seconds": timeout_seconds}})
+
+    config.write_text(settings(30))  # room for check.sh to fail on its own on a loaded machine
     queue.add("Fix add()", task_id="t1", type="bugfix")
     queue.add("Slow", task_id="t2", verify=["sleep 30"])
     assert "check 'sh check.sh' failed" in answer(task_completed(project, "loki:t1"))["reason"]
+    config.write_text(settings(0.05))  # each hook reads the settings anew; the sleep is not waited out for long
     said = answer(task_completed(project, "loki:t2"))
     assert "check 'sleep 30' failed: exit 124 (timeout)" in said["reason"]
 

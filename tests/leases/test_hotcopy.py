@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,32 +33,40 @@ def holder(n: int, text: str, agent: str = "x") -> dict[str, object]:
 
 
 def index_of(tmp: Path, holders: list[dict[str, object]]) -> hotcopy.Index:
+    """The index of ``holders``, built and opened the way the hook opens it. Written without hotcopy.write's
+    temp file and fsync: these tests are about what the index answers (hotcopy.write is the leases' own,
+    tested through PathLeases below), and the property test writes one per example."""
     path = tmp / hotcopy.INDEX
-    hotcopy.write(str(path), hotcopy.build(holders, source=None, claims=True, refreshed_at=NOW))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(hotcopy.build(holders, source=None, claims=True, refreshed_at=NOW))
     index = hotcopy.open_index(str(tmp), None)
     assert index is not None
     return index
 
 
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One directory for every example's index (each example writes its own over the last one and reads it
+    back before the next begins): no directory made and removed per example."""
+    return tmp_path_factory.mktemp("index")
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(WIDE, min_size=1, max_size=12), PATHS)
-def test_the_index_answers_as_the_linear_scan_does(patterns: list[str], path: str) -> None:
+@given(patterns=st.lists(WIDE, min_size=1, max_size=12), path=PATHS)
+def test_the_index_answers_as_the_linear_scan_does(index_dir: Path, patterns: list[str], path: str) -> None:
     """No false "free": whatever holder the linear scan finds for a path, the index's candidates find it too
     (the same decision, the same holder)."""
-    import tempfile
-
     holders = [holder(n, text) for n, text in enumerate(patterns)]
-    with tempfile.TemporaryDirectory() as tmp:
-        index = index_of(Path(tmp), holders)
-        candidates = index.candidates(path)
-        linear = leasegate.blocking(holders, path, "nobody")
-        indexed = leasegate.blocking(candidates, path, "nobody")
-        assert (linear is None) == (indexed is None)
-        if linear is not None:
-            assert indexed is not None and indexed["exclusive"] == linear["exclusive"]
-        covering = {h["lease_id"] for h in holders if leasegate.blocking([h], path, None) is not None}
-        assert covering <= {h["lease_id"] for h in candidates}
-        assert sorted(h["lease_id"] for h in index.everything()) == sorted(h["lease_id"] for h in holders)
+    index = index_of(index_dir, holders)
+    candidates = index.candidates(path)
+    linear = leasegate.blocking(holders, path, "nobody")
+    indexed = leasegate.blocking(candidates, path, "nobody")
+    assert (linear is None) == (indexed is None)
+    if linear is not None:
+        assert indexed is not None and indexed["exclusive"] == linear["exclusive"]
+    covering = {h["lease_id"] for h in holders if leasegate.blocking([h], path, None) is not None}
+    assert covering <= {h["lease_id"] for h in candidates}
+    assert sorted(h["lease_id"] for h in index.everything()) == sorted(h["lease_id"] for h in holders)
 
 
 def test_a_path_reads_three_groups_not_every_holder(tmp_path: Path) -> None:

@@ -111,8 +111,9 @@ def test_a_pytest_failure_run_here(project: Path) -> None:
     (project / "tests").mkdir()
     (project / "tests" / "test_calc.py").write_text(
         "def add(a, b):\n    return a - b\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    # Without the installed plugins (xdist, hypothesis ...): the same report, a third of the CPU (~0.3 s, not ~1 s).
     code, output = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_calc.py"],
-                       project, env={"PYTEST_ADDOPTS": ""})
+                       project, env={"PYTEST_ADDOPTS": "", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert code == 1 and "1 failed" in output
     fail(project, "python -m pytest -q tests/test_calc.py", code, output)
     hit = hit_for(project, "test_add assert", "python -m pytest -q tests/test_calc.py")

@@ -161,3 +161,22 @@ def test_a_task_one_look_missed_beside_a_claim_is_a_move_not_an_addition(root: P
     Queue(store).claim("bot-3")
     assert feed._diff() is True
     assert [event["text"] for event in feed.events] == ["task-gap: pending -> in-progress (bot-3)"]
+
+
+def test_a_wake_after_the_feeds_loop_closed_is_dropped_not_raised() -> None:
+    """The store's observer thread can outlive the loop it wakes (an app whose client closed, a server shutting
+    down): its wake must not raise "Event loop is closed" in that thread."""
+    import asyncio
+
+    from loki.serve.routes import waker
+
+    loop = asyncio.new_event_loop()
+    dirty = asyncio.Event()
+    wake = waker(loop, dirty)
+    wake()
+    loop.run_until_complete(asyncio.sleep(0))  # the scheduled set runs
+    assert dirty.is_set()
+    dirty.clear()
+    loop.close()
+    wake()
+    assert not dirty.is_set()

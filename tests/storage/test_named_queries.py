@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +19,19 @@ import pytest
 from loki.clock import ManualClock
 from loki.storage.postgres import queries
 from loki.storage.postgres.queries import QueryFileError, parse, query
+from tests.architecture import codebase
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = codebase.REPO
 
 
 def _uses() -> dict[str, list[str]]:
     """``{name: [where]}`` of every ``query("name")`` / ``queries.query("name")`` in loki/ and bench/; a call
     whose name is not written out as a literal fails the test (it could not be checked)."""
     found: dict[str, list[str]] = {}
-    for path in [*sorted((REPO / "loki").rglob("*.py")), *sorted((REPO / "bench").rglob("*.py"))]:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        imported = _imported(tree)
-        for node in ast.walk(tree):
+    for path in [*codebase.python_files(REPO / "loki"), *codebase.python_files(REPO / "bench")]:
+        nodes = codebase.walked(path)  # parsed once a run, shared with tests/architecture/
+        imported = _imported(nodes)
+        for node in nodes:
             if not (isinstance(node, ast.Call) and _is_query(node.func, imported)):
                 continue
             where = f"{path.relative_to(REPO)}:{node.lineno}"
@@ -41,10 +43,10 @@ def _uses() -> dict[str, list[str]]:
     return found
 
 
-def _imported(tree: ast.Module) -> set[str]:
+def _imported(nodes: Iterable[ast.AST]) -> set[str]:
     """How a module names the loader: ``query`` (imported from it) and/or ``queries`` (the module)."""
     names = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module == "loki.storage.postgres.queries":
             names.update(alias.asname or alias.name for alias in node.names if alias.name == "query")
         elif isinstance(node, ast.ImportFrom) and node.module == "loki.storage.postgres":
@@ -98,12 +100,12 @@ def test_no_sql_text_is_left_in_the_postgres_package() -> None:
     """The statements live in the .sql file: no string of the package's Python code starts one."""
     starts = ("SELECT ", "INSERT ", "UPDATE ", "DELETE ", "WITH ", "LISTEN ", "ANALYZE ", "SET ")
     found = []
-    for path in sorted((REPO / "loki" / "storage" / "postgres").rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+    for path in codebase.python_files(REPO / "loki" / "storage" / "postgres"):
+        nodes = codebase.walked(path)
+        docstrings = {id(node.body[0].value) for node in nodes
                       if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
                       and isinstance(node.body[0], ast.Expr)}
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings \
                     and node.value.lstrip().upper().startswith(starts):
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value[:40]!r}")

@@ -9,6 +9,7 @@ fails :func:`test_every_text_option_of_the_cli_is_classified`: whoever adds it s
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -47,18 +48,31 @@ class Tree:
     """A tree with a pending task (t-pend), a claimed one (t-claim, with its token), a dead-letter entry
     (t-dead) and an escalated, blocked task (t-esc, escalation id in ``escalation``)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, token: str = "", escalation: str = "") -> None:
         self.root = root
         self.results: list[Result] = []
+        self.token = token
+        self.escalation = escalation
+
+    @classmethod
+    def prepare(cls, root: Path) -> Tree:
+        """Make ``root`` (a new tree) into the tree described above."""
+        tree = cls(root)
         for task_id in ("t-pend", "t-claim", "t-dead", "t-esc"):
-            self.ok("queue", "add", f"task {task_id}", "--id", task_id, "--max-attempts", "1")
-        self.ok("queue", "claim", "--agent", "dev", "--id", "t-dead")
-        self.ok("queue", "fail", "t-dead", "--agent", "dev", "--error", "boom")
-        claimed = self.ok("queue", "claim", "--agent", "dev", "--id", "t-claim", "--json").json()
-        self.token = claimed["task"]["claim_token"]
-        self.ok("escalate", "t-esc", "--trigger", "needs_a_human")
-        self.escalation = self.ok("escalations", "list", "--json").json()["escalations"][0]["id"]
-        self.results.clear()  # only what the recipe runs is checked for the secret in its output
+            tree.ok("queue", "add", f"task {task_id}", "--id", task_id, "--max-attempts", "1")
+        tree.ok("queue", "claim", "--agent", "dev", "--id", "t-dead")
+        tree.ok("queue", "fail", "t-dead", "--agent", "dev", "--error", "boom")
+        claimed = tree.ok("queue", "claim", "--agent", "dev", "--id", "t-claim", "--json").json()
+        tree.token = claimed["task"]["claim_token"]
+        tree.ok("escalate", "t-esc", "--trigger", "needs_a_human")
+        tree.escalation = tree.ok("escalations", "list", "--json").json()["escalations"][0]["id"]
+        tree.results.clear()  # only what the recipe runs is checked for the secret in its output
+        return tree
+
+    def copy_to(self, root: Path) -> Tree:
+        """The same tree at ``root`` (copied without fsync: the copy lives as long as its test)."""
+        shutil.copytree(self.root, root, symlinks=True, copy_function=shutil.copyfile)
+        return Tree(root, self.token, self.escalation)
 
     def run(self, *args: str, code: int = 0) -> Result:
         result = cli(list(args), root=self.root)
@@ -305,9 +319,21 @@ def test_every_text_option_of_the_cli_is_classified() -> None:
     assert set(FREE_TEXT).isdisjoint(NOT_FREE_TEXT)
 
 
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory: pytest.TempPathFactory, template_tree: Path) -> Tree:
+    """The seams' starting tree, prepared once per module (per pytest-xdist worker) and copied for each seam:
+    its eight commands, each of them fsyncing its writes, used to run again before every recipe. The claim
+    in it holds for the default hour, far longer than the module runs."""
+    root = tmp_path_factory.mktemp("seams") / ".loki"
+    shutil.copytree(template_tree, root, symlinks=True, copy_function=shutil.copyfile)
+    return Tree.prepare(root)
+
+
 @pytest.mark.parametrize("seam", sorted(FREE_TEXT), ids=lambda seam: f"{seam[0]} {seam[1]}")
-def test_a_free_text_seam_neither_stores_nor_prints_a_secret(root: Path, seam: tuple[str, str]) -> None:
-    tree = Tree(root)
+def test_a_free_text_seam_neither_stores_nor_prints_a_secret(tmp_path: Path, prepared: Tree,
+                                                             seam: tuple[str, str]) -> None:
+    tree = prepared.copy_to(tmp_path / ".loki")
+    root = tree.root
     FREE_TEXT[seam](tree)
     stored = b"\n".join(snapshot_bytes(root).values())
     assert b"[REDACTED:" in stored  # the text did arrive, redacted

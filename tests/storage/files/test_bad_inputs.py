@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from loki.storage.tree import init_tree
 from tests import forkstart
 
 HERE = Path(__file__).resolve().parents[2]
@@ -113,11 +112,10 @@ def _make_readonly(root: Path, on: bool) -> None:
 
 
 @pytest.mark.parametrize("case_path", CASES, ids=[p.stem for p in CASES])
-def test_bad_input(case_path: Path, tmp_path: Path) -> None:
+def test_bad_input(case_path: Path, tmp_path: Path, root: Path) -> None:
+    # root (conftest.py): a fresh tree in tmp_path, the session's template copied, not init_tree's fsyncs
     case = json.loads(case_path.read_text())
     assert {"name", "why", "setup", "args", "exit", "stderr"} <= set(case)
-    root = tmp_path / ".loki"
-    init_tree(str(root))
     (root / "queue" / "pending.json").write_text(json.dumps({"version": 1, "tasks": [SEED_TASK]}))
     outside = tmp_path / "elsewhere"
     (outside / "outside-dir").mkdir(parents=True)

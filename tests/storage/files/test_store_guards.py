@@ -259,7 +259,7 @@ def test_readers_show_the_last_committed_state_while_the_writer_is_stopped_mid_c
 
 
 def test_validate_waits_for_the_stopped_writer_and_its_timeout_is_exit_5(store: Store, stopped_writer: int) -> None:
-    result = loki_proc(["validate"], root=store.root, env={"LOKI_LOCK_TIMEOUT": "0.2"}, timeout=60)
+    result = loki_proc(["validate"], root=store.root, env={"LOKI_LOCK_TIMEOUT": "0.05"}, timeout=60)
     assert result.code == 5, result.stdout + result.stderr
     assert "timed out" in result.stderr and f"held by pid {stopped_writer}" in result.stderr
 
