@@ -110,11 +110,21 @@ BACKENDS = ("file", "memory", "postgres")
 LONG_POLES = (
     "tests/storage/postgres/test_postgres_faults.py::test_clients_killed_mid_transaction_lose_nothing",
     "tests/storage/postgres/test_postgres_faults.py::test_a_server_restart_under_a_running_team",
+    # over 60 s each in `pytest -m slow -n 2 --durations` at load ~10-14 (BENCHMARKS.md, "Test suite"): collected in
+    # the second half, any of them could be the last test running while the other worker has nothing left
+    "tests/storage/files/test_torture.py::test_crash_harness_finds_no_violation",
+    "tests/storage/files/test_torture.py::test_crash_harness_with_loki_serve_killed_too_finds_no_violation",
+    "tests/admin/test_migrate_crashpoints.py::test_a_kill_at_every_step_to_postgresql",
+    "tests/storage/postgres/test_postgres_machines.py::test_eight_processes_on_two_machines_complete_2000_tasks_each_once",
+    "tests/storage/files/test_crash.py::test_random_sigkill_during_multi_file_transactions_never_loses_or_duplicates",
+    "tests/admin/test_migrate_crashpoints.py::test_a_kill_at_every_step_to_files",
+    "tests/architecture/test_install.py::test_the_readme_install_lines_work_in_a_fresh_venv",
 )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    first = [item for item in items if item.nodeid in LONG_POLES]
+    first = sorted((item for item in items if item.nodeid in LONG_POLES),
+                   key=lambda item: LONG_POLES.index(item.nodeid))  # the longest first
     if first:
         items[:] = first + [item for item in items if item.nodeid not in LONG_POLES]
 

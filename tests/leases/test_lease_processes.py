@@ -7,15 +7,15 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from loki.clock import ManualClock
 from loki.leases.leases import PathLeases
 from loki.storage.opening import open_store
+from tests import forkstart
 from tests.helpers import store_problems
 
 pytestmark = pytest.mark.slow  # eight processes, a few rounds with SIGKILL
@@ -23,10 +23,10 @@ pytestmark = pytest.mark.slow  # eight processes, a few rounds with SIGKILL
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _spawn(root: Path, agent: str, count: int, marker: Path, now: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "tests.procs.lease_worker", str(root), agent, str(count),
-                             str(marker)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "LOKI_NOW": now})
+def _spawn(root: Path, agent: str, count: int, marker: Path, now: str) -> Any:
+    """A lease worker: a real process forked from a warm interpreter (tests/forkstart.py: 32 a race)."""
+    return forkstart.spawn_module("tests.procs.lease_worker", [str(root), agent, str(count), str(marker)], cwd=REPO,
+                                  env={**os.environ, "LOKI_NOW": now}, text=False)
 
 
 def _check(root: Path, now: str) -> list[dict[str, object]]:
@@ -94,9 +94,8 @@ def _claim_race(root: Path, tmp_path: Path) -> None:
     for n, pattern in enumerate(OVERLAPPING):
         queue.add(f"task {n}", task_id=f"t{n}", paths=[pattern])
     marker = tmp_path / "held"
-    procs = [subprocess.Popen([sys.executable, "-m", "tests.procs.path_claim_worker", str(root), f"agent-{n}", "10",
-                               str(marker)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for n in range(8)]
+    procs = [forkstart.spawn_module("tests.procs.path_claim_worker", [str(root), f"agent-{n}", "10", str(marker)],
+                                    cwd=REPO, text=False) for n in range(8)]
     outs = [proc.communicate(timeout=300) for proc in procs]
     assert all(proc.returncode == 0 for proc in procs), [err.decode() for _, err in outs]
     assert not any(b"VIOLATION" in out for out, _ in outs), [out for out, _ in outs]

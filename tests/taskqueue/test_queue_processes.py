@@ -9,12 +9,14 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from loki.queue.queue import Queue
 from loki.storage import layout
 from loki.storage.store import Store
+from tests import forkstart
 from tests.helpers import loki_proc, tree_problems
 
 pytestmark = pytest.mark.slow  # eight claiming processes and SIGKILL: ~8 s (make test-fast skips it)
@@ -23,9 +25,10 @@ REPO = Path(__file__).resolve().parents[2]
 TASK_FILES = [layout.queue_file(s) for s in layout.QUEUE_STATES]
 
 
-def _spawn_worker(root: Path, agent: str, *extra: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "tests.procs.claim_worker", str(root), agent, *extra],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def _spawn_worker(root: Path, agent: str, *extra: str) -> Any:
+    """A claim worker: a real process forked from a warm interpreter (tests/forkstart.py; the SIGKILL test starts
+    48, and a cold start was most of a short-lived worker's CPU)."""
+    return forkstart.spawn_module("tests.procs.claim_worker", [str(root), agent, *extra], cwd=REPO, text=False)
 
 
 def _add_tasks(root: Path, count: int) -> set[str]:

@@ -57,6 +57,7 @@ from typing import Any
 from loki.storage import layout
 from loki.storage.store import Store
 from loki.storage.tree import init_tree, validate_tree
+from tests import forkstart
 from tests.helpers import process_gone
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -108,26 +109,26 @@ class Harness:
                  "TMPDIR": str(self.agent_tmp), "LOKI_TORTURE_SIDE_LOG": str(self.side_log)})
             for n in range(self.work)]
 
-    def spawn(self, round_number: int) -> list[subprocess.Popen[bytes]]:
-        procs = [subprocess.Popen([sys.executable, "-m", "loki", "--root", self.root, "watch", "--no-tui"],
-                                  cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)]
+    def spawn(self, round_number: int) -> list[Any]:
+        # Real processes forked from a warm interpreter (tests/forkstart.py): each round starts 5-7 of them, and a
+        # cold start (the interpreter, loki's imports) was most of a short-lived worker's CPU.
+        procs = [forkstart.spawn_module("loki", ["--root", self.root, "watch", "--no-tui"], cwd=REPO,
+                                           stdout=subprocess.DEVNULL)]
         for n in range(self.workers):
             oplog = self.logs / f"w{n}.log"
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "tests.torture.worker", self.root, str(self.seed * 1000 + round_number * 10 + n),
-                 f"r{round_number}w{n}", str(oplog)],
-                cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}))
+            procs.append(forkstart.spawn_module(
+                "tests.torture.worker", [self.root, str(self.seed * 1000 + round_number * 10 + n),
+                                         f"r{round_number}w{n}", str(oplog)],
+                cwd=REPO, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, stdout=subprocess.DEVNULL))
         if self.serve:
             # `loki serve` on the tree, killed with the rest, and a client sending it hook requests and board
             # actions (tests/torture/httpworker.py). A server that cannot start again (its lock, its port) exits
             # by itself: a violation.
-            procs.append(subprocess.Popen([sys.executable, "-m", "loki", "--root", self.root, "serve"], cwd=REPO,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "tests.torture.httpworker", self.root, str(self.seed * 1000 + round_number),
-                 f"r{round_number}h", str(self.logs / "http.log")],
-                cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+            procs.append(forkstart.spawn_module("loki", ["--root", self.root, "serve"], cwd=REPO,
+                                                stdout=subprocess.DEVNULL))
+            procs.append(forkstart.spawn_module(
+                "tests.torture.httpworker", [self.root, str(self.seed * 1000 + round_number), f"r{round_number}h",
+                                             str(self.logs / "http.log")], cwd=REPO, stdout=subprocess.DEVNULL))
         return procs
 
     def _ops_done(self) -> int:
@@ -184,7 +185,7 @@ class Harness:
                 proc.send_signal(signal.SIGKILL)
                 self.stats["kills"] += 1
             else:
-                err = proc.stderr.read().decode() if proc.stderr else ""
+                err = proc.stderr.read() if proc.stderr else ""
                 self.violation(round_number, f"a worker exited by itself ({proc.returncode}): {err[-500:]}")
         for agent in agents:
             if agent.poll() is None:
@@ -231,16 +232,14 @@ class Harness:
         return begun, ended
 
     def check(self, round_number: int) -> None:
-        doctor = subprocess.run([sys.executable, "-m", "loki", "--root", self.root, "doctor", "--repair", "--json"],
-                                cwd=REPO, capture_output=True, text=True)
+        doctor = _loki(["--root", self.root, "doctor", "--repair", "--json"])
         if doctor.returncode != 0:
             self.violation(round_number, f"doctor is not healthy: {doctor.stdout[-800:]} {doctor.stderr[-500:]}")
         leftovers = [str(p.relative_to(self.root)) for p in Path(self.root).rglob("*")
                      if p.name.endswith(".tmp") or p.name.endswith(".journal.json")]
         if leftovers:
             self.violation(round_number, f"left after doctor: {leftovers}")
-        once = subprocess.run([sys.executable, "-m", "loki", "--root", self.root, "watch", "--once", "--json"],
-                              cwd=REPO, capture_output=True, text=True)
+        once = _loki(["--root", self.root, "watch", "--once", "--json"])
         if once.returncode != 0:
             self.violation(round_number, f"watch --once failed ({once.returncode}): {once.stderr[-500:]}")
         store = Store(self.root)
@@ -470,6 +469,13 @@ class Harness:
 
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+def _loki(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """``python -m loki ARGV`` from the repository, run to its end: a real process forked warm (tests/forkstart.py)."""
+    done = forkstart.run(argv, cwd=str(REPO), timeout=600)
+    return subprocess.CompletedProcess(argv, done.returncode, done.stdout.decode(errors="replace"),
+                                       done.stderr.decode(errors="replace"))
 
 
 def _git(repo: str, *args: str) -> str:

@@ -6,14 +6,14 @@ import itertools
 import os
 import random
 import signal
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from loki.storage import layout
 from loki.storage.store import Store
+from tests import forkstart
 from tests.helpers import put_tasks, task, tree_problems
 
 pytestmark = pytest.mark.slow  # real processes and real SIGKILL: ~10 s (make test-fast skips it)
@@ -22,14 +22,10 @@ REPO = Path(__file__).resolve().parents[3]
 TASK_FILES = [layout.queue_file(s) for s in layout.QUEUE_STATES]
 
 
-def _spawn(module: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", module, *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, **(env or {})},
-    )
+def _spawn(module: str, *args: str, env: dict[str, str] | None = None) -> Any:
+    """``python -m module args``: a real process, forked from a warm interpreter (tests/forkstart.py; the random
+    SIGKILL test starts 75 of them)."""
+    return forkstart.spawn_module(module, list(args), cwd=REPO, env={**os.environ, **(env or {})})
 
 
 def _ids_everywhere(root: Path) -> list[str]:

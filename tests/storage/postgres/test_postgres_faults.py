@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests import pgserver
+from tests import forkstart, pgserver
 from tests.helpers import loki_proc
 
 psycopg: Any = pgserver.driver()
@@ -49,10 +49,11 @@ def add_tasks(root: Path, count: int) -> set[str]:
     return {entry["task"]["id"] if "task" in entry else entry["id"] for entry in added}
 
 
-def worker(root: Path, agent: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "tests.procs.claim_worker", str(root), agent], cwd=REPO,
-                            env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+def worker(root: Path, agent: str, env: dict[str, str] | None = None) -> Any:
+    """A claim worker, a real process forked from a warm interpreter (tests/forkstart.py): the killed-clients test
+    starts 200, and a cold start (interpreter, loki's queue, psycopg) was most of each one's CPU."""
+    return forkstart.spawn_module("tests.procs.claim_worker", [str(root), agent], cwd=REPO,
+                                  env={**os.environ, **(env or {})})
 
 
 def where_every_task_is(url: str) -> dict[str, str]:

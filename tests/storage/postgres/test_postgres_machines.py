@@ -7,13 +7,12 @@ with `loki init --database URL`); nothing else is shared. Real processes, a real
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests import pgserver
+from tests import forkstart, pgserver
 from tests.helpers import loki_proc
 
 pgserver.driver()
@@ -31,13 +30,13 @@ def machine(base: Path, name: str, url: str) -> tuple[Path, dict[str, str]]:
     return work / ".loki", env
 
 
-def spawn_workers(roots: list[tuple[Path, dict[str, str]]], per_machine: int) -> list[subprocess.Popen[str]]:
+def spawn_workers(roots: list[tuple[Path, dict[str, str]]], per_machine: int) -> list[Any]:
+    """Claim workers: real processes forked from a warm interpreter (tests/forkstart.py)."""
     procs = []
     for index, (root, env) in enumerate(roots):
         for n in range(per_machine):
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "tests.procs.claim_worker", str(root), f"m{index}-w{n}"],
-                cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            procs.append(forkstart.spawn_module("tests.procs.claim_worker", [str(root), f"m{index}-w{n}"], cwd=REPO,
+                                                env={**os.environ, **env}))
     return procs
 
 

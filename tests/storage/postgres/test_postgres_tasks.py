@@ -21,6 +21,7 @@ from loki.clock import ManualClock
 from loki.errors import Conflict, LockTimeout, NothingToDo
 from loki.queue.queue import Queue
 from loki.storage.postgres.store import PgStore
+from tests import forkstart
 from tests.helpers import cli, loki_proc, store_problems
 from tests.pgserver import at_database_time
 
@@ -228,8 +229,7 @@ def test_eight_processes_claim_400_tasks_each_exactly_once(url: str, store: PgSt
     expected = {f"t{n:04d}" for n in range(400)}
     queue.add_many([{"title": f"task {n}", "id": f"t{n:04d}", "priority": ("high", "medium", "low")[n % 3]}
                     for n in range(400)])
-    workers = [subprocess.Popen([sys.executable, "-m", "tests.procs.pg_claim_worker", url, f"agent-{n}"], cwd=REPO,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in range(8)]
+    workers = [forkstart.spawn_module("tests.procs.pg_claim_worker", [url, f"agent-{n}"], cwd=REPO) for n in range(8)]
     claims: list[tuple[str, str, str]] = []
     for n, proc in enumerate(workers):
         out, err = proc.communicate(timeout=300)
