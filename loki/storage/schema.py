@@ -111,16 +111,8 @@ def _is_number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float))
 
 
-# _is_type for one name, without comparing strings on every call.
-_TYPE_TESTS: dict[str, Valid] = {
-    "string": lambda value: isinstance(value, str),
-    "object": lambda value: isinstance(value, dict),
-    "array": lambda value: isinstance(value, list),
-    "null": lambda value: value is None,
-    "boolean": lambda value: isinstance(value, bool),
-    "integer": _is_integer,
-    "number": _is_number,
-}
+# The JSON types that are exactly one Python type each (integer and number must also refuse a bool).
+_PYTHON_TYPES: dict[str, type] = {"string": str, "object": dict, "array": list, "null": type(None), "boolean": bool}
 
 
 def _json_equal(a: Any, b: Any) -> bool:
@@ -290,6 +282,8 @@ class Registry:
             parts.append(self._combinator([self._compile(s, base) for s in schema["anyOf"]], one=False))
         if "oneOf" in schema:
             parts.append(self._combinator([self._compile(s, base) for s in schema["oneOf"]], one=True))
+        if not parts:  # annotations only
+            return _accept, _always
         if len(parts) == 1:
             return parts[0]
         checks = [check for check, _ in parts]
@@ -337,18 +331,27 @@ class Registry:
                 elif extra_check is not None and extra_valid is not None and not extra_valid(item):
                     extra_check(item, (*path, key), problems)
 
+        required_keys = frozenset(required)
+        # A property whose predicate is one isinstance is tested inline: most of a task's fields are.
+        plain = {k: _PLAIN_TYPES[valid] for k, valid in properties_valid.items() if valid in _PLAIN_TYPES}
+        called = {k: valid for k, valid in properties_valid.items() if valid not in _PLAIN_TYPES}
+
         def valid_object(value: Any) -> bool:
             if not isinstance(value, dict):
                 return not strict
-            for name in required:
-                if name not in value:
-                    return False
+            if required_keys and not value.keys() >= required_keys:
+                return False
             if min_props is not None and len(value) < min_props:
                 return False
             for key, item in value.items():
                 if names_valid is not None and not names_valid(key):
                     return False
-                sub = properties_valid.get(key)
+                types = plain.get(key)
+                if types is not None:
+                    if not isinstance(item, types):
+                        return False
+                    continue
+                sub = called.get(key)
                 if sub is not None:
                     if not sub(item):
                         return False
@@ -474,20 +477,45 @@ def _never(value: Any) -> bool:
     return False
 
 
+_PLAIN_TYPES: dict[Valid, tuple[type, ...]] = {_always: (object,)}
+"""Predicates that are one ``isinstance``, with its types: an object's predicate tests such a property inline."""
+_TYPE_TESTS: dict[tuple[str, ...], Valid] = {}
+"""One predicate per list of type names, shared by every schema that names it (so _PLAIN_TYPES stays small)."""
+
+
+def _type_test(names: tuple[str, ...]) -> Valid:
+    """_is_type for any of ``names``, without comparing strings on every call."""
+    test = _TYPE_TESTS.get(names)
+    if test is not None:
+        return test
+    if all(name in _PYTHON_TYPES for name in names):
+        types = tuple(_PYTHON_TYPES[name] for name in names)
+
+        def test(value: Any) -> bool:
+            return isinstance(value, types)
+
+        _PLAIN_TYPES[test] = types
+    elif names == ("integer",):
+        test = _is_integer
+    elif names == ("number",):
+        test = _is_number
+    else:
+        def test(value: Any) -> bool:
+            for name in names:  # noqa: SIM110 -- a loop: any() over a generator costs twice as much here
+                if _is_type(value, name):
+                    return True
+            return False
+
+    _TYPE_TESTS[names] = test
+    return test
+
+
 def _type_check(expected: str | list[str]) -> Compiled:
     names = [expected] if isinstance(expected, str) else list(expected)
     for name in names:
         _is_type(None, name)  # fail at compile time on an unknown type name
     label = " or ".join(names)
-    tests = [_TYPE_TESTS[name] for name in names]
-    if len(tests) == 1:
-        valid_type = tests[0]
-    else:
-        def valid_type(value: Any) -> bool:
-            for test in tests:  # noqa: SIM110 -- a loop: any() over a generator costs twice as much here
-                if test(value):
-                    return True
-            return False
+    valid_type = _type_test(tuple(names))
 
     def check_type(value: Any, path: tuple[str, ...], problems: Problems) -> None:
         if not valid_type(value):
