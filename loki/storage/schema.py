@@ -51,6 +51,9 @@ _SUPPORTED = _ANNOTATIONS | frozenset(
      "items", "minItems", "maxItems", "minLength", "maxLength", "pattern", "minimum", "maximum",
      "minProperties", "anyOf", "oneOf", "$ref"}
 )
+_TYPE_ONLY = _ANNOTATIONS | {"type"}
+_OBJECT_KEYWORDS = frozenset({"properties", "required", "additionalProperties", "propertyNames", "minProperties"})
+_ARRAY_KEYWORDS = frozenset({"items", "minItems", "maxItems"})
 
 
 def schema_dir() -> str:
@@ -245,9 +248,12 @@ class Registry:
             return _accept, _always
         if schema is False:
             return _reject, _never
-        unknown = set(schema) - _SUPPORTED
+        keywords = schema.keys()
+        unknown = keywords - _SUPPORTED
         if unknown:
             raise ValueError(f"schema keyword(s) {sorted(unknown)} not supported by loki's validator ({base})")
+        if keywords <= _TYPE_ONLY:  # most nodes: compiled once per list of type names, for every cold start
+            return _type_check(schema["type"]) if "type" in schema else (_accept, _always)
         base = schema.get("$id", base)
         # The one type a value must have, if the schema names exactly one: the string, object and array
         # predicates then refuse any other type themselves, and the type's own predicate is left out.
@@ -271,11 +277,10 @@ class Registry:
         number_checks = _number_checks(schema)
         if number_checks:
             parts.append(number_checks)
-        if any(k in schema for k in ("properties", "required", "additionalProperties", "propertyNames",
-                                     "minProperties")):
+        if not _OBJECT_KEYWORDS.isdisjoint(keywords):
             parts.append(self._object_check(schema, base, strict=only_type == "object"))
             type_covered = type_covered or only_type == "object"
-        if any(k in schema for k in ("items", "minItems", "maxItems")):
+        if not _ARRAY_KEYWORDS.isdisjoint(keywords):
             parts.append(self._array_check(schema, base, strict=only_type == "array"))
             type_covered = type_covered or only_type == "array"
         if "anyOf" in schema:
@@ -510,18 +515,25 @@ def _type_test(names: tuple[str, ...]) -> Valid:
     return test
 
 
+_TYPE_CHECKS: dict[tuple[str, ...], Compiled] = {}
+
+
 def _type_check(expected: str | list[str]) -> Compiled:
-    names = [expected] if isinstance(expected, str) else list(expected)
+    names = (expected,) if isinstance(expected, str) else tuple(expected)
+    compiled = _TYPE_CHECKS.get(names)
+    if compiled is not None:
+        return compiled
     for name in names:
         _is_type(None, name)  # fail at compile time on an unknown type name
     label = " or ".join(names)
-    valid_type = _type_test(tuple(names))
+    valid_type = _type_test(names)
 
     def check_type(value: Any, path: tuple[str, ...], problems: Problems) -> None:
         if not valid_type(value):
             problems.append((pointer(path), f"expected {label}, got {_type_name(value)}"))
 
-    return check_type, valid_type
+    compiled = _TYPE_CHECKS[names] = check_type, valid_type
+    return compiled
 
 
 def _enum_check(allowed: list[Any]) -> Compiled:
