@@ -259,13 +259,13 @@ class Registry:
         # predicates then refuse any other type themselves, and the type's own predicate is left out.
         only_type = schema["type"] if isinstance(schema.get("type"), str) else None
         parts: list[Compiled] = []
-        type_part: Compiled | None = None
+        type_index: int | None = None
         type_covered = False
         if "$ref" in schema:
             parts.append(self._compile_ref(schema["$ref"], base))
         if "type" in schema:
-            type_part = _type_check(schema["type"])
-            parts.append(type_part)
+            type_index = len(parts)
+            parts.append(_type_check(schema["type"]))
         if "enum" in schema:
             parts.append(_enum_check(schema["enum"]))
         if "const" in schema:
@@ -292,7 +292,7 @@ class Registry:
         if len(parts) == 1:
             return parts[0]
         checks = [check for check, _ in parts]
-        valids = [valid for part in parts if not (type_covered and part is type_part) for _, valid in [part]]
+        valids = [valid for index, (_, valid) in enumerate(parts) if not (type_covered and index == type_index)]
 
         def all_of(value: Any, path: tuple[str, ...], problems: Problems) -> None:
             for check in checks:
