@@ -285,11 +285,13 @@ class Runner:
         """What SIGINT/SIGTERM do: stop retrying and pass the signal on to the command."""
         if self._stop_signal is None:
             self._stop_signal = signum
-        self._stop.set()
-        self._wake.set()
         child = self._child
         if child is not None and child.returncode is None:
             signal_group(child, signum)
+        # Woken only after the signal is passed on: a reaper woken first could end a zero grace period with the
+        # SIGKILL before the command was ever sent this signal.
+        self._stop.set()
+        self._wake.set()
 
     def stopped(self) -> bool:
         """Has SIGINT/SIGTERM (or :meth:`request_stop`) asked the runner to stop?"""
