@@ -8,9 +8,10 @@ closes that gap: it leads the command's process group and watches a pipe whose w
 reads end-of-file, and the guard SIGKILLs the whole group (the command, what it started, itself).
 
 While ``loki work`` lives the guard is invisible: the command inherits its stdin, stdout and stderr;
-SIGINT and SIGTERM sent to the group reach the command (the guard ignores them and stays to report
-the outcome); the guard exits with the command's status, or dies of the same signal. An exec
-failure is reported as a shell does: exit 127 (not found) or 126 (not executable).
+SIGINT and SIGTERM sent to the group reach the command, even one sent while the guard was starting it
+(the guard ignores them and stays to report the outcome); the guard exits with the command's status,
+or dies of the same signal. An exec failure is reported as a shell does: exit 127 (not found) or 126
+(not executable).
 
 Run as a script, ``python -I -S guard.py FD -- CMD [ARGS]...``, not imported: with ``-S`` the
 interpreter starts in ~10 ms, and this file needs nothing beyond ``os``, ``select``, ``signal`` and
@@ -37,15 +38,18 @@ else:
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _exec(argv: list[str], watch_fd: int, wake: tuple[int, int]) -> None:
+def _exec(argv: list[str], watch_fd: int, wake: tuple[int, int], go: tuple[int, int], mask: set[int]) -> None:
     """In the forked child: the signal dispositions a command expects, then exec (never returns)."""
     try:
         # Ignored signals stay ignored across exec; Python also ignores SIGPIPE and SIGXFSZ at start-up.
         for sig in (*STOP_SIGNALS, signal.SIGCHLD, signal.SIGPIPE, getattr(signal, "SIGXFSZ", signal.SIGPIPE)):
             signal.signal(sig, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
-        for fd in (watch_fd, *wake):
+        for fd in (watch_fd, *wake, go[1]):
             os.close(fd)
+        os.read(go[0], 1)  # end-of-file once the guard has passed on the stop signals sent before this process was
+        os.close(go[0])
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a stop signal held until now is delivered: at its default
         os.execvp(argv[0], argv)
     except OSError as exc:
         not_found = exc.errno in (errno.ENOENT, errno.ENOTDIR)
@@ -75,15 +79,29 @@ def main(argv: list[str]) -> None:
     command = argv[3:]
     if os.getpgrp() != os.getpid():  # started without a group of its own: make one, never kill the caller's
         os.setpgid(0, 0)
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
+    # Stop signals are held (blocked), not ignored, until the command's process can take them. One sent to the
+    # group before the fork reaches the guard alone: ignored, it was lost, and the command ran on until loki work's
+    # grace period ran out and it SIGKILLed the group (exit 137 after 10 s, not 143 at once).
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     wake = os.pipe()
     os.set_blocking(wake[1], False)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a handler, so the wake-up fd is written
     signal.set_wakeup_fd(wake[1])
+    go = os.pipe()
     child = os.fork()
     if child == 0:
-        _exec(command, watch_fd, wake)
+        _exec(command, watch_fd, wake, go, mask)
+    os.close(go[0])
+    # Held here now: every stop signal sent before the fork (and maybe some sent since, which reached the child too).
+    held = signal.sigpending() & set(STOP_SIGNALS)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)  # discards the held ones
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    for sig in held:
+        # The child holds its stop signals until `go` closes: a signal it got from the group as well merges with
+        # this one (pending signals do not queue), so the command sees each once.
+        os.kill(child, sig)
+    os.close(go[1])
     while True:
         try:
             ready, _, _ = select.select([watch_fd, wake[0]], [], [])

@@ -659,6 +659,48 @@ def test_the_guard_gives_the_command_default_signal_dispositions() -> None:
     assert int(done.stdout.split()[1], 16) & ((1 << (signal.SIGINT - 1)) | (1 << (signal.SIGPIPE - 1))) == 0
 
 
+# Where a stop signal can reach the group while the guard starts its command: the guard's fork is wrapped to
+# send it (no timing involved). Before the fix the guard ignored the signal and its child had not yet reset it,
+# so the command ran unstopped: loki work's lost-lease SIGTERM ended as a SIGKILL 10 s later (exit 137).
+SIGNAL_DURING_THE_FORK = {
+    "before the fork": "os.killpg(0, signal.SIGTERM)\npid = real_fork()",
+    "in the child, before its exec": "pid = real_fork()\nif pid == 0:\n    os.killpg(0, signal.SIGTERM)",
+    "in the guard, after the fork": "pid = real_fork()\nif pid != 0:\n    os.killpg(0, signal.SIGTERM)",
+}
+
+
+@pytest.mark.parametrize("moment", list(SIGNAL_DURING_THE_FORK))
+def test_a_stop_signal_sent_while_the_guard_starts_its_command_stops_the_command(moment: str) -> None:
+    from loki.work.launch import GUARD, GUARD_PYTHON
+
+    send = SIGNAL_DURING_THE_FORK[moment].replace("\n", "\n    ")
+    guard_with_a_signalling_fork = (
+        "import os, signal, sys\n"
+        f"sys.path.insert(0, {os.path.dirname(GUARD)!r})\n"
+        "import guard\n"
+        "real_fork = os.fork\n"
+        "def fork():\n"
+        f"    {send}\n"
+        "    return pid\n"
+        "os.fork = fork\n"
+        "guard.main(sys.argv)\n")
+    watch, alive = os.pipe()
+    try:
+        done = subprocess.run([*GUARD_PYTHON, "-c", guard_with_a_signalling_fork, str(watch), "--", "sh", "-c",
+                               "echo ran"], pass_fds=(watch,), capture_output=True, start_new_session=True,
+                              timeout=60)
+    finally:
+        os.close(watch)
+        os.close(alive)
+    assert (done.returncode, done.stdout) == (-signal.SIGTERM, b""), done.stderr  # stopped before it ran
+
+
+def test_the_command_starts_with_no_signal_blocked() -> None:
+    # The guard holds stop signals while it starts the command: the command must not inherit that.
+    done = run_guarded(["grep", "SigBlk", "/proc/self/status"])  # not a shell's $$: sh blocks signals as it waits
+    assert int(done.stdout.split()[1], 16) == 0, done.stdout
+
+
 def test_the_guard_started_without_a_group_of_its_own_never_kills_its_callers() -> None:
     """Defensive: killing "its" group when its loki work dies must not take down whoever started it."""
     from loki.work.launch import GUARD, GUARD_PYTHON
