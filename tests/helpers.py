@@ -166,6 +166,15 @@ def snapshot_bytes(root: Path | str) -> dict[str, bytes]:
     return files
 
 
+def unreaped(pid: int) -> bool:
+    """Running or a zombie (its group id still taken); False once it has been reaped."""
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)  # looks, reaps nothing
+    except ChildProcessError:
+        return False
+    return True
+
+
 def process_gone(pid: int, within: float = 30.0) -> bool:
     """The process has exited, or exits within ``within`` seconds (a zombie waiting for a reaper -- an
     orphan in a container whose init does not reap -- has exited too).

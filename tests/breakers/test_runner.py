@@ -7,7 +7,6 @@ backoff. The commands are tiny real processes (``python -c``, ``sh -c``).
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -30,7 +29,7 @@ from loki.clock import ManualClock
 from loki.errors import InvalidInput
 from loki.storage import layout
 from loki.storage.store import Store
-from tests.helpers import cli, process_gone
+from tests.helpers import cli, process_gone, unreaped
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parents[2]
@@ -186,15 +185,6 @@ def test_the_exit_is_waited_for_not_polled(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(subprocess.Popen, "wait", recording_wait)
     assert make_runner([PY, "-c", "raise SystemExit(3)"], retries=0).run().exit_code == 3
     assert timeouts == [None]  # one blocking wait, once the exit is known
-
-
-def unreaped(pid: int) -> bool:
-    """Running or a zombie (its group id still taken); False once it has been reaped."""
-    try:
-        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)  # looks, reaps nothing
-    except ChildProcessError:
-        return False
-    return True
 
 
 def test_a_stopped_command_that_ignores_the_signal_is_killed_with_its_group_while_unreaped(

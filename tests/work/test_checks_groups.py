@@ -3,7 +3,6 @@ breakers/runner.py: a reaped leader's group id may be reused by an unrelated pro
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -13,21 +12,13 @@ import pytest
 
 from loki.breakers import runner
 from loki.work.checks import Checks
+from tests.helpers import unreaped
 
 PY = sys.executable
 
 
 def launcher(argv: list[str], cwd: str | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, cwd=cwd)
-
-
-def unreaped(pid: int) -> bool:
-    """Running or a zombie (its group id still taken); False once it has been reaped."""
-    try:
-        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)  # looks, reaps nothing
-    except ChildProcessError:
-        return False
-    return True
 
 
 @pytest.mark.parametrize(("command", "timeout", "passed"), [
