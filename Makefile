@@ -28,7 +28,7 @@ demo: $(STAMP_BASE)
 test test-fast test-agents: export PYTHONDONTWRITEBYTECODE :=
 
 test: $(STAMP_DEV)
-	$(PY) -m pytest -q -n 2 --dist worksteal
+	$(PY) -m pytest -q -n 2
 
 # The inner loop: everything but the tests marked slow (crash, torture, fuzz, model, process races), on two
 # workers (pytest-xdist: the fast lane mostly waits on fsync, subprocesses and PostgreSQL, so two overlap).
