@@ -410,7 +410,7 @@ def _move(found: str, to: str, wanted: str, unfinished: dict[str, Any] | None) -
             "started_at": (unfinished or {}).get("started_at") or source.now_ts(),
             "set_aside": (unfinished or {}).get("set_aside")}
     if source.backend == "files" and not mark["set_aside"]:
-        mark["set_aside"] = "migrated-" + str(mark["started_at"]).replace(":", "").replace("-", "")
+        mark["set_aside"] = _unused_name(found, "migrated-" + str(mark["started_at"]).replace(":", "").replace("-", ""))
     if unfinished is None or unfinished.get("step") == "holding":
         write_marker(found, mark)
     else:
@@ -430,6 +430,18 @@ def _move(found: str, to: str, wanted: str, unfinished: dict[str, Any] | None) -
     write_marker(found, mark)
     crashpoint("migrate-switching")
     return _switch(found, mark, finished_now=False, report=report)
+
+
+def _unused_name(found: str, name: str) -> str:
+    """``name``, or ``name-2``, ``name-3``...: the first no earlier move left under the tree. The time names the
+    set-aside directory to the second, so a move to a database, back, and to a database again within one second
+    chose the first move's directory, still full, and could not set its files aside there. Chosen once, with the
+    marker: a re-run after a kill reads it back from there."""
+    candidate, number = name, 1
+    while os.path.lexists(os.path.join(found, candidate)):
+        number += 1
+        candidate = f"{name}-{number}"
+    return candidate
 
 
 def _copy_to_database(source: StateStore, to: str, held: dict[str, Section], found: str,

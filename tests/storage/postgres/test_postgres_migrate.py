@@ -224,3 +224,23 @@ def test_a_failed_move_to_the_files_leaves_no_partial_copy_and_can_be_retried(
     monkeypatch.undo()
     assert cli(["migrate", "--to", "files"], root=root).code == 0
     assert digest(content(Store(root))) == on_database
+
+
+def test_moves_there_back_and_there_again_within_one_second_set_aside_apart(tmp_path: Path) -> None:
+    """The set-aside directory is named by the move's time, to the second: a second move to a database in the same
+    second gets a directory of its own instead of the first one's, still full (it failed with "Directory not
+    empty" on its first file)."""
+    root = tmp_path / ".loki"
+    init_tree(str(root))
+    populate(root)
+    before = digest(content(Store(root)))
+    same_second = {"LOKI_NOW": "2026-11-27T13:20:19Z"}
+    first = cli(["migrate", "--to", pgserver.fresh_schema_url(migrate=False), "--json"], root=root, env=same_second)
+    assert first.code == 0, first.stderr
+    assert cli(["migrate", "--to", "files"], root=root, env=same_second).code == 0
+    second = cli(["migrate", "--to", pgserver.fresh_schema_url(migrate=False), "--json"], root=root, env=same_second)
+    assert second.code == 0, second.stderr
+    aside = [Path(first.json()["set_aside"]), Path(second.json()["set_aside"])]
+    assert [path.name for path in aside] == ["migrated-20261127T132019Z", "migrated-20261127T132019Z-2"]
+    assert all((path / "queue").is_dir() for path in aside)
+    assert digest(content(open_store(str(root)))) == before
