@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import QUICK, median, percentile, row
+from tests.serve.boardstream import BoardStream, open_board_stream
 
 REQUESTS = 60 if QUICK else 400
 BOARD_CHANGES = 10 if QUICK else 40
@@ -156,13 +157,6 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
-def _open_stream(port: int, cookie: str) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-    sock.sendall(f"GET /events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n"
-                 "Accept: text/event-stream\r\n\r\n".encode())
-    return sock
-
-
 def _read_until(sock: socket.socket, marker: bytes) -> None:
     seen = b""
     while marker not in seen:
@@ -172,31 +166,10 @@ def _read_until(sock: socket.socket, marker: bytes) -> None:
         seen = seen[-len(marker):] + chunk
 
 
-class _Events:
-    """A board's event stream, read one ``live`` event at a time (what a browser's EventSource gets)."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buffer = b""
-
-    def next_live(self) -> str:
-        while True:
-            end = self.buffer.find(b"\n\n")
-            while end < 0:
-                chunk = self.sock.recv(65536)
-                if not chunk:
-                    raise RuntimeError("the event stream closed")
-                self.buffer += chunk
-                end = self.buffer.find(b"\n\n")
-            event, self.buffer = self.buffer[:end], self.buffer[end + 2:]
-            if b"event: live" in event.split(b"\n"):
-                return event.decode("utf-8", "replace")
-
-
 def _board_latency(root: str, port: int, cookie: str, change: Any, count: int) -> tuple[list[float], list[float]]:
     """Milliseconds from ``change(n)`` returning (another writer's commit) to the board's next region, and the
     change's own time (the claim or the add, which the store's feed cannot see before it commits)."""
-    events = _Events(_open_stream(port, cookie))
+    events = BoardStream(port, cookie)
     events.next_live()  # the region as it is when the board opens
     latencies, changes = [], []
     for n in range(count):
@@ -206,7 +179,7 @@ def _board_latency(root: str, port: int, cookie: str, change: Any, count: int) -
         events.next_live()
         latencies.append((time.perf_counter() - committed) * 1000)
         changes.append((committed - started) * 1000)
-    events.sock.close()
+    events.close()
     return latencies, changes
 
 
@@ -254,7 +227,7 @@ def _board_rows(top: Path) -> list[dict[str, Any]]:
         queue = Queue(Store(root))
         latencies, _adds = _board_latency(root, port, cookie, lambda n: queue.add(f"board bench task {n}"),
                                           BOARD_CHANGES)
-        boards = [_open_stream(port, cookie) for _ in range(20)]
+        boards = [open_board_stream(port, cookie) for _ in range(20)]
         for board in boards:
             _read_until(board, b"retry: 1000")
         queue.add("one more, for all 20 boards")

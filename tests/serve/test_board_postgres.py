@@ -6,7 +6,6 @@ so no look on a timer can be what delivered it."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from loki.serve.server import bind
 from loki.serve.tokens import derived
 from loki.storage.opening import open_store
 from tests.helpers import loki_proc
+from tests.serve.boardstream import BoardStream
 
 pytestmark = pytest.mark.slow
 
@@ -60,37 +60,9 @@ def served(pg_root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     sock.close()
 
 
-class Stream:
-    """A board's /events stream, read one server-sent event at a time."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        cookie = f"loki_session={derived(TOKEN, 'session')}"
-        self.sock.sendall(f"GET /events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n"
-                          "Accept: text/event-stream\r\n\r\n".encode())
-        self.buffer = b""
-
-    def next_live(self) -> str:
-        """The next ``live`` event's region (a socket timeout of 30 s fails the test instead of hanging it)."""
-        while True:
-            end = self.buffer.find(b"\n\n")
-            while end < 0:
-                chunk = self.sock.recv(65536)
-                assert chunk, "the event stream closed"
-                self.buffer += chunk
-                end = self.buffer.find(b"\n\n")
-            event, self.buffer = self.buffer[:end], self.buffer[end + 2:]
-            lines = event.decode("utf-8", "replace").splitlines()
-            if any(line == "event: live" for line in lines):
-                return "\n".join(line[6:] for line in lines if line.startswith("data: "))
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def test_a_claim_in_another_process_reaches_the_board_by_notify_not_by_a_poll(pg_root: Path, served: int) -> None:
     Queue(open_store(str(pg_root))).add("Ship it on postgres", task_id="task-pg")
-    stream = Stream(served)
+    stream = BoardStream(served, f"loki_session={derived(TOKEN, 'session')}")
     try:
         first = stream.next_live()
         assert 'data-task="task-pg"' in first and "bot-pg" not in first

@@ -1,0 +1,41 @@
+"""A board's live feed as a browser's EventSource reads it: ``GET /events`` on a raw socket, then one server-sent
+``live`` event at a time (the board's tests and bench/bench_serve.py)."""
+
+from __future__ import annotations
+
+import socket
+
+
+def open_board_stream(port: int, cookie: str) -> socket.socket:
+    """A connection to the board's ``/events`` with the session ``cookie``, the request sent (a socket timeout of
+    30 s fails a reader instead of hanging it)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(f"GET /events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n"
+                 "Accept: text/event-stream\r\n\r\n".encode())
+    return sock
+
+
+class BoardStream:
+    """A board's ``/events`` stream, read one ``live`` event at a time."""
+
+    def __init__(self, port: int, cookie: str) -> None:
+        self.sock = open_board_stream(port, cookie)
+        self.buffer = b""
+
+    def next_live(self) -> str:
+        """The next ``live`` event's region (its ``data:`` lines)."""
+        while True:
+            end = self.buffer.find(b"\n\n")
+            while end < 0:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    raise ConnectionError("the event stream closed")
+                self.buffer += chunk
+                end = self.buffer.find(b"\n\n")
+            event, self.buffer = self.buffer[:end], self.buffer[end + 2:]
+            lines = event.decode("utf-8", "replace").splitlines()
+            if any(line == "event: live" for line in lines):
+                return "\n".join(line[6:] for line in lines if line.startswith("data: "))
+
+    def close(self) -> None:
+        self.sock.close()
