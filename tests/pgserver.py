@@ -88,11 +88,18 @@ class Cluster:
         self._run(pg_ctl, "-D", f"{self.directory}/data", "-m", mode, "-w", "stop", check=False)
 
     def kill(self) -> None:
-        """The server dies at once (SIGKILL of the postmaster): a network drop, as a client sees it."""
+        """The server dies at once, the postmaster and every backend: a network drop, as a client sees it.
+
+        Each backend is in a session of its own (PostgreSQL's children call setsid), so the postmaster is
+        stopped first (it forks no new one), its children are killed, then it is. Killing the postmaster
+        alone left each backend to notice its death by itself, and one slow to notice (a loaded machine)
+        still answered the next statement: a test expecting a dead server saw it answer."""
         if self.pid:
             with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGSTOP)
+            subprocess.run(["pkill", "-KILL", "-P", str(self.pid)], check=False)
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
-        # its backends notice the postmaster is gone and exit; the next start recovers
         subprocess.run(["pkill", "-KILL", "-f", f"{self.directory}/data"], check=False)
 
     def remove(self) -> None:

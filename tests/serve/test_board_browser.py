@@ -56,8 +56,27 @@ def state_cell(driver: Any, task_id: str) -> str:
         "return c ? c.textContent : '';", task_id))
 
 
+def text_of(driver: Any, element_id: str) -> str:
+    """The text a section of the board shows, read in one go: the live feed may replace the section between a
+    `find_element` and a `.text` (a StaleElementReferenceException, seen in CI)."""
+    return str(driver.execute_script(
+        "var e = document.getElementById(arguments[0]); return e ? e.innerText : '';", element_id))
+
+
+def click(driver: Any, locator: tuple[str, str], attempts: int = 20) -> None:
+    """Click what ``locator`` finds, finding it again when the live feed replaced it before the click landed."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for attempt in range(attempts):
+        try:
+            driver.find_element(*locator).click()
+            return
+        except StaleElementReferenceException:
+            if attempt == attempts - 1:
+                raise
+
+
 def test_the_board_renders_the_queue_and_a_hostile_title_as_text(server: dict[str, Any]) -> None:
-    from selenium.webdriver.common.by import By
 
     hostile = add(server["root"], HOSTILE)
     plain = add(server["root"], "Write the release notes")
@@ -79,7 +98,7 @@ def test_the_board_renders_the_queue_and_a_hostile_title_as_text(server: dict[st
             # readable at that width: the page does not scroll sideways as a whole (tables scroll in their box)
             assert driver.execute_script("return document.documentElement.scrollWidth") <= width
         driver.get(f"{server['url']}task/{hostile}")
-        assert driver.find_element(By.CSS_SELECTOR, "#task").text.count(HOSTILE) == 1
+        assert text_of(driver, "task").count(HOSTILE) == 1
         assert driver.execute_script("return window.pwned === undefined")
 
 
@@ -94,7 +113,7 @@ def test_a_claim_by_loki_work_in_another_process_shows_within_a_second(server: d
     with chromium() as driver:
         driver.get(server["login"])
         WebDriverWait(driver, 10, poll_frequency=0.02).until(
-            lambda d: d.find_element("id", "live-status").text == "live")
+            lambda d: text_of(d, "live-status") == "live")
         assert state_cell(driver, task_id) == "pending"
         agent = subprocess.Popen(
             [sys.executable, "-m", "loki", "--root", server["root"], "work", "--agent", "bot-1", "--max-tasks", "1",
@@ -109,7 +128,7 @@ def test_a_claim_by_loki_work_in_another_process_shows_within_a_second(server: d
             assert shown_after < 1.0
             assert driver.execute_script(
                 "return document.querySelector('b[data-count=\"in-progress\"]').textContent") == "1"
-            events = driver.find_element("id", "events").text
+            events = text_of(driver, "events")
             assert f"{task_id}: pending -> in-progress (bot-1)" in events
         finally:
             with open(release, "w") as go:
@@ -128,10 +147,11 @@ def test_an_escalation_approved_in_the_browser_is_approved_in_the_store(server: 
     (escalation,) = loki_proc(["escalations", "list", "--open", "--json"], root=server["root"]).json()["escalations"]
     with chromium() as driver:
         driver.get(server["login"])
-        row = driver.find_element(By.CSS_SELECTOR, f'#escalations tr[data-escalation="{escalation["id"]}"]')
-        row.find_element(By.XPATH, ".//form[contains(@action, '/action/approve')]//button").click()
+        approve = (By.XPATH, f'//*[@id="escalations"]//tr[@data-escalation="{escalation["id"]}"]'
+                             "//form[contains(@action, '/action/approve')]//button")
+        click(driver, approve)
         assert driver.current_url == server["url"]  # back on the board (303)
-        assert "none" in driver.find_element(By.ID, "escalations").text
+        assert "none" in text_of(driver, "escalations")
     (after,) = loki_proc(["escalations", "list", "--json"], root=server["root"]).json()["escalations"]
     assert after["state"] == "resolved" and after["resolution"].startswith("approve by ")
     assert loki_proc(["queue", "show", task_id, "--json"], root=server["root"]).json()["state"] == "pending"
