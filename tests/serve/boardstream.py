@@ -37,5 +37,17 @@ class BoardStream:
             if any(line == "event: live" for line in lines):
                 return "\n".join(line[6:] for line in lines if line.startswith("data: "))
 
+    def next_live_showing(self, text: str, within: int = 5) -> str:
+        """The first of the next ``within`` live events whose region shows ``text``. A wake that came before a
+        change committed (the listener's own start, another writer) may render a region without the change
+        first: the board's reads are separate statements, so a region read across another writer's commit
+        can differ from the last one sent and still not show that commit (seen once in `make test`)."""
+        regions = []
+        for _ in range(within):
+            regions.append(self.next_live())
+            if text in regions[-1]:
+                return regions[-1]
+        raise AssertionError(f"{text!r} is in none of the next {within} live events; the last: {regions[-1]}")
+
     def close(self) -> None:
         self.sock.close()

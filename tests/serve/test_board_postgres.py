@@ -68,11 +68,12 @@ def test_a_claim_in_another_process_reaches_the_board_by_notify_not_by_a_poll(pg
         assert 'data-task="task-pg"' in first and "bot-pg" not in first
         claimed = loki_proc(["queue", "claim", "--agent", "bot-pg", "--json"], root=pg_root)
         assert claimed.code == 0, claimed.stderr
-        region = stream.next_live()  # the rescan is an hour away: only the claim's NOTIFY can have woken the feed
-        assert "bot-pg" in region and "task-pg: pending -&gt; in-progress (bot-pg)" in region
+        # the rescan is an hour away: only the claim's NOTIFY can have woken the feed to a region that shows it
+        region = stream.next_live_showing("task-pg: pending -&gt; in-progress (bot-pg)")
+        assert 'data-count="in-progress">1<' in region and "bot-pg" in region
         completed = loki_proc(["queue", "complete", "task-pg", "--agent", "bot-pg"], root=pg_root)
         assert completed.code == 0, completed.stderr
-        assert "task-pg: in-progress -&gt; completed" in stream.next_live()
+        assert 'data-count="completed">1<' in stream.next_live_showing("task-pg: in-progress -&gt; completed")
     finally:
         stream.close()
 
