@@ -47,7 +47,8 @@ def unavailable(reason: str) -> None:
 
 @dataclass
 class Cluster:
-    """A throwaway PostgreSQL cluster the tests own: they may stop, restart or kill it."""
+    """A throwaway PostgreSQL cluster the tests own: they may stop and restart it, or kill it (for good: a killed
+    postmaster stays a zombie where no init reaps it, and pg_ctl will not start over its pid file)."""
 
     directory: str
     port: int
@@ -94,13 +95,21 @@ class Cluster:
         stopped first (it forks no new one), its children are killed, then it is. Killing the postmaster
         alone left each backend to notice its death by itself, and one slow to notice (a loaded machine)
         still answered the next statement: a test expecting a dead server saw it answer."""
-        if self.pid:
+        if self.pid and self._postmaster_alive():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGSTOP)
             subprocess.run(["pkill", "-KILL", "-P", str(self.pid)], check=False)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
         subprocess.run(["pkill", "-KILL", "-f", f"{self.directory}/data"], check=False)
+
+    def _postmaster_alive(self) -> bool:
+        """Whether :attr:`pid` is still this cluster's postmaster (not a process that reused a gone one's pid)."""
+        try:
+            with open(f"/proc/{self.pid}/cmdline", "rb") as handle:
+                return f"{self.directory}/data".encode() in handle.read()
+        except OSError:
+            return False
 
     def remove(self) -> None:
         self.stop("immediate")

@@ -10,8 +10,9 @@ no network use beyond 127.0.0.1 (usage statistics and update checks off).
 Headless: ``gemini -p PROMPT --yolo --output-format json`` (``--yolo`` approves the tool calls a
 person would; the hooks still run), ``-m`` names the model so that no routing request is made, and
 ``GEMINI_CLI_TRUST_WORKSPACE=true`` trusts the project, as a CI job must (an untrusted folder runs
-no project hooks). ``GEMINI_CLI_NO_RELAUNCH=true`` runs the session in the process started, as the relaunched
-child the CLI would start otherwise runs it (the same variable, the same environment, one node start fewer).
+no project hooks). ``GEMINI_CLI_NO_RELAUNCH=true`` runs the session in the process started, as the child the CLI
+would relaunch itself into runs it (that variable, the same environment), without the child's larger heap limit
+(``--max-old-space-size`` at half the RAM; these sessions are small) and one node start fewer.
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ def environment(home: Path, server_url: str, extra: dict[str, str] | None = None
         "GEMINI_API_KEY": "scripted-model-key",
         "GOOGLE_GEMINI_BASE_URL": server_url,
         "GEMINI_CLI_TRUST_WORKSPACE": "true",
-        # Without it the CLI starts a second node process that runs the session with this variable set (to raise
-        # its heap limit) and only waits for it: the same session, twice the start-up (~1 s of CPU a run).
+        # Without it the CLI starts a second node process that runs the session with this variable set (and a heap
+        # limit of half the RAM) and only waits for it: the same session, twice the start-up (~1 s of CPU a run).
         "GEMINI_CLI_NO_RELAUNCH": "true",
         "LOKI_VALIDATE_ALL": "1",  # every write the hooks make is validated in full, as in the rest of the suite
         **(extra or {}),

@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import socket
+import time
+
+WAIT_SECONDS = 30.0
+"""How long a reader waits for the next ``live`` event before it fails."""
 
 
 def open_board_stream(port: int, cookie: str) -> socket.socket:
     """A connection to the board's ``/events`` with the session ``cookie``, the request sent (a socket timeout of
-    30 s fails a reader instead of hanging it)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    30 s fails a read of a server that sends nothing at all)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=WAIT_SECONDS)
     sock.sendall(f"GET /events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n"
                  "Accept: text/event-stream\r\n\r\n".encode())
     return sock
@@ -23,8 +27,12 @@ class BoardStream:
         self.buffer = b""
 
     def next_live(self) -> str:
-        """The next ``live`` event's region (its ``data:`` lines)."""
+        """The next ``live`` event's region (its ``data:`` lines). Fails after :data:`WAIT_SECONDS` without one: the
+        stream's keep-alive comment (every 15 s) would otherwise keep a socket timeout from ever firing."""
+        deadline = time.monotonic() + WAIT_SECONDS
         while True:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no live event within {WAIT_SECONDS:g} s")
             end = self.buffer.find(b"\n\n")
             while end < 0:
                 chunk = self.sock.recv(65536)

@@ -58,7 +58,7 @@ def state_cell(driver: Any, task_id: str) -> str:
 
 def text_of(driver: Any, element_id: str) -> str:
     """The text a section of the board shows, read in one go: the live feed may replace the section between a
-    `find_element` and a `.text` (a StaleElementReferenceException, seen in CI)."""
+    `find_element` and a `.text` (a StaleElementReferenceException, seen once in `make test`)."""
     return str(driver.execute_script(
         "var e = document.getElementById(arguments[0]); return e ? e.innerText : '';", element_id))
 
@@ -77,7 +77,6 @@ def click(driver: Any, locator: tuple[str, str], attempts: int = 20) -> None:
 
 
 def test_the_board_renders_the_queue_and_a_hostile_title_as_text(server: dict[str, Any]) -> None:
-
     hostile = add(server["root"], HOSTILE)
     plain = add(server["root"], "Write the release notes")
     with chromium() as driver:

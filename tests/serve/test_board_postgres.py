@@ -60,17 +60,55 @@ def served(pg_root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     sock.close()
 
 
-def test_a_claim_in_another_process_reaches_the_board_by_notify_not_by_a_poll(pg_root: Path, served: int) -> None:
+class Wakes:
+    """How many times the board's change feed was woken (the store's listeners call the feed's waker)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from loki.serve import routes
+
+        self.count = 0
+        self.changed = threading.Condition()
+        real = routes.waker
+
+        def counting(loop: Any, dirty: Any) -> Any:
+            wake = real(loop, dirty)
+
+            def counted() -> None:
+                with self.changed:
+                    self.count += 1
+                    self.changed.notify_all()
+                wake()
+
+            return counted
+
+        monkeypatch.setattr(routes, "waker", counting)
+
+    def wait_for(self, count: int) -> int:
+        """The count once it reaches ``count`` (a failure after 30 s)."""
+        with self.changed:
+            assert self.changed.wait_for(lambda: self.count >= count, timeout=30), (self.count, count)
+            return self.count
+
+
+def test_a_claim_in_another_process_reaches_the_board_by_notify_not_by_a_poll(
+        pg_root: Path, served: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from loki.serve import routes
+
+    wakes = Wakes(monkeypatch)
     Queue(open_store(str(pg_root))).add("Ship it on postgres", task_id="task-pg")
     stream = BoardStream(served, f"loki_session={derived(TOKEN, 'session')}")
     try:
         first = stream.next_live()
         assert 'data-task="task-pg"' in first and "bot-pg" not in first
+        # each listener wakes the feed once as it starts (for what was published before it listened)
+        started = wakes.wait_for(len(routes.WATCHED))
         claimed = loki_proc(["queue", "claim", "--agent", "bot-pg", "--json"], root=pg_root)
         assert claimed.code == 0, claimed.stderr
-        # the rescan is an hour away: only the claim's NOTIFY can have woken the feed to a region that shows it
+        # the rescan is an hour away: the board shows the claim, and a wake came after the listeners' own, the
+        # claim's NOTIFY (a late start wake could otherwise have shown it alone)
         region = stream.next_live_showing("task-pg: pending -&gt; in-progress (bot-pg)")
-        assert 'data-count="in-progress">1<' in region and "bot-pg" in region
+        assert 'data-count="in-progress">1<' in region
+        assert wakes.wait_for(started + 1) > started
         completed = loki_proc(["queue", "complete", "task-pg", "--agent", "bot-pg"], root=pg_root)
         assert completed.code == 0, completed.stderr
         assert 'data-count="completed">1<' in stream.next_live_showing("task-pg: in-progress -&gt; completed")
