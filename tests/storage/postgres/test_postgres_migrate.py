@@ -134,8 +134,17 @@ def test_writes_during_a_migration_are_refused_or_kept(tmp_path: Path, direction
                               env={**os.environ, "LOKI_LOCK_TIMEOUT": "30"})
     assert writer.stdout is not None
     assert writer.stdout.readline() == b"ready\n"  # it is writing: the migration starts under load
-    moved = loki_proc(["migrate", "--to", target], root=root, env={"LOKI_LOCK_TIMEOUT": "30"}, timeout=300)
-    assert moved.code == 0, moved.stderr
+    tries = []
+    for _ in range(3):
+        moved = loki_proc(["migrate", "--to", target], root=root, env={"LOKI_LOCK_TIMEOUT": "30"}, timeout=300)
+        # A write that had passed its check of the marker before the migration wrote it, and committed while the
+        # source was read, is caught by the second read: exit 5, nothing switched, "run it again" (docs/postgres.md).
+        # On PostgreSQL nothing drains such a write first (another machine's writers do not see this tree's marker
+        # at all), so under load a first attempt may end so, and a user runs it again (seen once in CI).
+        tries.append(moved.stderr)
+        if moved.code != 5 or "changed during the migration" not in moved.stderr:
+            break
+    assert moved.code == 0, tries
     _out, err = writer.communicate(timeout=300)
     assert writer.returncode == 0, err.decode()
     events = [line.split() for line in log.read_text().splitlines()]
