@@ -27,8 +27,11 @@ def server(root: Path, agent: str | None = "a1", *extra: str) -> Any:
     return mcp.StdioServerParameters(command=sys.executable, args=args, env=env, cwd=str(root.parent))
 
 
-class Barrier:
-    """``await barrier.wait()`` returns once ``parties`` tasks are waiting."""
+class Rounds:
+    """Racing clients that call at the same moment, round after round: ``await rounds.wait()`` returns once every
+    client still in the race waits; ``leave()`` takes a finished one out. Left to run freely, one client took all
+    24 tasks before the other's first call was served on a loaded machine (seen once in `make test`), and the race
+    the test is about did not happen; in rounds, each round's two claims are in flight together."""
 
     def __init__(self, parties: int) -> None:
         self.parties = parties
@@ -36,10 +39,20 @@ class Barrier:
         self.event = anyio.Event()
 
     async def wait(self) -> None:
+        event = self.event
         self.arrived += 1
-        if self.arrived == self.parties:
-            self.event.set()
-        await self.event.wait()
+        if self.arrived >= self.parties:
+            self._release()
+        await event.wait()
+
+    def leave(self) -> None:
+        self.parties -= 1
+        if self.arrived and self.arrived >= self.parties:
+            self._release()
+
+    def _release(self) -> None:
+        self.event.set()
+        self.event, self.arrived = anyio.Event(), 0
 
 
 async def call(client: Any, name: str, **arguments: Any) -> tuple[dict[str, Any], bool]:
@@ -129,17 +142,20 @@ def test_two_clients_racing_to_claim_never_get_the_same_task(root: Path, names: 
     batch.write_text(json.dumps([{"id": task_id, "title": f"task {task_id}"} for task_id in ids]))
     assert cli(["queue", "add", "--from-file", str(batch)], root=root).code == 0
     got: dict[int, dict[str, str]] = {0: {}, 1: {}}  # client -> {task id: token}
-    both = Barrier(2)
+    rounds = Rounds(2)
 
     async def agent(client_number: int) -> None:
         async with mcp.Client(server(root, names[client_number])) as client:
-            await both.wait()  # servers start at their own pace: the race begins once both answer
-            while True:
-                reply, _ = await call(client, "claim")
-                if reply["status"] != "claimed":
-                    assert reply["status"] == "nothing_ready", reply
-                    return
-                got[client_number][reply["task_id"]] = reply["token"]
+            try:
+                while True:
+                    await rounds.wait()  # servers start at their own pace: each round begins once both answer
+                    reply, _ = await call(client, "claim")
+                    if reply["status"] != "claimed":
+                        assert reply["status"] == "nothing_ready", reply
+                        return
+                    got[client_number][reply["task_id"]] = reply["token"]
+            finally:
+                rounds.leave()
 
     async def race() -> None:
         async with anyio.create_task_group() as group:
