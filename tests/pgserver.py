@@ -77,8 +77,11 @@ class Cluster:
     def start(self) -> None:
         pg_ctl = _binary("pg_ctl")
         assert pg_ctl
+        # dynamic_shared_memory_type=mmap: the segments live in the data directory, removed with the cluster. As
+        # POSIX shared memory (the default) a killed server's stayed in /dev/shm: 2 a kill, 108 after a day's runs.
         opts = (f"-k {self.socket_dir} -p {self.port} -c listen_addresses='' -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200 "
+                "-c dynamic_shared_memory_type=mmap")
         self._run(pg_ctl, "-D", f"{self.directory}/data", "-l", self.log, "-o", opts, "-w", "-t", "60", "start")
         with open(f"{self.directory}/data/postmaster.pid") as handle:
             self.pid = int(handle.readline())
