@@ -19,7 +19,7 @@ import pytest
 
 from loki.storage.store import Store
 from tests.helpers import LazyModule, cli, lazy_module_or_skip, process_gone, snapshot_bytes, tasks_in, tree_problems
-from tests.mcpserver.test_mcp_stdio import Rounds, call
+from tests.mcpserver.test_mcp_stdio import Rounds, call, claim_in_rounds
 from tests.mcpserver.test_tools import BAD_ARGUMENTS
 
 mcp = lazy_module_or_skip("mcp", reason="the mcp extra is not installed (pip install -e '.[dev]')")
@@ -56,16 +56,7 @@ def test_two_clients_racing_over_http_never_get_the_same_task(root: Path) -> Non
 
     async def agent(url: str, name: str) -> None:
         async with mcp.Client(url) as client:
-            try:
-                while True:
-                    await rounds.wait()  # each round begins once both sessions are open and waiting
-                    reply, _ = await call(client, "claim")
-                    if reply["status"] != "claimed":
-                        assert reply["status"] == "nothing_ready", reply
-                        return
-                    got[name].append(reply["task_id"])
-            finally:
-                rounds.leave()
+            got[name] = [reply["task_id"] for reply in await claim_in_rounds(client, rounds)]
 
     with http_server(root, "a1") as one, http_server(root, "a2") as two:
 

@@ -55,6 +55,21 @@ class Rounds:
         self.event, self.arrived = anyio.Event(), 0
 
 
+async def claim_in_rounds(client: Any, rounds: Rounds) -> list[dict[str, Any]]:
+    """Claim in ``rounds`` until nothing is ready; the replies of the claims that got a task, in order."""
+    claimed = []
+    try:
+        while True:
+            await rounds.wait()  # servers start at their own pace: each round begins once every client answers
+            reply, _ = await call(client, "claim")
+            if reply["status"] != "claimed":
+                assert reply["status"] == "nothing_ready", reply
+                return claimed
+            claimed.append(reply)
+    finally:
+        rounds.leave()
+
+
 async def call(client: Any, name: str, **arguments: Any) -> tuple[dict[str, Any], bool]:
     result = await client.call_tool(name, arguments)
     reply = result.structured_content
@@ -146,16 +161,8 @@ def test_two_clients_racing_to_claim_never_get_the_same_task(root: Path, names: 
 
     async def agent(client_number: int) -> None:
         async with mcp.Client(server(root, names[client_number])) as client:
-            try:
-                while True:
-                    await rounds.wait()  # servers start at their own pace: each round begins once both answer
-                    reply, _ = await call(client, "claim")
-                    if reply["status"] != "claimed":
-                        assert reply["status"] == "nothing_ready", reply
-                        return
-                    got[client_number][reply["task_id"]] = reply["token"]
-            finally:
-                rounds.leave()
+            for reply in await claim_in_rounds(client, rounds):
+                got[client_number][reply["task_id"]] = reply["token"]
 
     async def race() -> None:
         async with anyio.create_task_group() as group:

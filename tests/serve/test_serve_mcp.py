@@ -32,7 +32,7 @@ from tests.serve.asgi import request
 mcp = lazy_module_or_skip("mcp", reason="the mcp extra is not installed (pip install -e '.[dev]')")
 anyio = LazyModule("anyio")  # both imported by the tests that use them, not by collection
 
-from tests.mcpserver.test_mcp_stdio import Rounds, call  # noqa: E402 (needs the SDK)
+from tests.mcpserver.test_mcp_stdio import Rounds, call, claim_in_rounds  # noqa: E402 (needs the SDK)
 from tests.mcpserver.test_tools import BAD_ARGUMENTS  # noqa: E402
 
 TOKEN = "t0k3n-for-tests"
@@ -99,16 +99,7 @@ def test_two_clients_racing_on_loki_serve_never_get_the_same_task(served: tuple[
 
     async def agent(name: str) -> None:
         async with client(url, token, name) as session:
-            try:
-                while True:
-                    await rounds.wait()  # each round's two claims in flight together
-                    reply, _ = await call(session, "claim")
-                    if reply["status"] != "claimed":
-                        assert reply["status"] == "nothing_ready", reply
-                        return
-                    got[name].append(reply["task_id"])
-            finally:
-                rounds.leave()
+            got[name] = [reply["task_id"] for reply in await claim_in_rounds(session, rounds)]
 
     async def race() -> None:
         async with anyio.create_task_group() as group:
